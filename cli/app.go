@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+)
+
+// Version is the release this binary was built from.
+const Version = "0.1.0"
+
+// Env looks up an environment variable.
+type Env func(key string) (string, bool)
+
+// Run runs the command line with args (args[0] is the program name) and
+// returns the process exit code. It never calls os.Exit.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer, env Env) int {
+	app := NewApp(stdout, stderr, env)
+	err := app.RunContext(ctx, args)
+	if err == nil {
+		return 0
+	}
+	var ec cli.ExitCoder
+	if errors.As(err, &ec) {
+		if msg := ec.Error(); msg != "" {
+			fmt.Fprintln(stderr, "openxet:", msg)
+		}
+		return ec.ExitCode()
+	}
+	fmt.Fprintln(stderr, "openxet:", err)
+	return 1
+}
+
+// NewApp builds the command-line application.
+func NewApp(stdout, stderr io.Writer, env Env) *cli.App {
+	if env == nil {
+		env = func(string) (string, bool) { return "", false }
+	}
+	return &cli.App{
+		Name:    "openxet",
+		Usage:   "a self-hostable server for the Xet storage protocol of Hugging Face's hf_xet and hf clients",
+		Version: versionString(),
+		Description: "openxet serves the Xet CAS API and a Hub API to the stock Hugging Face clients, keeps a\n" +
+			"per-tenant account of stored bytes, and enforces rate limits, byte quotas and memory shares.\n\n" +
+			"Start a server on the defaults with `openxet serve`; see docs/ for the configuration reference.",
+		Writer:          stdout,
+		ErrWriter:       stderr,
+		ExitErrHandler:  func(*cli.Context, error) {},
+		HideHelpCommand: true,
+		Commands: []*cli.Command{
+			serveCommand(env),
+			reindexCommand(env),
+			limitsCommand(env),
+			credentialsCommand(env),
+			{
+				Name:  "version",
+				Usage: "print the version",
+				Action: func(c *cli.Context) error {
+					fmt.Fprintln(c.App.Writer, "openxet", versionString())
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func versionString() string {
+	v := Version
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " (" + s.Value[:12] + ")"
+			}
+		}
+	}
+	return v
+}
+
+// configFlags are the flags of every configuration key plus --config.
+func configFlags(keys func(setting) bool) []cli.Flag {
+	flags := []cli.Flag{&cli.StringFlag{Name: "config", Usage: "TOML configuration file", EnvVars: nil}}
+	for _, s := range settings {
+		if keys != nil && !keys(s) {
+			continue
+		}
+		def := s.def
+		if def == "" {
+			def = "none"
+		}
+		flags = append(flags, &cli.StringFlag{
+			Name:  s.flagName(),
+			Usage: fmt.Sprintf("%s (key %s, env %s, default %s)", s.usage, s.key, s.envName(), def),
+		})
+	}
+	return flags
+}
+
+// loadConfig reads the configuration for a command: defaults, then the file
+// (--config or OPENXET_CONFIG), then OPENXET_* variables, then flags.
+func loadConfig(c *cli.Context, env Env) (Config, error) {
+	path := c.String("config")
+	if path == "" {
+		path, _ = env("OPENXET_CONFIG")
+	}
+	envVals, flagVals := map[string]string{}, map[string]string{}
+	for _, s := range settings {
+		if v, ok := env(s.envName()); ok {
+			envVals[s.key] = v
+		}
+		if c.IsSet(s.flagName()) {
+			flagVals[s.key] = c.String(s.flagName())
+		}
+	}
+	cfg, err := LoadConfig(path, envVals, flagVals)
+	if err != nil {
+		return Config{}, cli.Exit(err.Error(), 2)
+	}
+	return cfg, nil
+}
+
+// storeKeys selects the keys a command that only opens the store needs.
+func storeKeys(s setting) bool {
+	switch s.key {
+	case "server.data_dir", "server.bucket", "server.index":
+		return true
+	}
+	return false
+}
+
+// KeysDoc lists every configuration key with its default, env and flag, as
+// the configuration reference shows them.
+func KeysDoc() string {
+	var b strings.Builder
+	keys := append([]setting(nil), settings...)
+	sort.SliceStable(keys, func(i, j int) bool { return keys[i].key < keys[j].key })
+	for _, s := range keys {
+		fmt.Fprintf(&b, "| `%s` | `%s` | `%s` | `--%s` | %s |\n", s.key, s.def, s.envName(), s.flagName(), s.usage)
+	}
+	return b.String()
+}

@@ -1,0 +1,468 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Config is every setting of `openxet serve`, read from defaults, a TOML
+// file, OPENXET_* environment variables and flags (later ones win).
+type Config struct {
+	// [server]
+	Listen                string
+	PublicURL             string
+	DataDir               string
+	Bucket                string
+	Index                 string
+	TrustedProxies        []netip.Prefix
+	DedupScope            string
+	MemoryBudget          int64
+	CredentialMemoryShare float64
+	TenantMemoryShare     float64
+	MemoryWait            time.Duration
+	MetricsListen         string
+	LogFormat             string
+	LogLevel              string
+	TokenTTL              time.Duration
+	FetchURLTTL           time.Duration
+	ReadHeaderTimeout     time.Duration
+	IdleTimeout           time.Duration
+	BodyReadTimeout       time.Duration
+	ShutdownTimeout       time.Duration
+	MaxHeaderBytes        int64
+
+	// [limits]
+	TenantRequestsPerSecond     float64
+	TenantBurst                 int
+	CredentialRequestsPerSecond float64
+	CredentialBurst             int
+	MaxInFlightPerCredential    int
+	AuthFailuresPerMinute       int
+	DefaultTenantQuota          int64 // < 0: unlimited
+	LimitsCacheTTL              time.Duration
+}
+
+// setting is one configuration key: where it is read from and how.
+type setting struct {
+	key   string // section.name in the TOML file
+	def   string // default, in the same text form a user would write
+	usage string
+	set   func(c *Config, v string) error
+}
+
+// flagName is the flag of a setting: the key's name with '-' for '_'.
+func (s setting) flagName() string {
+	_, name, _ := strings.Cut(s.key, ".")
+	return strings.ReplaceAll(name, "_", "-")
+}
+
+// envName is the environment variable of a setting: OPENXET_ and the name.
+func (s setting) envName() string {
+	_, name, _ := strings.Cut(s.key, ".")
+	return "OPENXET_" + strings.ToUpper(name)
+}
+
+// Default values that are not plain literals.
+const (
+	DefaultListen     = "127.0.0.1:8080"
+	DefaultDataDir    = "./openxet-data"
+	maxDefaultBudget  = 4 << 30
+	minMemoryBudget   = 64 << 20
+	maxXorbBodyBytes  = 64<<20 + 1<<20
+	unlimitedQuotaTxt = "unlimited"
+)
+
+var settings = []setting{
+	{"server.listen", DefaultListen, "address to listen on (host:port)", func(c *Config, v string) error {
+		if _, _, err := net.SplitHostPort(v); err != nil {
+			return err
+		}
+		c.Listen = v
+		return nil
+	}},
+	{"server.public_url", "", "base URL clients reach this server at (default http://<listen>); used in CAS URLs and fetch URLs", func(c *Config, v string) error {
+		v = strings.TrimRight(v, "/")
+		if v != "" && !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+			return errors.New("must start with http:// or https://")
+		}
+		c.PublicURL = v
+		return nil
+	}},
+	{"server.data_dir", DefaultDataDir, "data directory (bucket and index live here by default)", func(c *Config, v string) error {
+		if v == "" {
+			return errors.New("must not be empty")
+		}
+		c.DataDir = v
+		return nil
+	}},
+	{"server.bucket", "", "gocloud.dev/blob bucket URL (default file://<data_dir>/bucket)", func(c *Config, v string) error { c.Bucket = v; return nil }},
+	{"server.index", "", "SQLite index file (default <data_dir>/index.db)", func(c *Config, v string) error { c.Index = v; return nil }},
+	{"server.trusted_proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default none)", func(c *Config, v string) error {
+		c.TrustedProxies = nil
+		for _, p := range splitList(v) {
+			pfx, err := netip.ParsePrefix(p)
+			if err != nil {
+				addr, aerr := netip.ParseAddr(p)
+				if aerr != nil {
+					return fmt.Errorf("%q is not a CIDR or an IP address", p)
+				}
+				pfx = netip.PrefixFrom(addr, addr.BitLen())
+			}
+			c.TrustedProxies = append(c.TrustedProxies, pfx)
+		}
+		return nil
+	}},
+	{"server.dedup_scope", "global", "which tenants' chunks a dedup query may offer: global or tenant", func(c *Config, v string) error {
+		if v != "global" && v != "tenant" {
+			return errors.New("must be global or tenant")
+		}
+		c.DedupScope = v
+		return nil
+	}},
+	{"server.memory_budget", "auto", "bytes held for request work on this node (auto: a quarter of the machine's memory, at most 4GiB)", func(c *Config, v string) error {
+		if v == "auto" {
+			c.MemoryBudget = autoMemoryBudget()
+			return nil
+		}
+		n, err := ParseSize(v)
+		if err != nil {
+			return err
+		}
+		if n < minMemoryBudget {
+			return fmt.Errorf("must be at least 64MiB")
+		}
+		c.MemoryBudget = n
+		return nil
+	}},
+	{"server.credential_memory_share", "0.25", "fraction of the memory budget one credential may hold (0.01 to 1)", func(c *Config, v string) error {
+		f, err := parseShare(v)
+		c.CredentialMemoryShare = f
+		return err
+	}},
+	{"server.tenant_memory_share", "0.5", "fraction of the memory budget one tenant may hold (0.01 to 1)", func(c *Config, v string) error {
+		f, err := parseShare(v)
+		c.TenantMemoryShare = f
+		return err
+	}},
+	{"server.memory_wait", "10s", "how long a request waits for memory before 503 memory_busy", durationSetter(func(c *Config) *time.Duration { return &c.MemoryWait }, 0)},
+	{"server.metrics_listen", "", "separate listener for /metrics without auth (default: /metrics on the main listener, admin scope)", func(c *Config, v string) error {
+		if v != "" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return err
+			}
+		}
+		c.MetricsListen = v
+		return nil
+	}},
+	{"server.log_format", "text", "request log format: text or json", func(c *Config, v string) error {
+		if v != "text" && v != "json" {
+			return errors.New("must be text or json")
+		}
+		c.LogFormat = v
+		return nil
+	}},
+	{"server.log_level", "info", "log level: debug, info, warn or error", func(c *Config, v string) error {
+		switch v {
+		case "debug", "info", "warn", "error":
+			c.LogLevel = v
+			return nil
+		}
+		return errors.New("must be debug, info, warn or error")
+	}},
+	{"server.token_ttl", "1h", "lifetime of the CAS tokens the Hub token endpoints hand out", durationSetter(func(c *Config) *time.Duration { return &c.TokenTTL }, 2*time.Minute)},
+	{"server.fetch_url_ttl", "1h", "lifetime of the signed fetch URLs in reconstruction answers", durationSetter(func(c *Config) *time.Duration { return &c.FetchURLTTL }, time.Minute)},
+	{"server.read_header_timeout", "10s", "time a client has to send its request headers", durationSetter(func(c *Config) *time.Duration { return &c.ReadHeaderTimeout }, time.Second)},
+	{"server.idle_timeout", "120s", "how long an idle keep-alive connection stays open", durationSetter(func(c *Config) *time.Duration { return &c.IdleTimeout }, time.Second)},
+	{"server.body_read_timeout", "5m", "time a client has to send one request body (a xorb is up to 65MiB)", durationSetter(func(c *Config) *time.Duration { return &c.BodyReadTimeout }, time.Second)},
+	{"server.shutdown_timeout", "30s", "how long shutdown waits for in-flight requests", durationSetter(func(c *Config) *time.Duration { return &c.ShutdownTimeout }, 0)},
+	{"server.max_header_bytes", "64KiB", "largest request header block accepted", func(c *Config, v string) error {
+		n, err := ParseSize(v)
+		if err != nil {
+			return err
+		}
+		if n < 4096 || n > 16<<20 {
+			return errors.New("must be between 4KiB and 16MiB")
+		}
+		c.MaxHeaderBytes = n
+		return nil
+	}},
+
+	{"limits.tenant_requests_per_second", "2000", "requests per second one tenant may make to this node", floatSetter(func(c *Config) *float64 { return &c.TenantRequestsPerSecond })},
+	{"limits.tenant_burst", "4000", "burst of requests one tenant may make to this node", intSetter(func(c *Config) *int { return &c.TenantBurst }, 1)},
+	{"limits.credential_requests_per_second", "1000", "requests per second one credential may make to this node", floatSetter(func(c *Config) *float64 { return &c.CredentialRequestsPerSecond })},
+	{"limits.credential_burst", "2000", "burst of requests one credential may make to this node", intSetter(func(c *Config) *int { return &c.CredentialBurst }, 1)},
+	{"limits.max_in_flight_per_credential", "512", "requests one credential may have in progress on this node", intSetter(func(c *Config) *int { return &c.MaxInFlightPerCredential }, 1)},
+	{"limits.auth_failures_per_minute", "60", "failed authentications one client IP may make per minute before it is refused", intSetter(func(c *Config) *int { return &c.AuthFailuresPerMinute }, 1)},
+	{"limits.default_tenant_quota", unlimitedQuotaTxt, "stored bytes a tenant may own unless overridden (e.g. 10GiB, or unlimited)", func(c *Config, v string) error {
+		n, err := ParseQuota(v)
+		c.DefaultTenantQuota = n
+		return err
+	}},
+	{"limits.cache_ttl", "10s", "how long a node trusts cached tenant limits and usage (at most 10s)", durationSetter(func(c *Config) *time.Duration { return &c.LimitsCacheTTL }, 0)},
+}
+
+func durationSetter(field func(*Config) *time.Duration, min time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration like 10s or 2m", v)
+		}
+		if d < min {
+			return fmt.Errorf("must be at least %s", min)
+		}
+		*field(c) = d
+		return nil
+	}
+}
+
+func floatSetter(field func(*Config) *float64) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+			return fmt.Errorf("%q is not a number", v)
+		}
+		if f <= 0 {
+			return errors.New("must be greater than 0")
+		}
+		*field(c) = f
+		return nil
+	}
+}
+
+func intSetter(field func(*Config) *int, min int) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		if n < min {
+			return fmt.Errorf("must be at least %d", min)
+		}
+		*field(c) = n
+		return nil
+	}
+}
+
+func parseShare(v string) (float64, error) {
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) {
+		return 0, fmt.Errorf("%q is not a number", v)
+	}
+	if f < 0.01 || f > 1 {
+		return 0, errors.New("must be between 0.01 and 1")
+	}
+	return f, nil
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+var sizeUnits = map[string]int64{
+	"": 1, "b": 1,
+	"k": 1000, "kb": 1000, "m": 1000 * 1000, "mb": 1000 * 1000, "g": 1000 * 1000 * 1000, "gb": 1000 * 1000 * 1000,
+	"t": 1000 * 1000 * 1000 * 1000, "tb": 1000 * 1000 * 1000 * 1000,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50,
+}
+
+// ParseSize reads a byte size like 512MiB, 10GiB, 1.5GB or 1048576.
+func ParseSize(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	i := 0
+	for i < len(s) && (s[i] >= '0' && s[i] <= '9' || s[i] == '.') {
+		i++
+	}
+	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
+	mult, ok := sizeUnits[unit]
+	if num == "" || !ok {
+		return 0, fmt.Errorf("%q is not a size like 512MiB or 10GiB", v)
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a size like 512MiB or 10GiB", v)
+	}
+	total := f * float64(mult)
+	if total >= math.MaxInt64 {
+		return 0, fmt.Errorf("%q is too large", v)
+	}
+	return int64(total), nil
+}
+
+// ParseQuota reads a quota: a size, or "unlimited" (returned as -1).
+func ParseQuota(v string) (int64, error) {
+	if strings.EqualFold(strings.TrimSpace(v), unlimitedQuotaTxt) {
+		return -1, nil
+	}
+	return ParseSize(v)
+}
+
+// FormatSize prints bytes in the largest binary unit that keeps it whole,
+// or "unlimited" for a negative quota.
+func FormatSize(n int64) string {
+	if n < 0 {
+		return unlimitedQuotaTxt
+	}
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+// autoMemoryBudget is a quarter of the machine's memory, at most 4GiB.
+func autoMemoryBudget() int64 {
+	total := int64(0)
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			var kb int64
+			if n, _ := fmt.Sscanf(sc.Text(), "MemTotal: %d kB", &kb); n == 1 {
+				total = kb * 1024
+				break
+			}
+		}
+		f.Close()
+	}
+	if total <= 0 {
+		total = 4 << 30 // unknown: assume a small machine
+	}
+	return max(min(total/4, maxDefaultBudget), minMemoryBudget)
+}
+
+// source names where values come from, for error messages.
+type source struct {
+	name string
+	vals map[string]string // key -> value
+}
+
+// LoadConfig builds a Config from defaults, then the TOML file (if path is
+// not ""), then env and flags as given in overrides (key -> value, already
+// merged with flags winning over env). Every problem is reported, one line
+// each, naming the key.
+func LoadConfig(path string, env, flags map[string]string) (Config, error) {
+	var c Config
+	var errs []error
+	apply := func(s setting, from, v string) {
+		if err := s.set(&c, v); err != nil {
+			errs = append(errs, fmt.Errorf("config %s (%s): %w", s.key, from, err))
+		}
+	}
+	file := map[string]string{}
+	if path != "" {
+		var err error
+		if file, err = readTOML(path); err != nil {
+			return Config{}, err
+		}
+	}
+	known := map[string]bool{}
+	for _, s := range settings {
+		known[s.key] = true
+		apply(s, "default", s.def)
+		if v, ok := file[s.key]; ok {
+			apply(s, path, v)
+		}
+		if v, ok := env[s.key]; ok {
+			apply(s, s.envName(), v)
+		}
+		if v, ok := flags[s.key]; ok {
+			apply(s, "--"+s.flagName(), v)
+		}
+	}
+	var unknown []string
+	for k := range file {
+		if !known[k] {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		errs = append(errs, fmt.Errorf("config %s (%s): unknown key", k, path))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return Config{}, err
+	}
+	c.fillDerived()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// fillDerived sets the defaults that depend on other keys.
+func (c *Config) fillDerived() {
+	if c.Bucket == "" {
+		abs, err := filepath.Abs(filepath.Join(c.DataDir, "bucket"))
+		if err != nil {
+			abs = filepath.Join(c.DataDir, "bucket")
+		}
+		c.Bucket = "file://" + abs + "?create_dir=1&metadata=skip&no_tmp_dir=1"
+	}
+	if c.Index == "" {
+		c.Index = filepath.Join(c.DataDir, "index.db")
+	}
+}
+
+// Validate checks the rules that tie keys together.
+func (c Config) Validate() error {
+	var errs []error
+	if share := float64(c.MemoryBudget) * c.CredentialMemoryShare; share < maxXorbBodyBytes {
+		errs = append(errs, fmt.Errorf("config server.credential_memory_share: %.2f of server.memory_budget %s is %s, less than one maximum xorb (%s); raise either",
+			c.CredentialMemoryShare, FormatSize(c.MemoryBudget), FormatSize(int64(share)), FormatSize(maxXorbBodyBytes)))
+	}
+	if c.LimitsCacheTTL > 10*time.Second {
+		errs = append(errs, errors.New("config limits.cache_ttl: must be at most 10s (design §5)"))
+	}
+	return errors.Join(errs...)
+}
+
+// readTOML reads a TOML file into section.key -> text value.
+func readTOML(path string) (map[string]string, error) {
+	var doc map[string]any
+	if _, err := toml.DecodeFile(path, &doc); err != nil {
+		return nil, fmt.Errorf("config file %s: %w", path, err)
+	}
+	out := map[string]string{}
+	for section, v := range doc {
+		tbl, ok := v.(map[string]any)
+		if !ok {
+			return nil, fmt.Errorf("config file %s: %s: expected a [%s] table", path, section, section)
+		}
+		for k, val := range tbl {
+			switch x := val.(type) {
+			case []any:
+				parts := make([]string, len(x))
+				for i, p := range x {
+					parts[i] = fmt.Sprint(p)
+				}
+				out[section+"."+k] = strings.Join(parts, ",")
+			case float64:
+				out[section+"."+k] = strconv.FormatFloat(x, 'f', -1, 64)
+			default:
+				out[section+"."+k] = fmt.Sprint(x)
+			}
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"openxet/server"
+	"openxet/store"
+)
+
+func credentialsCommand(env Env) *cli.Command {
+	common := append(configFlags(storeKeys), remoteFlags(env)...)
+	return &cli.Command{
+		Name:  "credentials",
+		Usage: "create, list and revoke credentials",
+		Description: "Works offline against the data directory, or through the admin API of a running server when\n" +
+			"--server (or OPENXET_SERVER) and OPENXET_TOKEN are given.",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "create",
+				Usage: "make a credential; its token is printed once",
+				Flags: append([]cli.Flag{
+					&cli.StringFlag{Name: "tenant", Required: true, Usage: "tenant the credential belongs to"},
+					&cli.StringSliceFlag{Name: "scope", Value: cli.NewStringSlice("read"), Usage: "read, write (implies read) or admin; repeat for several"},
+					&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+				}, common...),
+				Action: func(c *cli.Context) error {
+					var view server.CredentialView
+					if a, err := newAdminClient(c, env, false); err != nil {
+						return err
+					} else if a != nil {
+						if err := a.do(c.Context, "POST", "/credentials", map[string]any{"tenant": c.String("tenant"), "scopes": c.StringSlice("scope")}, &view); err != nil {
+							return err
+						}
+					} else {
+						st, err := openStoreFor(c, env)
+						if err != nil {
+							return err
+						}
+						defer st.Close()
+						cred, tok, err := st.CreateCredential(c.Context, c.String("tenant"), c.StringSlice("scope"))
+						if err != nil {
+							return cli.Exit(err.Error(), 2)
+						}
+						view = credentialView(cred)
+						view.Token = tok
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, view)
+					}
+					fmt.Fprintf(c.App.Writer, "id:     %s\ntenant: %s\nscopes: %s\ntoken:  %s\n(the token is shown once; store it now)\n",
+						view.ID, view.Tenant, strings.Join(view.Scopes, ","), view.Token)
+					return nil
+				},
+			},
+			{
+				Name:  "list",
+				Usage: "list credentials (never their secrets)",
+				Flags: append([]cli.Flag{
+					&cli.StringFlag{Name: "tenant", Usage: "only this tenant's"},
+					&cli.BoolFlag{Name: "json", Usage: "print JSON"},
+				}, common...),
+				Action: func(c *cli.Context) error {
+					var views []server.CredentialView
+					if a, err := newAdminClient(c, env, false); err != nil {
+						return err
+					} else if a != nil {
+						var out struct{ Credentials []server.CredentialView }
+						path := "/credentials"
+						if t := c.String("tenant"); t != "" {
+							path += "?tenant=" + t
+						}
+						if err := a.do(c.Context, "GET", path, nil, &out); err != nil {
+							return err
+						}
+						views = out.Credentials
+					} else {
+						st, err := openStoreFor(c, env)
+						if err != nil {
+							return err
+						}
+						defer st.Close()
+						cs, err := st.Credentials(c.Context, c.String("tenant"))
+						if err != nil {
+							return err
+						}
+						for _, cr := range cs {
+							views = append(views, credentialView(cr))
+						}
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, views)
+					}
+					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "ID\tTENANT\tSCOPES\tCREATED\tREVOKED")
+					for _, v := range views {
+						rev := "-"
+						if !v.Revoked.IsZero() {
+							rev = v.Revoked.Format(time.RFC3339)
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, strings.Join(v.Scopes, ","), v.Created.Format(time.RFC3339), rev)
+					}
+					return tw.Flush()
+				},
+			},
+			{
+				Name:      "revoke",
+				Usage:     "revoke a credential by id",
+				ArgsUsage: "ID",
+				Flags:     common,
+				Action: func(c *cli.Context) error {
+					id := c.Args().First()
+					if id == "" {
+						return cli.Exit("revoke needs the credential id", 2)
+					}
+					if a, err := newAdminClient(c, env, false); err != nil {
+						return err
+					} else if a != nil {
+						if err := a.do(c.Context, "DELETE", "/credentials/"+id, nil, nil); err != nil {
+							return err
+						}
+					} else {
+						st, err := openStoreFor(c, env)
+						if err != nil {
+							return err
+						}
+						defer st.Close()
+						if _, err := st.RevokeCredential(c.Context, id); err != nil {
+							return cli.Exit(err.Error(), 1)
+						}
+					}
+					fmt.Fprintf(c.App.Writer, "revoked %s (servers on other processes stop accepting it within 10s)\n", id)
+					return nil
+				},
+			},
+		},
+	}
+}
+
+func credentialView(c store.Credential) server.CredentialView {
+	return server.CredentialView{ID: c.ID, Tenant: c.Tenant, Scopes: c.Scopes, Created: c.Created, Revoked: c.Revoked}
+}
+
+func openStoreFor(c *cli.Context, env Env) (*store.Store, error) {
+	cfg, err := loadConfig(c, env)
+	if err != nil {
+		return nil, err
+	}
+	st, err := openStore(c.Context, cfg)
+	if err != nil {
+		return nil, cli.Exit(err.Error(), 1)
+	}
+	return st, nil
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}

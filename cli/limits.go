@@ -1,0 +1,163 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/urfave/cli/v2"
+
+	"openxet/server"
+)
+
+func limitsCommand(env Env) *cli.Command {
+	tenantFlag := &cli.StringFlag{Name: "tenant", Required: true, Usage: "tenant name"}
+	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print JSON"}
+	return &cli.Command{
+		Name:  "limits",
+		Usage: "show and change tenants' quotas and rate limits (through the admin API)",
+		Description: "Talks to the admin API of a running server: --server (or OPENXET_SERVER, default\n" +
+			"http://127.0.0.1:8080) and an admin token in OPENXET_TOKEN. The server that takes a change\n" +
+			"applies it at once; other servers within 10s.",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "set",
+				Usage: "override a tenant's limits (flags not given keep their value)",
+				Flags: append([]cli.Flag{
+					tenantFlag,
+					&cli.StringFlag{Name: "quota", Usage: "stored bytes, e.g. 10GiB, or unlimited"},
+					&cli.Float64Flag{Name: "requests-per-second", Usage: "tenant requests per second per node"},
+					&cli.IntFlag{Name: "burst", Usage: "tenant burst per node"},
+					&cli.Float64Flag{Name: "credential-requests-per-second", Usage: "requests per second per credential per node"},
+					&cli.IntFlag{Name: "credential-burst", Usage: "burst per credential per node"},
+					&cli.IntFlag{Name: "max-in-flight", Usage: "requests in progress per credential per node"},
+					&cli.StringSliceFlag{Name: "reset", Usage: "drop an override (quota, requests-per-second, burst, credential-requests-per-second, credential-burst, max-in-flight); repeat for several"},
+					jsonFlag,
+				}, remoteFlags(env)...),
+				Action: func(c *cli.Context) error {
+					a, err := newAdminClient(c, env, true)
+					if err != nil {
+						return err
+					}
+					path := "/tenants/" + url.PathEscape(c.String("tenant")) + "/limits"
+					var cur server.EffectiveLimits
+					if err := a.do(c.Context, "GET", path, nil, &cur); err != nil {
+						return err
+					}
+					doc := cur.Overrides
+					if c.IsSet("quota") {
+						q, err := ParseQuota(c.String("quota"))
+						if err != nil {
+							return cli.Exit("--quota: "+err.Error(), 2)
+						}
+						doc.QuotaBytes = &q
+					}
+					if c.IsSet("requests-per-second") {
+						v := c.Float64("requests-per-second")
+						doc.TenantRequestsPerSecond = &v
+					}
+					if c.IsSet("burst") {
+						v := c.Int("burst")
+						doc.TenantBurst = &v
+					}
+					if c.IsSet("credential-requests-per-second") {
+						v := c.Float64("credential-requests-per-second")
+						doc.CredentialRequestsPerSecond = &v
+					}
+					if c.IsSet("credential-burst") {
+						v := c.Int("credential-burst")
+						doc.CredentialBurst = &v
+					}
+					if c.IsSet("max-in-flight") {
+						v := c.Int("max-in-flight")
+						doc.MaxInFlightPerCredential = &v
+					}
+					for _, r := range c.StringSlice("reset") {
+						switch r {
+						case "quota":
+							doc.QuotaBytes = nil
+						case "requests-per-second":
+							doc.TenantRequestsPerSecond = nil
+						case "burst":
+							doc.TenantBurst = nil
+						case "credential-requests-per-second":
+							doc.CredentialRequestsPerSecond = nil
+						case "credential-burst":
+							doc.CredentialBurst = nil
+						case "max-in-flight":
+							doc.MaxInFlightPerCredential = nil
+						default:
+							return cli.Exit(fmt.Sprintf("--reset: unknown limit %q", r), 2)
+						}
+					}
+					var out server.EffectiveLimits
+					if err := a.do(c.Context, "PUT", path, doc, &out); err != nil {
+						return err
+					}
+					return printLimits(c.App.Writer, c.Bool("json"), out)
+				},
+			},
+			{
+				Name:  "get",
+				Usage: "show a tenant's effective limits, where each comes from, and its usage",
+				Flags: append([]cli.Flag{tenantFlag, jsonFlag}, remoteFlags(env)...),
+				Action: func(c *cli.Context) error {
+					a, err := newAdminClient(c, env, true)
+					if err != nil {
+						return err
+					}
+					var out server.EffectiveLimits
+					if err := a.do(c.Context, "GET", "/tenants/"+url.PathEscape(c.String("tenant"))+"/limits", nil, &out); err != nil {
+						return err
+					}
+					return printLimits(c.App.Writer, c.Bool("json"), out)
+				},
+			},
+			{
+				Name:  "list",
+				Usage: "list every tenant with its usage and limits",
+				Flags: append([]cli.Flag{jsonFlag}, remoteFlags(env)...),
+				Action: func(c *cli.Context) error {
+					a, err := newAdminClient(c, env, true)
+					if err != nil {
+						return err
+					}
+					var out struct{ Tenants []server.EffectiveLimits }
+					if err := a.do(c.Context, "GET", "/tenants", nil, &out); err != nil {
+						return err
+					}
+					if c.Bool("json") {
+						return printJSON(c.App.Writer, out.Tenants)
+					}
+					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+					fmt.Fprintln(tw, "TENANT\tUSAGE\tQUOTA\tREQ/S\tBURST\tCRED REQ/S\tCRED BURST\tIN FLIGHT")
+					for _, t := range out.Tenants {
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\n", t.Tenant, FormatSize(t.UsageBytes), FormatSize(t.QuotaBytes),
+							num(t.TenantRequestsPerSecond), t.TenantBurst, num(t.CredentialRequestsPerSecond), t.CredentialBurst, t.MaxInFlightPerCredential)
+					}
+					return tw.Flush()
+				},
+			},
+		},
+	}
+}
+
+func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
+
+func printLimits(w io.Writer, asJSON bool, l server.EffectiveLimits) error {
+	if asJSON {
+		return printJSON(w, l)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "tenant\t%s\t\n", l.Tenant)
+	fmt.Fprintf(tw, "usage\t%s\t(%d bytes)\n", FormatSize(l.UsageBytes), l.UsageBytes)
+	fmt.Fprintf(tw, "quota\t%s\t%s\n", FormatSize(l.QuotaBytes), l.Source["quota_bytes"])
+	fmt.Fprintf(tw, "requests per second\t%s\t%s\n", num(l.TenantRequestsPerSecond), l.Source["tenant_requests_per_second"])
+	fmt.Fprintf(tw, "burst\t%d\t%s\n", l.TenantBurst, l.Source["tenant_burst"])
+	fmt.Fprintf(tw, "credential requests per second\t%s\t%s\n", num(l.CredentialRequestsPerSecond), l.Source["credential_requests_per_second"])
+	fmt.Fprintf(tw, "credential burst\t%d\t%s\n", l.CredentialBurst, l.Source["credential_burst"])
+	fmt.Fprintf(tw, "max in flight per credential\t%d\t%s\n", l.MaxInFlightPerCredential, l.Source["max_in_flight_per_credential"])
+	return tw.Flush()
+}

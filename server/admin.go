@@ -1,0 +1,249 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/limits"
+	"openxet/store"
+)
+
+// LimitsDoc is a tenant's overrides as the admin API and the bucket record
+// carry them; a nil field is not overridden. QuotaBytes -1 means unlimited.
+type LimitsDoc struct {
+	QuotaBytes                  *int64   `json:"quota_bytes,omitempty"`
+	TenantRequestsPerSecond     *float64 `json:"tenant_requests_per_second,omitempty"`
+	TenantBurst                 *int     `json:"tenant_burst,omitempty"`
+	CredentialRequestsPerSecond *float64 `json:"credential_requests_per_second,omitempty"`
+	CredentialBurst             *int     `json:"credential_burst,omitempty"`
+	MaxInFlightPerCredential    *int     `json:"max_in_flight_per_credential,omitempty"`
+}
+
+func (d LimitsDoc) overrides() limits.Overrides {
+	return limits.Overrides{
+		QuotaBytes:                  d.QuotaBytes,
+		TenantRequestsPerSecond:     d.TenantRequestsPerSecond,
+		TenantBurst:                 d.TenantBurst,
+		CredentialRequestsPerSecond: d.CredentialRequestsPerSecond,
+		CredentialBurst:             d.CredentialBurst,
+		MaxInFlightPerCredential:    d.MaxInFlightPerCredential,
+	}
+}
+
+func (d LimitsDoc) empty() bool { return d == LimitsDoc{} }
+
+// overrideSource reads tenant overrides from the index for limits.Effective.
+type overrideSource struct{ st *store.Store }
+
+func (o overrideSource) TenantOverrides(ctx context.Context, tenant string) (limits.Overrides, bool, error) {
+	doc, ok, err := o.st.TenantLimits(ctx, tenant)
+	if err != nil || !ok {
+		return limits.Overrides{}, false, err
+	}
+	var d LimitsDoc
+	if err := json.Unmarshal(doc, &d); err != nil {
+		return limits.Overrides{}, false, fmt.Errorf("limits of %s: %w", tenant, err)
+	}
+	return d.overrides(), true, nil
+}
+
+// EffectiveLimits is the admin view of one tenant.
+type EffectiveLimits struct {
+	Tenant                      string            `json:"tenant"`
+	QuotaBytes                  int64             `json:"quota_bytes"`
+	UsageBytes                  int64             `json:"usage_bytes"`
+	TenantRequestsPerSecond     float64           `json:"tenant_requests_per_second"`
+	TenantBurst                 int               `json:"tenant_burst"`
+	CredentialRequestsPerSecond float64           `json:"credential_requests_per_second"`
+	CredentialBurst             int               `json:"credential_burst"`
+	MaxInFlightPerCredential    int               `json:"max_in_flight_per_credential"`
+	Overrides                   LimitsDoc         `json:"overrides"`
+	Source                      map[string]string `json:"source"`
+}
+
+// CredentialView is a credential as the admin API shows it (never the secret).
+type CredentialView struct {
+	ID      string    `json:"id"`
+	Tenant  string    `json:"tenant"`
+	Scopes  []string  `json:"scopes"`
+	Created time.Time `json:"created"`
+	Revoked time.Time `json:"revoked,omitzero"`
+	Token   string    `json:"token,omitempty"` // only in the answer that creates it
+}
+
+func viewCredential(c store.Credential) CredentialView {
+	return CredentialView{ID: c.ID, Tenant: c.Tenant, Scopes: c.Scopes, Created: c.Created, Revoked: c.Revoked}
+}
+
+func (s *Server) adminRoutes(e *echo.Echo) {
+	g := e.Group("/api/openxet/v1/admin", s.guard(store.ScopeAdmin))
+	g.GET("/tenants", s.listTenants)
+	g.GET("/tenants/:tenant/limits", s.getLimits)
+	g.PUT("/tenants/:tenant/limits", s.putLimits)
+	g.DELETE("/tenants/:tenant/limits", s.deleteLimits)
+	g.GET("/credentials", s.listCredentials)
+	g.POST("/credentials", s.createCredential)
+	g.DELETE("/credentials/:id", s.revokeCredential)
+}
+
+func (s *Server) effectiveView(ctx context.Context, tenant string) (EffectiveLimits, error) {
+	var d LimitsDoc
+	doc, ok, err := s.store.TenantLimits(ctx, tenant)
+	if err != nil {
+		return EffectiveLimits{}, err
+	}
+	if ok {
+		if err := json.Unmarshal(doc, &d); err != nil {
+			return EffectiveLimits{}, err
+		}
+	}
+	lim := d.overrides().Apply(s.cfg.Limits)
+	usage, err := s.store.Usage(ctx, tenant)
+	if err != nil {
+		return EffectiveLimits{}, err
+	}
+	src := func(set bool) string {
+		if set {
+			return "override"
+		}
+		return "default"
+	}
+	return EffectiveLimits{
+		Tenant: tenant, QuotaBytes: lim.QuotaBytes, UsageBytes: usage,
+		TenantRequestsPerSecond: lim.TenantRate.PerSecond, TenantBurst: lim.TenantRate.Burst,
+		CredentialRequestsPerSecond: lim.CredentialRate.PerSecond, CredentialBurst: lim.CredentialRate.Burst,
+		MaxInFlightPerCredential: lim.MaxInFlightPerCredential,
+		Overrides:                d,
+		Source: map[string]string{
+			"quota_bytes":                    src(d.QuotaBytes != nil),
+			"tenant_requests_per_second":     src(d.TenantRequestsPerSecond != nil),
+			"tenant_burst":                   src(d.TenantBurst != nil),
+			"credential_requests_per_second": src(d.CredentialRequestsPerSecond != nil),
+			"credential_burst":               src(d.CredentialBurst != nil),
+			"max_in_flight_per_credential":   src(d.MaxInFlightPerCredential != nil),
+		},
+	}, nil
+}
+
+func (s *Server) listTenants(c echo.Context) error {
+	ts, err := s.store.Tenants(c.Request().Context())
+	if err != nil {
+		return err
+	}
+	out := make([]EffectiveLimits, 0, len(ts))
+	for _, t := range ts {
+		v, err := s.effectiveView(c.Request().Context(), t.Name)
+		if err != nil {
+			return err
+		}
+		out = append(out, v)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"tenants": out})
+}
+
+func tenantParam(c echo.Context) (string, error) {
+	t := c.Param("tenant")
+	if err := store.ValidTenant(t); err != nil {
+		return "", err
+	}
+	return t, nil
+}
+
+func (s *Server) getLimits(c echo.Context) error {
+	t, err := tenantParam(c)
+	if err != nil {
+		return err
+	}
+	v, err := s.effectiveView(c.Request().Context(), t)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
+}
+
+// putLimits replaces a tenant's overrides with the body's (fields left out
+// are not overridden); the bucket record first, then the index, then this
+// node's cache at once.
+func (s *Server) putLimits(c echo.Context) error {
+	t, err := tenantParam(c)
+	if err != nil {
+		return err
+	}
+	var d LimitsDoc
+	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return refuse(errBadRequest, "the body is not a limits document: %v", err)
+	}
+	if err := d.overrides().Validate(); err != nil {
+		return refuse(errBadRequest, "%v", err)
+	}
+	var doc []byte
+	if !d.empty() {
+		doc, _ = json.Marshal(d)
+	}
+	if err := s.store.PutTenantLimits(c.Request().Context(), t, doc); err != nil {
+		return err
+	}
+	s.effective.Invalidate(t)
+	return s.getLimits(c)
+}
+
+func (s *Server) deleteLimits(c echo.Context) error {
+	t, err := tenantParam(c)
+	if err != nil {
+		return err
+	}
+	if err := s.store.PutTenantLimits(c.Request().Context(), t, nil); err != nil {
+		return err
+	}
+	s.effective.Invalidate(t)
+	return s.getLimits(c)
+}
+
+func (s *Server) listCredentials(c echo.Context) error {
+	cs, err := s.store.Credentials(c.Request().Context(), c.QueryParam("tenant"))
+	if err != nil {
+		return err
+	}
+	out := make([]CredentialView, len(cs))
+	for i, cr := range cs {
+		out[i] = viewCredential(cr)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"credentials": out})
+}
+
+func (s *Server) createCredential(c echo.Context) error {
+	var req struct {
+		Tenant string   `json:"tenant"`
+		Scopes []string `json:"scopes"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10)).Decode(&req); err != nil {
+		return refuse(errBadRequest, "the body is not {\"tenant\", \"scopes\"}: %v", err)
+	}
+	cr, tok, err := s.store.CreateCredential(c.Request().Context(), req.Tenant, req.Scopes)
+	if err != nil {
+		if errors.Is(err, store.ErrBadTenant) {
+			return err
+		}
+		return refuse(errBadRequest, "%v", err)
+	}
+	v := viewCredential(cr)
+	v.Token = tok
+	return c.JSON(http.StatusCreated, v)
+}
+
+func (s *Server) revokeCredential(c echo.Context) error {
+	cr, err := s.store.RevokeCredential(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	s.creds.forget(cr.ID)
+	return c.JSON(http.StatusOK, viewCredential(cr))
+}

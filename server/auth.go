@@ -1,0 +1,251 @@
+package server
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/store"
+)
+
+// identity is who a request acts as, set by the auth middleware.
+type identity struct {
+	CredentialID  string
+	CredentialKey string // sha256(id), the limiter and log key
+	Tenant        string
+	Scopes        []string
+	viaCASToken   bool
+}
+
+func (id *identity) has(scope string) bool {
+	return store.Credential{Scopes: id.Scopes}.Has(scope)
+}
+
+const identityKey = "openxet.identity"
+
+func identityOf(c echo.Context) *identity {
+	id, _ := c.Get(identityKey).(*identity)
+	return id
+}
+
+// credentialSource is what auth needs of the store.
+type credentialSource interface {
+	Credential(ctx context.Context, id string) (store.Credential, error)
+}
+
+// credentialCache keeps credential lookups off the database on the hot path.
+// Entries live ttl; Forget drops one at once (revocation on this node).
+type credentialCache struct {
+	src credentialSource
+	ttl time.Duration
+	now func() time.Time
+	max int
+
+	mu sync.Mutex
+	m  map[string]cachedCredential
+}
+
+type cachedCredential struct {
+	cred    store.Credential
+	key     string
+	fetched time.Time
+}
+
+func newCredentialCache(src credentialSource, ttl time.Duration, now func() time.Time) *credentialCache {
+	return &credentialCache{src: src, ttl: ttl, now: now, max: 100_000, m: map[string]cachedCredential{}}
+}
+
+func (cc *credentialCache) get(ctx context.Context, id string) (cachedCredential, error) {
+	now := cc.now()
+	cc.mu.Lock()
+	e, ok := cc.m[id]
+	cc.mu.Unlock()
+	if ok && now.Sub(e.fetched) < cc.ttl {
+		return e, nil
+	}
+	cred, err := cc.src.Credential(ctx, id)
+	if err != nil {
+		return cachedCredential{}, err
+	}
+	e = cachedCredential{cred: cred, key: store.HashName(cred.ID), fetched: now}
+	cc.mu.Lock()
+	if len(cc.m) >= cc.max {
+		for k := range cc.m {
+			delete(cc.m, k)
+			break
+		}
+	}
+	cc.m[id] = e
+	cc.mu.Unlock()
+	return e, nil
+}
+
+func (cc *credentialCache) forget(id string) {
+	cc.mu.Lock()
+	delete(cc.m, id)
+	cc.mu.Unlock()
+}
+
+// signer makes and checks the HMAC-signed CAS tokens and fetch URLs.
+type signer struct {
+	key []byte
+}
+
+func (s signer) mac(parts ...string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	for _, p := range parts {
+		m.Write([]byte(p))
+		m.Write([]byte{0})
+	}
+	return m.Sum(nil)
+}
+
+// casTokenPrefix starts the short-lived CAS tokens handed out by the Hub
+// token endpoints.
+const casTokenPrefix = "oxc1."
+
+type casClaims struct {
+	CredentialID string   `json:"c"`
+	Tenant       string   `json:"t"`
+	Scopes       []string `json:"s"`
+	Expiry       int64    `json:"e"`
+}
+
+// casToken signs a CAS token for a credential.
+func (s signer) casToken(cl casClaims) string {
+	payload, _ := json.Marshal(cl)
+	p := base64.RawURLEncoding.EncodeToString(payload)
+	return casTokenPrefix + p + "." + base64.RawURLEncoding.EncodeToString(s.mac("cas", p))
+}
+
+// parseCASToken checks a CAS token's signature and expiry.
+func (s signer) parseCASToken(tok string, now time.Time) (casClaims, error) {
+	rest := strings.TrimPrefix(tok, casTokenPrefix)
+	p, sig, ok := strings.Cut(rest, ".")
+	if !ok {
+		return casClaims{}, errors.New("malformed CAS token")
+	}
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, s.mac("cas", p)) {
+		return casClaims{}, errors.New("CAS token signature does not verify")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(p)
+	if err != nil {
+		return casClaims{}, errors.New("malformed CAS token")
+	}
+	var cl casClaims
+	if err := json.Unmarshal(payload, &cl); err != nil {
+		return casClaims{}, errors.New("malformed CAS token")
+	}
+	if now.Unix() >= cl.Expiry {
+		return casClaims{}, errors.New("CAS token expired")
+	}
+	return cl, nil
+}
+
+// fetchGrant is what a fetch URL authorises: one byte range of one xorb, for
+// one credential and tenant, until an expiry.
+type fetchGrant struct {
+	Xorb         string
+	Start, End   uint64 // inclusive
+	CredentialID string
+	Tenant       string
+	Expiry       int64
+}
+
+func (s signer) fetchSig(g fetchGrant) string {
+	return hex.EncodeToString(s.mac("fetch", g.Xorb, strconv.FormatUint(g.Start, 10), strconv.FormatUint(g.End, 10), g.CredentialID, g.Tenant, strconv.FormatInt(g.Expiry, 10)))
+}
+
+// fetchURL returns the absolute signed URL of a grant.
+func (s signer) fetchURL(base string, g fetchGrant) string {
+	q := url.Values{}
+	q.Set("r", fmt.Sprintf("%d-%d", g.Start, g.End))
+	q.Set("c", g.CredentialID)
+	q.Set("t", g.Tenant)
+	q.Set("x", strconv.FormatInt(g.Expiry, 10))
+	q.Set("s", s.fetchSig(g))
+	return base + "/v1/fetch/" + g.Xorb + "?" + q.Encode()
+}
+
+// parseFetchURL checks a fetch URL's query against its signature and expiry.
+func (s signer) parseFetchURL(xorb string, q url.Values, now time.Time) (fetchGrant, error) {
+	g := fetchGrant{Xorb: xorb, CredentialID: q.Get("c"), Tenant: q.Get("t")}
+	a, b, ok := strings.Cut(q.Get("r"), "-")
+	var err1, err2, err3 error
+	g.Start, err1 = strconv.ParseUint(a, 10, 64)
+	g.End, err2 = strconv.ParseUint(b, 10, 64)
+	g.Expiry, err3 = strconv.ParseInt(q.Get("x"), 10, 64)
+	if !ok || err1 != nil || err2 != nil || err3 != nil || g.Start > g.End {
+		return fetchGrant{}, refuse(errFetchURLInvalid, "malformed fetch URL")
+	}
+	want := s.fetchSig(g)
+	if !hmac.Equal([]byte(q.Get("s")), []byte(want)) {
+		return fetchGrant{}, refuse(errFetchURLInvalid, "fetch URL signature does not verify")
+	}
+	if now.Unix() >= g.Expiry {
+		return fetchGrant{}, refuse(errFetchURLInvalid, "fetch URL expired")
+	}
+	return g, nil
+}
+
+// bearer returns the token of an Authorization: Bearer header.
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// authenticate resolves a bearer token to an identity.
+func (s *Server) authenticate(ctx context.Context, tok string) (*identity, error) {
+	if strings.HasPrefix(tok, casTokenPrefix) {
+		cl, err := s.signer.parseCASToken(tok, s.now())
+		if err != nil {
+			return nil, refuse(errUnauthorized, "%s", err.Error())
+		}
+		e, err := s.creds.get(ctx, cl.CredentialID)
+		if err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return nil, refuse(errUnauthorized, "the credential of this CAS token no longer exists")
+			}
+			return nil, err
+		}
+		if e.cred.IsRevoked() {
+			return nil, refuse(errUnauthorized, "the credential of this CAS token was revoked")
+		}
+		return &identity{CredentialID: cl.CredentialID, CredentialKey: e.key, Tenant: cl.Tenant, Scopes: cl.Scopes, viaCASToken: true}, nil
+	}
+	id, secret, err := store.ParseToken(tok)
+	if err != nil {
+		return nil, refuse(errUnauthorized, "the token is not an openxet credential (hf_oxt_…) or CAS token")
+	}
+	e, err := s.creds.get(ctx, id)
+	if err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, refuse(errUnauthorized, "unknown credential")
+		}
+		return nil, err
+	}
+	if !e.cred.CheckSecret(secret) {
+		return nil, refuse(errUnauthorized, "wrong credential secret")
+	}
+	if e.cred.IsRevoked() {
+		return nil, refuse(errUnauthorized, "the credential was revoked")
+	}
+	return &identity{CredentialID: e.cred.ID, CredentialKey: e.key, Tenant: e.cred.Tenant, Scopes: e.cred.Scopes}, nil
+}

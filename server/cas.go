@@ -1,0 +1,466 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/budget"
+	"openxet/limits"
+	"openxet/store"
+	"openxet/xet"
+)
+
+// maxBodyBytes caps xorb and shard bodies (a 64MiB xorb of incompressible
+// chunks serializes slightly larger).
+const maxBodyBytes = xet.MaxXorbBytes
+
+func budgetKey(id *identity) budget.Key {
+	return budget.Key{Credential: id.CredentialKey, Tenant: id.Tenant}
+}
+
+// contentLength returns the declared body length, refusing a body without
+// one (411) or over max (413) before any byte of it is read.
+func contentLength(c echo.Context, max int64) (int64, error) {
+	n := c.Request().ContentLength
+	if n < 0 {
+		return 0, refuse(errLengthRequired, "this upload needs a Content-Length header")
+	}
+	if n > max {
+		return 0, refuse(errBodyTooLarge, "the body of %d bytes is over the %d-byte limit", n, max)
+	}
+	return n, nil
+}
+
+// readBody reads exactly n bytes of the request body into memory the caller
+// has reserved.
+func (s *Server) readBody(c echo.Context, n int64) ([]byte, error) {
+	if s.cfg.BodyReadTimeout > 0 {
+		http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(c.Request().Body, buf); err != nil {
+		return nil, refuse(errBadRequest, "the body ended after fewer bytes than its Content-Length (%v)", err)
+	}
+	return buf, nil
+}
+
+// postXorb stores a xorb: POST /v1/xorbs/{prefix}/{hash}. Everything that can
+// refuse it without the body (auth, limits, ownership, quota, memory) is
+// decided before the body is read.
+func (s *Server) postXorb(c echo.Context) error {
+	id := identityOf(c)
+	ctx := c.Request().Context()
+	h, err := xet.ParseHash(c.Param("hash"))
+	if err != nil {
+		return err
+	}
+	n, err := contentLength(c, maxBodyBytes)
+	if err != nil {
+		return err
+	}
+	owned, err := s.store.OwnsXorb(ctx, id.Tenant, h)
+	if err != nil {
+		return err
+	}
+	if owned {
+		return c.JSON(http.StatusOK, map[string]bool{"was_inserted": false})
+	}
+	lim, err := s.limitsFor(c, id.Tenant)
+	if err != nil {
+		return err
+	}
+	if lim.QuotaBytes >= 0 {
+		usage, err := s.store.Usage(ctx, id.Tenant)
+		if err != nil {
+			return err
+		}
+		pendingBefore := s.pending.Add(id.Tenant, n) - n
+		defer s.pending.Done(id.Tenant, n)
+		v := limits.CheckQuota(lim.QuotaBytes, usage, pendingBefore, n)
+		if err := limits.NewQuotaError(v, id.Tenant, lim.QuotaBytes, usage, pendingBefore, n); err != nil {
+			return err
+		}
+	}
+	res, err := s.budget.Reserve(ctx, budgetKey(id), n)
+	if err != nil {
+		return err
+	}
+	defer res.Release()
+	body, err := s.readBody(c, n)
+	if err != nil {
+		return err
+	}
+	info, err := xet.ParseXorb(body, h)
+	if err != nil {
+		return err
+	}
+	inserted, err := s.store.PutXorb(ctx, id.Tenant, info, body[:info.StreamLen], lim.QuotaBytes)
+	if err != nil {
+		return err
+	}
+	if inserted {
+		s.metrics.uploadedBytes.Add(float64(info.StreamLen))
+	}
+	return c.JSON(http.StatusOK, map[string]bool{"was_inserted": inserted})
+}
+
+// headXorb answers whether a xorb is stored: 200 or 404, no body.
+func (s *Server) headXorb(c echo.Context) error {
+	id := identityOf(c)
+	h, err := xet.ParseHash(c.Param("hash"))
+	if err != nil {
+		return err
+	}
+	ok, err := s.store.OwnsXorb(c.Request().Context(), id.Tenant, h)
+	if err == nil && !ok && s.cfg.DedupScope == "global" {
+		ok, err = s.store.HasXorb(c.Request().Context(), h)
+	}
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return c.NoContent(http.StatusNotFound)
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+// receiveShard reads, parses and verifies a shard body.
+func (s *Server) receiveShard(c echo.Context) ([]byte, *xet.Shard, func(), error) {
+	id := identityOf(c)
+	n, err := contentLength(c, xet.MaxShardBytes)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	res, err := s.budget.Reserve(c.Request().Context(), budgetKey(id), n)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	body, err := s.readBody(c, n)
+	if err != nil {
+		res.Release()
+		return nil, nil, nil, err
+	}
+	sh, err := xet.ParseShard(body)
+	if err != nil {
+		res.Release()
+		return nil, nil, nil, err
+	}
+	return body, sh, res.Release, nil
+}
+
+// postShard registers a shard: POST /v1/shards → {"result": 0|1}.
+func (s *Server) postShard(c echo.Context) error {
+	id := identityOf(c)
+	body, sh, release, err := s.receiveShard(c)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ctx := c.Request().Context()
+	if err := s.store.VerifyShard(ctx, sh); err != nil {
+		return err
+	}
+	inserted, err := s.store.PutShard(ctx, id.Tenant, body, sh)
+	if err != nil {
+		return err
+	}
+	result := 0
+	if inserted {
+		result = 1
+	}
+	return c.JSON(http.StatusOK, map[string]int{"result": result})
+}
+
+// postShardV2 registers a shard answering with NDJSON progress frames; a
+// failure found after the body was accepted is an error frame, the one way
+// a message reaches an hf_xet user.
+func (s *Server) postShardV2(c echo.Context) error {
+	id := identityOf(c)
+	body, sh, release, err := s.receiveShard(c)
+	if err != nil {
+		return err
+	}
+	defer release()
+	ctx := c.Request().Context()
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	enc := json.NewEncoder(w)
+	frame := func(v any) {
+		enc.Encode(v)
+		w.Flush()
+	}
+	frame(map[string]any{"type": "validating", "verified": 0, "total": len(sh.Files)})
+	if err := s.store.VerifyShard(ctx, sh); err != nil {
+		ae := toAPIError(err)
+		setRefusal(c, ae)
+		frame(map[string]any{"type": "error", "message": ae.Message + " (" + ae.Code + "). " + ae.Hint, "retryable": ae.Status >= 500})
+		return nil
+	}
+	frame(map[string]any{"type": "validating", "verified": len(sh.Files), "total": len(sh.Files)})
+	frame(map[string]any{"type": "committing", "stage": "syncing"})
+	if _, err := s.store.PutShard(ctx, id.Tenant, body, sh); err != nil {
+		ae := toAPIError(err)
+		setRefusal(c, ae)
+		if ae.Code == "internal" {
+			s.log.Error("shard commit failed", "err", err)
+		}
+		frame(map[string]any{"type": "error", "message": ae.Message, "retryable": ae.Status >= 500})
+		return nil
+	}
+	frame(map[string]any{"type": "result"})
+	return nil
+}
+
+// reconstructionJSONBytesPerTerm bounds the JSON one term adds to an
+// answer (the term, and at most one fetch entry with its signed URL).
+const reconstructionJSONBytesPerTerm = 768
+
+// reconstruction resolves a file and a Range into an answer, reserving the
+// memory the answer needs first.
+func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), error) {
+	id := identityOf(c)
+	ctx := c.Request().Context()
+	h, err := xet.ParseHash(c.Param("file"))
+	if err != nil {
+		return xet.Reconstruction{}, nil, err
+	}
+	f, err := s.store.File(ctx, id.Tenant, h)
+	if err != nil {
+		return xet.Reconstruction{}, nil, err
+	}
+	start, end, err := xet.ParseRange(c.Request().Header.Get("Range"), f.SizeBytes)
+	if err != nil {
+		return xet.Reconstruction{}, nil, err
+	}
+	need := int64(xet.TermsInRange(f.Terms, start, end)+1) * reconstructionJSONBytesPerTerm
+	res, err := s.budget.Reserve(ctx, budgetKey(id), need)
+	if err != nil {
+		var tl *budget.TooLargeError
+		if errors.As(err, &tl) {
+			return xet.Reconstruction{}, nil, fmt.Errorf("%w: %w", errAnswerTooLarge, err)
+		}
+		return xet.Reconstruction{}, nil, err
+	}
+	rec, err := xet.Reconstruct(f.Terms, start, end, func(x xet.Hash) ([]xet.XorbChunk, error) { return s.store.XorbChunks(ctx, x) })
+	if err != nil {
+		res.Release()
+		return xet.Reconstruction{}, nil, err
+	}
+	return rec, res.Release, nil
+}
+
+type chunkRange struct {
+	Start uint32 `json:"start"`
+	End   uint32 `json:"end"`
+}
+
+type byteRange struct {
+	Start uint64 `json:"start"`
+	End   uint64 `json:"end"`
+}
+
+type termJSON struct {
+	Hash           string     `json:"hash"`
+	UnpackedLength uint32     `json:"unpacked_length"`
+	Range          chunkRange `json:"range"`
+}
+
+func termsJSON(rec xet.Reconstruction) []termJSON {
+	out := make([]termJSON, len(rec.Terms))
+	for i, t := range rec.Terms {
+		out[i] = termJSON{Hash: t.Xorb.String(), UnpackedLength: t.UnpackedLength, Range: chunkRange{t.ChunkStart, t.ChunkEnd}}
+	}
+	return out
+}
+
+func (s *Server) grant(id *identity, x xet.Hash, fr xet.FetchRange, exp int64, base string) string {
+	return s.signer.fetchURL(base, fetchGrant{Xorb: x.String(), Start: fr.ByteStart, End: fr.ByteEnd, CredentialID: id.CredentialID, Tenant: id.Tenant, Expiry: exp})
+}
+
+// fetchExpiry rounds the expiry down to a minute so answers for the same
+// range stay stable while they are valid.
+func (s *Server) fetchExpiry() int64 {
+	return s.now().Add(s.cfg.FetchURLTTL).Truncate(time.Minute).Unix()
+}
+
+// getReconstruction answers GET /v1/reconstructions/{file}.
+func (s *Server) getReconstruction(c echo.Context) error {
+	rec, release, err := s.reconstruction(c)
+	if err != nil {
+		return err
+	}
+	defer release()
+	id, base, exp := identityOf(c), s.base(c), s.fetchExpiry()
+	type fetchJSON struct {
+		Range    chunkRange `json:"range"`
+		URL      string     `json:"url"`
+		URLRange byteRange  `json:"url_range"`
+	}
+	fetch := make(map[string][]fetchJSON, len(rec.Fetch))
+	for x, frs := range rec.Fetch {
+		list := make([]fetchJSON, len(frs))
+		for i, fr := range frs {
+			list[i] = fetchJSON{Range: chunkRange{fr.ChunkStart, fr.ChunkEnd}, URL: s.grant(id, x, fr, exp, base), URLRange: byteRange{fr.ByteStart, fr.ByteEnd}}
+		}
+		fetch[x.String()] = list
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"offset_into_first_range": rec.OffsetIntoFirstRange,
+		"terms":                   termsJSON(rec),
+		"fetch_info":              fetch,
+	})
+}
+
+// getReconstructionV2 answers GET /v2/reconstructions/{file}: one URL per
+// fetch range.
+func (s *Server) getReconstructionV2(c echo.Context) error {
+	rec, release, err := s.reconstruction(c)
+	if err != nil {
+		return err
+	}
+	defer release()
+	id, base, exp := identityOf(c), s.base(c), s.fetchExpiry()
+	type rangeJSON struct {
+		Chunks chunkRange `json:"chunks"`
+		Bytes  byteRange  `json:"bytes"`
+	}
+	type xorbJSON struct {
+		URL    string      `json:"url"`
+		Ranges []rangeJSON `json:"ranges"`
+	}
+	xorbs := make(map[string][]xorbJSON, len(rec.Fetch))
+	for x, frs := range rec.Fetch {
+		list := make([]xorbJSON, len(frs))
+		for i, fr := range frs {
+			list[i] = xorbJSON{URL: s.grant(id, x, fr, exp, base), Ranges: []rangeJSON{{Chunks: chunkRange{fr.ChunkStart, fr.ChunkEnd}, Bytes: byteRange{fr.ByteStart, fr.ByteEnd}}}}
+		}
+		xorbs[x.String()] = list
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"offset_into_first_range": rec.OffsetIntoFirstRange,
+		"terms":                   termsJSON(rec),
+		"xorbs":                   xorbs,
+	})
+}
+
+// getFetch serves a byte range of a xorb through a signed fetch URL. The URL
+// is the authorisation; the request counts against the credential and tenant
+// it was signed for.
+func (s *Server) getFetch(c echo.Context) error {
+	ip := c.RealIP()
+	if d := s.authFailures.Check(ip, s.now()); !d.Allowed {
+		return s.refused(&limits.RateError{Limit: "auth_failures", Decision: d})
+	}
+	g, err := s.signer.parseFetchURL(c.Param("xorb"), c.QueryParams(), s.now())
+	if err != nil {
+		s.authFailures.Fail(ip, s.now())
+		return err
+	}
+	e, err := s.creds.get(c.Request().Context(), g.CredentialID)
+	if err != nil || e.cred.IsRevoked() {
+		return refuse(errFetchURLInvalid, "the credential this URL was signed for is gone or revoked")
+	}
+	id := &identity{CredentialID: g.CredentialID, CredentialKey: e.key, Tenant: g.Tenant, Scopes: []string{"read"}}
+	c.Set(identityKey, id)
+	release, err := s.admit(c, id)
+	if err != nil {
+		return err
+	}
+	defer release()
+
+	start, end := g.Start, g.End
+	if rh := c.Request().Header.Get("Range"); rh != "" {
+		rs, re, err := xet.ParseRange(rh, g.End+1)
+		if err != nil {
+			return refuse(errFetchURLInvalid, "the Range %q is not inside the range this URL grants", rh)
+		}
+		start, end = rs, re-1
+		if start < g.Start {
+			return refuse(errFetchURLInvalid, "the Range %q is not inside the range this URL grants", rh)
+		}
+	}
+	x, err := xet.ParseHash(g.Xorb)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	res, err := s.budget.Reserve(ctx, budgetKey(id), fetchBufferBytes)
+	if err != nil {
+		return err
+	}
+	defer res.Release()
+	length := int64(end - start + 1)
+	r, err := s.store.OpenXorbRange(ctx, x, int64(start), length)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	h := c.Response().Header()
+	h.Set(echo.HeaderContentType, "application/octet-stream")
+	h.Set(echo.HeaderContentLength, fmt.Sprint(length))
+	h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/*", start, end))
+	c.Response().WriteHeader(http.StatusPartialContent)
+	buf := make([]byte, fetchBufferBytes)
+	written, err := io.CopyBuffer(struct{ io.Writer }{c.Response()}, r, buf)
+	s.metrics.servedBytes.Add(float64(written))
+	if err != nil {
+		s.log.Warn("fetch aborted", "xorb", g.Xorb, "written", written, "err", err)
+	}
+	return nil
+}
+
+// getChunk answers a global dedup query with a shard holding the CAS blocks
+// of the xorbs that contain the chunk, chunk hashes keyed with a fresh key.
+func (s *Server) getChunk(c echo.Context) error {
+	id := identityOf(c)
+	switch c.Param("prefix") {
+	case "default", "default-merkledb":
+	default:
+		return refuse(errNotFound, "unknown prefix %q", c.Param("prefix"))
+	}
+	h, err := xet.ParseHash(c.Param("hash"))
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	xorbs, err := s.store.DedupAnswer(ctx, id.Tenant, h, s.cfg.DedupScope == "global", dedupAnswerXorbs)
+	if err != nil {
+		return err
+	}
+	var need int64 = 400
+	for _, x := range xorbs {
+		need += 48 + int64(len(x.Chunks))*(48+16)
+	}
+	res, err := s.budget.Reserve(ctx, budgetKey(id), need)
+	if err != nil {
+		return err
+	}
+	defer res.Release()
+	var key [32]byte
+	rand.Read(key[:])
+	now := s.now()
+	body := xet.BuildDedupShard(xorbs, key, now, now.Add(7*24*time.Hour))
+	return c.Blob(http.StatusOK, "application/octet-stream", body)
+}
+
+// postTelemetry accepts the client's telemetry and drops it.
+func (s *Server) postTelemetry(c echo.Context) error {
+	io.Copy(io.Discard, io.LimitReader(c.Request().Body, 1<<20))
+	return c.NoContent(http.StatusNoContent)
+}
+
+// limitsFor returns a tenant's effective limits.
+func (s *Server) limitsFor(c echo.Context, tenant string) (limits.Limits, error) {
+	lim, _, err := s.effective.For(c.Request().Context(), tenant)
+	return lim, err
+}
+
+var _ = store.ErrNotFound

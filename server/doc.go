@@ -1,0 +1,12 @@
+// Package server is openxet's HTTP face: the echo v4 application with the
+// Xet CAS API, the admin API, probes and metrics.
+//
+// Request order (design §4): probes are exempt; then the client IP (the TCP
+// peer unless it is a trusted proxy); then auth (an IP over its
+// auth-failure rate is refused before its token is looked at); then the
+// credential limiter, the tenant limiter and the in-flight cap; then the
+// handler, which takes memory from the budget for the bytes it holds.
+//
+// HTTP meaning is attached to errors in one place, errors.go: every
+// refusal is JSON {"error", "message", "hint", ...}.
+package server

@@ -1,0 +1,269 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/budget"
+	"openxet/limits"
+	"openxet/store"
+	"openxet/xet"
+)
+
+// apiError is a refusal as the client sees it (design §7).
+type apiError struct {
+	Status     int
+	Code       string
+	Message    string
+	Hint       string
+	Fields     map[string]any
+	RetryAfter int               // seconds; 0 = no Retry-After header
+	Headers    map[string]string // extra headers
+	cause      error
+}
+
+func (e *apiError) Error() string { return e.Code + ": " + e.Message }
+func (e *apiError) Unwrap() error { return e.cause }
+
+// Sentinels for refusals the server itself decides.
+var (
+	errUnauthorized    = errors.New("unauthorized")
+	errForbidden       = errors.New("forbidden")
+	errLengthRequired  = errors.New("length required")
+	errBodyTooLarge    = errors.New("body too large")
+	errAnswerTooLarge  = errors.New("answer too large")
+	errBadRequest      = errors.New("bad request")
+	errNotFound        = errors.New("not found")
+	errUnavailable     = errors.New("unavailable")
+	errFetchURLInvalid = errors.New("fetch URL invalid")
+)
+
+// refuse wraps a sentinel with a message for the client.
+func refuse(kind error, format string, args ...any) error {
+	return fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))
+}
+
+// message is the text after the sentinel's own prefix.
+func message(err error, kind error) string {
+	s := err.Error()
+	if i := strings.Index(s, kind.Error()+": "); i >= 0 {
+		return s[i+len(kind.Error())+2:]
+	}
+	return s
+}
+
+// toAPIError maps any error to what the client sees; the one table of
+// design §7. Unknown errors are 500 internal.
+func toAPIError(err error) *apiError {
+	var ae *apiError
+	if errors.As(err, &ae) {
+		return ae
+	}
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		switch he.Code {
+		case http.StatusNotFound:
+			return &apiError{Status: 404, Code: "not_found", Message: "no such route", Hint: "check the URL against the API reference (docs/api.md)", cause: err}
+		case http.StatusMethodNotAllowed:
+			return &apiError{Status: 405, Code: "method_not_allowed", Message: "this route does not take that method", Hint: "check the method against the API reference (docs/api.md)", cause: err}
+		case http.StatusRequestEntityTooLarge:
+			return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprint(he.Message), Hint: "send a smaller body", cause: err}
+		}
+		return &apiError{Status: he.Code, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: fmt.Sprint(he.Message), cause: err}
+	}
+
+	var rl *limits.RateError
+	if errors.As(err, &rl) {
+		return rateLimited(rl)
+	}
+	var qe *limits.QuotaError
+	if errors.As(err, &qe) {
+		if errors.Is(err, limits.ErrQuotaPending) {
+			return &apiError{Status: 503, Code: "quota_pending", RetryAfter: 1, cause: err,
+				Message: fmt.Sprintf("tenant %s: this upload fits its quota only if uploads still in progress fail", qe.Tenant),
+				Hint:    "retry shortly; uploads in progress are being committed",
+				Fields:  map[string]any{"quota": qe.Quota, "usage": qe.Usage, "pending": qe.Pending}}
+		}
+		return quotaExceeded(qe.Tenant, qe.Quota, qe.Usage, qe.Size, err)
+	}
+	var oq *store.OverQuotaError
+	if errors.As(err, &oq) {
+		return quotaExceeded(oq.Tenant, oq.QuotaBytes, oq.UsageBytes, oq.SizeBytes, err)
+	}
+	var busy *budget.BusyError
+	if errors.As(err, &busy) {
+		return &apiError{Status: 503, Code: "memory_busy", RetryAfter: ceilSeconds(busy.RetryAfter), cause: err,
+			Message: "the server's memory for request work is busy (" + busy.Share + ")",
+			Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
+	}
+	var tooLarge *budget.TooLargeError
+	if errors.As(err, &tooLarge) {
+		if errors.Is(err, errAnswerTooLarge) {
+			return &apiError{Status: 413, Code: "answer_too_large", cause: err,
+				Message: fmt.Sprintf("the answer needs %d bytes, more than the %d a credential may hold", tooLarge.N, tooLarge.Limit),
+				Hint:    "ask for a smaller Range"}
+		}
+		return &apiError{Status: 413, Code: "payload_too_large", cause: err,
+			Message: fmt.Sprintf("the body needs %d bytes, more than the %d a credential may hold", tooLarge.N, tooLarge.Limit),
+			Hint:    "send a smaller body"}
+	}
+
+	switch {
+	case errors.Is(err, errUnauthorized):
+		return &apiError{Status: 401, Code: "unauthorized", Message: message(err, errUnauthorized), Hint: "send Authorization: Bearer <token> with a valid openxet credential or CAS token", cause: err}
+	case errors.Is(err, errForbidden):
+		return &apiError{Status: 403, Code: "forbidden", Message: message(err, errForbidden), Hint: "use a credential with the scope this route needs", cause: err}
+	case errors.Is(err, errFetchURLInvalid):
+		return &apiError{Status: 403, Code: "forbidden", Message: message(err, errFetchURLInvalid), Hint: "ask for the reconstruction again to get fresh fetch URLs", cause: err}
+	case errors.Is(err, errLengthRequired):
+		return &apiError{Status: 411, Code: "length_required", Message: message(err, errLengthRequired), Hint: "send the body with a Content-Length header", cause: err}
+	case errors.Is(err, errBodyTooLarge), errors.Is(err, xet.ErrTooLarge):
+		return &apiError{Status: 413, Code: "payload_too_large", Message: errText(err), Hint: "xorbs and shards are at most 65MiB", cause: err}
+	case errors.Is(err, xet.ErrRangeNotSatisfiable):
+		return &apiError{Status: 416, Code: "range_not_satisfiable", Message: errText(err), Hint: "the range starts at or after the end of the file", cause: err}
+	case errors.Is(err, xet.ErrBadRange):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "send Range: bytes=START-END", cause: err}
+	case errors.Is(err, xet.ErrHashMismatch):
+		return &apiError{Status: 400, Code: "hash_mismatch", Message: errText(err), Hint: "the body does not hash to the hash in the path", cause: err}
+	case errors.Is(err, xet.ErrInvalidXorb):
+		return &apiError{Status: 400, Code: "invalid_xorb", Message: errText(err), Hint: "the body is not a valid serialized xorb", cause: err}
+	case errors.Is(err, xet.ErrInvalidShard), errors.Is(err, store.ErrInvalidShard), errors.Is(err, store.ErrMissingXorb):
+		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard, and send the shard the client built", cause: err}
+	case errors.Is(err, xet.ErrBadHash):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "hashes are 64 hex digits", cause: err}
+	case errors.Is(err, store.ErrBadTenant):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "tenant names match [a-z0-9][a-z0-9._-]{0,62}", cause: err}
+	case errors.Is(err, errBadRequest):
+		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), cause: err}
+	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
+		return &apiError{Status: 404, Code: "not_found", Message: errText(err), Hint: "check the hash or name; a tenant sees only what it registered", cause: err}
+	case errors.Is(err, limits.ErrLimitsUnavailable), errors.Is(err, errUnavailable):
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the server cannot read this tenant's limits right now; retry shortly", cause: err}
+	}
+	return &apiError{Status: 500, Code: "internal", Message: "internal error", Hint: "the server logged the cause; retry, or tell the operator", cause: err}
+}
+
+func errText(err error) string { return err.Error() }
+
+func quotaExceeded(tenant string, quota, usage, size int64, cause error) *apiError {
+	return &apiError{Status: 403, Code: "quota_exceeded", cause: cause,
+		Message: fmt.Sprintf("tenant %s is over its storage quota: %s stored of %s, this upload needs %s more", tenant, humanBytes(usage), humanBytes(quota), humanBytes(size)),
+		Hint:    fmt.Sprintf("delete data or ask an operator to raise the quota: openxet limits set --tenant %s --quota <size>", tenant),
+		Fields:  map[string]any{"quota": quota, "usage": usage, "size": size}}
+}
+
+func rateLimited(rl *limits.RateError) *apiError {
+	d := rl.Decision
+	secs := d.RetryAfterSeconds()
+	policy := fmt.Sprintf(`"%s";q=%d;w=%d`, rl.Limit, max(d.Limit.Burst, 1), windowSeconds(d.Limit))
+	hint := "slow down and retry after the delay in Retry-After"
+	switch rl.Limit {
+	case "in_flight":
+		policy = fmt.Sprintf(`"in_flight";q=%d;qu="concurrent-requests"`, max(d.Limit.Burst, 1))
+		hint = "wait for requests in progress to finish before sending more"
+	case "auth_failures":
+		hint = "too many failed authentications from this address; check the token and retry after the delay"
+	}
+	return &apiError{Status: 429, Code: "rate_limited", RetryAfter: secs, cause: rl,
+		Message: fmt.Sprintf("%s rate limit reached", strings.ReplaceAll(rl.Limit, "_", " ")),
+		Hint:    hint,
+		Fields:  map[string]any{"limit": rl.Limit},
+		Headers: map[string]string{
+			"RateLimit-Policy": policy,
+			"RateLimit":        fmt.Sprintf(`"%s";r=%d;t=%d`, rl.Limit, max(d.Remaining, 0), secs),
+		}}
+}
+
+// windowSeconds is the time a limit needs to refill its whole burst.
+func windowSeconds(r limits.Rate) int {
+	if r.PerSecond <= 0 {
+		return 1
+	}
+	w := int(float64(max(r.Burst, 1))/r.PerSecond + 0.999999)
+	return max(w, 1)
+}
+
+func ceilSeconds(d interface{ Seconds() float64 }) int {
+	s := d.Seconds()
+	n := int(s)
+	if float64(n) < s {
+		n++
+	}
+	return max(n, 1)
+}
+
+func humanBytes(n int64) string {
+	if n < 0 {
+		return "unlimited"
+	}
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatInt(n, 10) + " B"
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// body is the JSON a refusal carries.
+func (e *apiError) body() map[string]any {
+	m := map[string]any{"error": e.Code, "message": e.Message}
+	if e.Hint != "" {
+		m["hint"] = e.Hint
+	}
+	for k, v := range e.Fields {
+		m[k] = v
+	}
+	return m
+}
+
+// errorHandler is echo's HTTPErrorHandler: it renders every error through
+// toAPIError, once, unless the response is already committed.
+func (s *Server) errorHandler(err error, c echo.Context) {
+	ae := toAPIError(err)
+	// Unimplemented v2 routes must answer 404 (hf_xet falls back to v1 on 404/501 only).
+	if ae.Status == http.StatusMethodNotAllowed && strings.HasPrefix(c.Request().URL.Path, "/v2/") {
+		ae = &apiError{Status: 404, Code: "not_found", Message: "no such route", cause: err}
+	}
+	setRefusal(c, ae)
+	if ae.Status >= 500 && ae.Code == "internal" {
+		s.log.Error("internal error", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+	}
+	if c.Response().Committed {
+		return
+	}
+	h := c.Response().Header()
+	if ae.RetryAfter > 0 {
+		h.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
+	}
+	for k, v := range ae.Headers {
+		h.Set(k, v)
+	}
+	if isHubPath(c.Request().URL.Path) {
+		msg := ae.Message
+		if ae.Hint != "" {
+			msg += ". " + ae.Hint
+		}
+		h.Set("X-Error-Message", msg)
+		h.Set("X-Error-Code", ae.Code)
+	}
+	if c.Request().Method == http.MethodHead {
+		c.NoContent(ae.Status)
+		return
+	}
+	c.JSON(ae.Status, ae.body())
+}
+
+// isHubPath reports whether a path belongs to the Hub API (where the hf CLI
+// prints X-Error-Message).
+func isHubPath(p string) bool {
+	return strings.HasPrefix(p, "/api/") || strings.Contains(p, "/resolve/") || strings.Contains(p, ".git/")
+}

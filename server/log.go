@@ -1,0 +1,68 @@
+package server
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+const refusalKey = "openxet.refusal"
+
+func setRefusal(c echo.Context, ae *apiError) { c.Set(refusalKey, ae) }
+
+// requestLog writes one line per request: method, path, status, bytes in
+// and out, duration, tenant, credential key (never the secret), and the
+// code and limit of a refusal.
+func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		err := next(c)
+		if err != nil {
+			c.Error(err)
+		}
+		req, res := c.Request(), c.Response()
+		attrs := []slog.Attr{
+			slog.String("method", req.Method),
+			slog.String("path", req.URL.Path),
+			slog.Int("status", res.Status),
+			slog.Int64("bytes_in", max(req.ContentLength, 0)),
+			slog.Int64("bytes_out", res.Size),
+			slog.Duration("duration", time.Since(start)),
+			slog.String("ip", c.RealIP()),
+		}
+		if id := identityOf(c); id != nil {
+			attrs = append(attrs, slog.String("tenant", id.Tenant), slog.String("credential", id.CredentialKey[:16]))
+		}
+		if ae, ok := c.Get(refusalKey).(*apiError); ok {
+			attrs = append(attrs, slog.String("error", ae.Code))
+			if l, ok := ae.Fields["limit"]; ok {
+				attrs = append(attrs, slog.Any("limit", l))
+			}
+		}
+		s.metrics.requests.WithLabelValues(routeLabel(c), statusClass(res.Status)).Inc()
+		s.metrics.duration.WithLabelValues(routeLabel(c)).Observe(time.Since(start).Seconds())
+		s.log.LogAttrs(req.Context(), slog.LevelInfo, "request", attrs...)
+		return nil
+	}
+}
+
+func routeLabel(c echo.Context) string {
+	if p := c.Path(); p != "" {
+		return p
+	}
+	return "unmatched"
+}
+
+func statusClass(code int) string {
+	switch {
+	case code >= 500:
+		return "5xx"
+	case code >= 400:
+		return "4xx"
+	case code >= 300:
+		return "3xx"
+	default:
+		return "2xx"
+	}
+}

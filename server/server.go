@@ -1,0 +1,262 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"openxet/budget"
+	"openxet/limits"
+	"openxet/store"
+)
+
+// Config is what the server needs; cli fills it from the configuration.
+type Config struct {
+	// PublicURL is the base URL clients reach the server at, without a
+	// trailing slash; "" means http://<listener address>.
+	PublicURL      string
+	TrustedProxies []netip.Prefix
+	// DedupScope is "global" (any tenant's chunks may be offered) or "tenant".
+	DedupScope string
+	// SigningKey signs CAS tokens and fetch URLs; processes that share a
+	// data directory share it.
+	SigningKey  []byte
+	TokenTTL    time.Duration
+	FetchURLTTL time.Duration
+
+	Limits                limits.Limits // defaults for every tenant
+	LimitsCacheTTL        time.Duration
+	AuthFailuresPerMinute int
+	Budget                budget.Config
+
+	ReadHeaderTimeout time.Duration
+	IdleTimeout       time.Duration
+	BodyReadTimeout   time.Duration
+	ShutdownTimeout   time.Duration
+	MaxHeaderBytes    int
+	// MetricsOnMain serves /metrics on the main listener behind admin auth.
+	MetricsOnMain bool
+}
+
+// Defaults for Config fields left zero.
+const (
+	DefaultTokenTTL       = time.Hour
+	DefaultFetchURLTTL    = time.Hour
+	DefaultLimitsCacheTTL = 10 * time.Second
+	maxIPKeys             = 100_000
+	maxLimiterKeys        = 1_000_000
+	fetchBufferBytes      = 256 << 10
+	dedupAnswerXorbs      = 32
+)
+
+// Server is the HTTP application. Create it with New, run it with Serve.
+type Server struct {
+	cfg   Config
+	store *store.Store
+	log   *slog.Logger
+	reg   *prometheus.Registry
+	now   func() time.Time
+	echo  *echo.Echo
+
+	signer        signer
+	creds         *credentialCache
+	effective     *limits.Effective
+	credLimiter   *limits.Table
+	tenantLimiter *limits.Table
+	inFlight      *limits.InFlight
+	authFailures  *limits.AuthFailures
+	pending       *limits.Pending
+	budget        *budget.Budget
+	metrics       *metrics
+
+	publicURL string
+}
+
+// New builds the server; it does no I/O.
+func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry) (*Server, error) {
+	if st == nil || log == nil || reg == nil {
+		return nil, errors.New("server.New: store, logger and registry are required")
+	}
+	if cfg.TokenTTL == 0 {
+		cfg.TokenTTL = DefaultTokenTTL
+	}
+	if cfg.FetchURLTTL == 0 {
+		cfg.FetchURLTTL = DefaultFetchURLTTL
+	}
+	if cfg.LimitsCacheTTL == 0 {
+		cfg.LimitsCacheTTL = DefaultLimitsCacheTTL
+	}
+	if cfg.DedupScope == "" {
+		cfg.DedupScope = "global"
+	}
+	if len(cfg.SigningKey) == 0 {
+		cfg.SigningKey = make([]byte, 32)
+		rand.Read(cfg.SigningKey)
+	}
+	if err := cfg.Budget.Validate(maxBodyBytes); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:           cfg,
+		store:         st,
+		log:           log,
+		reg:           reg,
+		now:           time.Now,
+		signer:        signer{key: cfg.SigningKey},
+		credLimiter:   limits.NewTable(maxLimiterKeys),
+		tenantLimiter: limits.NewTable(maxLimiterKeys),
+		inFlight:      limits.NewInFlight(),
+		authFailures:  limits.NewAuthFailures(max(cfg.AuthFailuresPerMinute, 1), maxIPKeys),
+		pending:       &limits.Pending{},
+		budget:        budget.New(cfg.Budget),
+		publicURL:     strings.TrimRight(cfg.PublicURL, "/"),
+	}
+	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
+	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
+	s.metrics = newMetrics(reg, s)
+	s.echo = s.routes()
+	return s, nil
+}
+
+// Handler returns the whole HTTP application.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// MetricsHandler serves /metrics without auth, for a separate listener.
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
+}
+
+func (s *Server) routes() *echo.Echo {
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	e.HTTPErrorHandler = s.errorHandler
+	e.IPExtractor = ipExtractor(s.cfg.TrustedProxies)
+	e.Use(s.requestLog, s.recoverPanics)
+
+	e.GET("/healthz", s.healthz)
+	e.GET("/readyz", s.readyz)
+	if s.cfg.MetricsOnMain {
+		e.GET("/metrics", echo.WrapHandler(s.MetricsHandler()), s.guard("admin"))
+	}
+
+	read, write := s.guard("read"), s.guard("write")
+	// CAS API, current paths and the aliases older hf_xet releases use.
+	for _, p := range []string{"/v1/xorbs", "/xorbs", "/xorb"} {
+		e.POST(p+"/:prefix/:hash", s.postXorb, write)
+		e.HEAD(p+"/:prefix/:hash", s.headXorb, read)
+	}
+	for _, p := range []string{"/v1/shards", "/shards"} {
+		e.POST(p, s.postShard, write)
+	}
+	e.POST("/shard/:prefix/:hash", s.postShard, write)
+	e.PUT("/shard/:prefix/:hash", s.postShard, write)
+	e.POST("/v2/shards", s.postShardV2, write)
+	for _, p := range []string{"/v1/reconstructions", "/reconstructions", "/reconstruction"} {
+		e.GET(p+"/:file", s.getReconstruction, read)
+	}
+	e.GET("/v2/reconstructions/:file", s.getReconstructionV2, read)
+	for _, p := range []string{"/v1/chunks", "/chunks", "/chunk"} {
+		e.GET(p+"/:prefix/:hash", s.getChunk, read)
+	}
+	e.GET("/v1/fetch/:xorb", s.getFetch)
+	e.POST("/v1/telemetry", s.postTelemetry, read)
+	e.Any("/v2/*", func(c echo.Context) error { return refuse(errNotFound, "no such v2 route") })
+
+	s.adminRoutes(e)
+	return e
+}
+
+// ipExtractor returns the client IP: the TCP peer, unless the peer is one
+// of the trusted proxies, in which case X-Forwarded-For is read.
+func ipExtractor(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		_, n, err := net.ParseCIDR(p.String())
+		if err == nil {
+			opts = append(opts, echo.TrustIPRange(n))
+		}
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+func (s *Server) recoverPanics(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				if r == http.ErrAbortHandler {
+					panic(r)
+				}
+				err = fmt.Errorf("panic: %v", r)
+			}
+		}()
+		return next(c)
+	}
+}
+
+func (s *Server) healthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(c echo.Context) error {
+	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		return &apiError{Status: 503, Code: "unavailable", Message: err.Error(), Hint: "check the index file and the bucket", RetryAfter: 1, cause: err}
+	}
+	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// base returns the public base URL for a request.
+func (s *Server) base(c echo.Context) string {
+	if s.publicURL != "" {
+		return s.publicURL
+	}
+	scheme := "http"
+	if c.Request().TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + c.Request().Host
+}
+
+// Serve answers on ln until ctx is done, then shuts down gracefully: it stops
+// accepting, lets requests in progress finish (up to ShutdownTimeout) and
+// returns. The caller closes the store afterwards.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.echo,
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		IdleTimeout:       s.cfg.IdleTimeout,
+		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), max(s.cfg.ShutdownTimeout, time.Second))
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	<-errc
+	if err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	return nil
+}

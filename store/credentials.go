@@ -1,0 +1,228 @@
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Scopes of a credential. write implies read; admin is separate.
+const (
+	ScopeRead  = "read"
+	ScopeWrite = "write"
+	ScopeAdmin = "admin"
+)
+
+// TokenPrefix starts every credential token ("hf_" because the JS client
+// refuses tokens without it).
+const TokenPrefix = "hf_oxt_"
+
+// ErrBadToken means a token is not of the credential form.
+var ErrBadToken = errors.New("malformed credential token")
+
+// ErrBadTenant means a tenant name is not of the allowed form.
+var ErrBadTenant = errors.New("invalid tenant name")
+
+var tenantRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// ValidTenant checks a tenant name ([a-z0-9][a-z0-9._-]{0,62}).
+func ValidTenant(name string) error {
+	if !tenantRE.MatchString(name) || strings.Contains(name, "..") {
+		return fmt.Errorf("%w: %q (want [a-z0-9][a-z0-9._-]{0,62})", ErrBadTenant, name)
+	}
+	return nil
+}
+
+// Credential is a stored credential. The secret itself is never stored.
+type Credential struct {
+	ID           string    `json:"id"`
+	Tenant       string    `json:"tenant"`
+	Scopes       []string  `json:"scopes"`
+	SecretSHA256 string    `json:"secret_sha256"`
+	Created      time.Time `json:"created"`
+	Revoked      time.Time `json:"revoked,omitzero"`
+}
+
+// Has reports whether the credential carries scope (write implies read).
+func (c Credential) Has(scope string) bool {
+	if slices.Contains(c.Scopes, scope) {
+		return true
+	}
+	return scope == ScopeRead && slices.Contains(c.Scopes, ScopeWrite)
+}
+
+// IsRevoked reports whether the credential was revoked.
+func (c Credential) IsRevoked() bool { return !c.Revoked.IsZero() }
+
+// ParseToken splits a credential token into its id and secret.
+func ParseToken(token string) (id, secret string, err error) {
+	rest, ok := strings.CutPrefix(token, TokenPrefix)
+	if !ok {
+		return "", "", ErrBadToken
+	}
+	id, secret, ok = strings.Cut(rest, "_")
+	if !ok || len(id) != 16 || len(secret) != 64 || !isHex(id) || !isHex(secret) {
+		return "", "", ErrBadToken
+	}
+	return id, secret, nil
+}
+
+// CheckSecret reports whether secret belongs to the credential, in constant time.
+func (c Credential) CheckSecret(secret string) bool {
+	sum := sha256.Sum256([]byte(secret))
+	want, err := hex.DecodeString(c.SecretSHA256)
+	return err == nil && subtle.ConstantTimeCompare(sum[:], want) == 1
+}
+
+func isHex(s string) bool {
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// NormalizeScopes validates scopes and returns them sorted without repeats.
+func NormalizeScopes(scopes []string) ([]string, error) {
+	if len(scopes) == 0 {
+		return nil, errors.New("a credential needs at least one scope (read, write, admin)")
+	}
+	out := make([]string, 0, len(scopes))
+	for _, s := range scopes {
+		switch s {
+		case ScopeRead, ScopeWrite, ScopeAdmin:
+			if !slices.Contains(out, s) {
+				out = append(out, s)
+			}
+		default:
+			return nil, fmt.Errorf("unknown scope %q (want read, write or admin)", s)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// CreateCredential makes a credential for tenant with scopes and returns it
+// with its token, which is shown once and never stored.
+func (s *Store) CreateCredential(ctx context.Context, tenant string, scopes []string) (Credential, string, error) {
+	if err := ValidTenant(tenant); err != nil {
+		return Credential{}, "", err
+	}
+	scopes, err := NormalizeScopes(scopes)
+	if err != nil {
+		return Credential{}, "", err
+	}
+	id, secret := randomHex(8), randomHex(32)
+	sum := sha256.Sum256([]byte(secret))
+	c := Credential{ID: id, Tenant: tenant, Scopes: scopes, SecretSHA256: hex.EncodeToString(sum[:]), Created: s.now().UTC().Truncate(time.Second)}
+	if err := s.writeCredential(ctx, c); err != nil {
+		return Credential{}, "", err
+	}
+	return c, TokenPrefix + id + "_" + secret, nil
+}
+
+func (s *Store) writeCredential(ctx context.Context, c Credential) error {
+	rec, _ := json.Marshal(c)
+	if err := s.bucket.WriteAll(ctx, credentialKey(c.ID), rec, nil); err != nil {
+		return fmt.Errorf("write credential %s: %w", c.ID, err)
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error { return upsertCredential(ctx, tx, c) })
+}
+
+func upsertCredential(ctx context.Context, tx *sql.Tx, c Credential) error {
+	var revoked any
+	if !c.Revoked.IsZero() {
+		revoked = c.Revoked.Unix()
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO credentials(id, tenant, scopes, secret_sha256, created, revoked) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET tenant = excluded.tenant, scopes = excluded.scopes, secret_sha256 = excluded.secret_sha256, revoked = excluded.revoked`,
+		c.ID, c.Tenant, strings.Join(c.Scopes, ","), c.SecretSHA256, c.Created.Unix(), revoked)
+	if err != nil {
+		return fmt.Errorf("index credential %s: %w", c.ID, err)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO tenants(name) VALUES (?) ON CONFLICT DO NOTHING`, c.Tenant)
+	return err
+}
+
+// Credential returns the credential with that id, or ErrNotFound.
+func (s *Store) Credential(ctx context.Context, id string) (Credential, error) {
+	cs, err := s.queryCredentials(ctx, `WHERE id = ?`, id)
+	if err != nil {
+		return Credential{}, err
+	}
+	if len(cs) == 0 {
+		return Credential{}, fmt.Errorf("credential %s: %w", id, ErrNotFound)
+	}
+	return cs[0], nil
+}
+
+// Credentials lists credentials, of one tenant when tenant is not "".
+func (s *Store) Credentials(ctx context.Context, tenant string) ([]Credential, error) {
+	if tenant == "" {
+		return s.queryCredentials(ctx, `ORDER BY tenant, created, id`)
+	}
+	return s.queryCredentials(ctx, `WHERE tenant = ? ORDER BY created, id`, tenant)
+}
+
+func (s *Store) queryCredentials(ctx context.Context, where string, args ...any) ([]Credential, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, tenant, scopes, secret_sha256, created, revoked FROM credentials `+where, args...)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	defer rows.Close()
+	var out []Credential
+	for rows.Next() {
+		var (
+			c       Credential
+			scopes  string
+			created int64
+			revoked sql.NullInt64
+		)
+		if err := rows.Scan(&c.ID, &c.Tenant, &scopes, &c.SecretSHA256, &created, &revoked); err != nil {
+			return nil, fmt.Errorf("credentials: %w", err)
+		}
+		c.Scopes = strings.Split(scopes, ",")
+		c.Created = time.Unix(created, 0).UTC()
+		if revoked.Valid {
+			c.Revoked = time.Unix(revoked.Int64, 0).UTC()
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
+}
+
+// RevokeCredential marks a credential revoked (bucket record, then index).
+func (s *Store) RevokeCredential(ctx context.Context, id string) (Credential, error) {
+	c, err := s.Credential(ctx, id)
+	if err != nil {
+		return Credential{}, err
+	}
+	if c.IsRevoked() {
+		return c, nil
+	}
+	c.Revoked = s.now().UTC().Truncate(time.Second)
+	if err := s.writeCredential(ctx, c); err != nil {
+		return Credential{}, err
+	}
+	return c, nil
+}
+
+// CountCredentials returns how many credentials exist (revoked included).
+func (s *Store) CountCredentials(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM credentials`).Scan(&n)
+	return n, err
+}

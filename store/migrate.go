@@ -1,0 +1,101 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are applied in order; a migration never changes once released.
+var migrations = []string{
+	// 1: the index of design §3.
+	`
+CREATE TABLE xorbs (
+	hash       TEXT PRIMARY KEY,
+	stream_len INTEGER NOT NULL,
+	chunks     BLOB NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE tenants (
+	name        TEXT PRIMARY KEY,
+	usage_bytes INTEGER NOT NULL DEFAULT 0,
+	limits      TEXT
+) WITHOUT ROWID;
+CREATE TABLE xorb_owners (
+	xorb    TEXT NOT NULL,
+	tenant  TEXT NOT NULL,
+	size    INTEGER NOT NULL,
+	created INTEGER NOT NULL,
+	PRIMARY KEY (xorb, tenant)
+) WITHOUT ROWID;
+CREATE INDEX xorb_owners_tenant ON xorb_owners(tenant);
+CREATE TABLE shards (
+	hash TEXT PRIMARY KEY,
+	size INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE shard_owners (
+	shard   TEXT NOT NULL,
+	tenant  TEXT NOT NULL,
+	created INTEGER NOT NULL,
+	PRIMARY KEY (shard, tenant)
+) WITHOUT ROWID;
+CREATE TABLE shard_xorbs (
+	shard TEXT NOT NULL,
+	xorb  TEXT NOT NULL,
+	PRIMARY KEY (shard, xorb)
+) WITHOUT ROWID;
+CREATE TABLE files (
+	tenant TEXT NOT NULL,
+	hash   TEXT NOT NULL,
+	size   INTEGER NOT NULL,
+	sha256 TEXT,
+	terms  BLOB NOT NULL,
+	nterms INTEGER NOT NULL,
+	shard  TEXT NOT NULL,
+	PRIMARY KEY (tenant, hash)
+) WITHOUT ROWID;
+CREATE INDEX files_sha256 ON files(tenant, sha256);
+CREATE TABLE dedup (
+	chunk  TEXT NOT NULL,
+	tenant TEXT NOT NULL,
+	xorb   TEXT NOT NULL,
+	shard  TEXT NOT NULL,
+	PRIMARY KEY (chunk, tenant)
+) WITHOUT ROWID;
+CREATE TABLE credentials (
+	id            TEXT PRIMARY KEY,
+	tenant        TEXT NOT NULL,
+	scopes        TEXT NOT NULL,
+	secret_sha256 TEXT NOT NULL,
+	created       INTEGER NOT NULL,
+	revoked       INTEGER
+) WITHOUT ROWID;
+CREATE INDEX credentials_tenant ON credentials(tenant);
+`,
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
+		return err
+	}
+	var have int
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&have); err != nil {
+		return err
+	}
+	if have > len(migrations) {
+		return fmt.Errorf("index schema version %d is newer than this binary knows (%d)", have, len(migrations))
+	}
+	for v := have + 1; v <= len(migrations); v++ {
+		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+			return fmt.Errorf("migration %d: %w", v, err)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version) VALUES (?)`, v); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}

@@ -1,0 +1,295 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"gocloud.dev/blob"
+
+	"openxet/xet"
+)
+
+// Progress is told how far a reindex is: stage, items done, items in the stage.
+type Progress func(stage string, done, total int)
+
+// ReindexConfig says what to rebuild.
+type ReindexConfig struct {
+	IndexPath string
+	BucketURL string
+	Progress  Progress
+}
+
+// Difference is one row that differs between the live index and one
+// rebuilt from the bucket.
+type Difference struct {
+	Table  string
+	Key    string
+	Index  string // the live index's value ("" when absent)
+	Bucket string // the rebuilt value ("" when absent)
+}
+
+func (d Difference) String() string {
+	return fmt.Sprintf("%s %s: index=%q bucket=%q", d.Table, d.Key, d.Index, d.Bucket)
+}
+
+// Reindex rebuilds the whole index from the bucket into a new file and swaps
+// it in. It refuses (ErrIndexInUse) while any process holds the index open.
+func Reindex(ctx context.Context, cfg ReindexConfig) error {
+	lock, err := lockIndex(cfg.IndexPath, true)
+	if err != nil {
+		return err
+	}
+	defer func() { lock.Close() }()
+	tmp := cfg.IndexPath + ".reindex"
+	if err := build(ctx, cfg, tmp); err != nil {
+		removeDB(tmp)
+		return err
+	}
+	removeDB(cfg.IndexPath)
+	if err := os.Rename(tmp, cfg.IndexPath); err != nil {
+		return fmt.Errorf("swap in the new index: %w", err)
+	}
+	return nil
+}
+
+// CheckIndex rebuilds the index from the bucket into a scratch file and
+// returns every difference against the live index, without changing it. It
+// may run while servers use the index.
+func CheckIndex(ctx context.Context, cfg ReindexConfig) ([]Difference, error) {
+	tmp := fmt.Sprintf("%s.check-%d", cfg.IndexPath, time.Now().UnixNano())
+	defer removeDB(tmp)
+	if err := build(ctx, cfg, tmp); err != nil {
+		return nil, err
+	}
+	if _, err := os.Stat(cfg.IndexPath); err != nil {
+		return nil, fmt.Errorf("index %s: %w", cfg.IndexPath, err)
+	}
+	db, err := openDB(ctx, cfg.IndexPath)
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	return compareIndexes(ctx, db, tmp)
+}
+
+func removeDB(path string) {
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(path + suffix)
+	}
+}
+
+func build(ctx context.Context, cfg ReindexConfig, path string) error {
+	removeDB(path)
+	progress := cfg.Progress
+	if progress == nil {
+		progress = func(string, int, int) {}
+	}
+	bucket, err := OpenBucket(ctx, cfg.BucketURL)
+	if err != nil {
+		return err
+	}
+	defer bucket.Close()
+	db, err := openDB(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	b := &builder{ctx: ctx, bucket: bucket, db: db, progress: progress}
+	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.shardOwners} {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+		return fmt.Errorf("checkpoint new index: %w", err)
+	}
+	return nil
+}
+
+type builder struct {
+	ctx      context.Context
+	bucket   *blob.Bucket
+	db       *sql.DB
+	progress Progress
+}
+
+// each lists prefix and runs fn for every key in batches of one transaction.
+func (b *builder) each(stage, prefix string, fn func(tx *sql.Tx, key string) error) error {
+	keys, err := listKeys(b.ctx, b.bucket, prefix)
+	if err != nil {
+		return err
+	}
+	const batch = 256
+	for start := 0; start < len(keys); start += batch {
+		end := min(start+batch, len(keys))
+		tx, err := b.db.BeginTx(b.ctx, nil)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys[start:end] {
+			if err := fn(tx, k); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("%s %s: %w", stage, k, err)
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		b.progress(stage, end, len(keys))
+	}
+	if len(keys) == 0 {
+		b.progress(stage, 0, 0)
+	}
+	return nil
+}
+
+func (b *builder) readJSON(key string, v any) error {
+	data, err := b.bucket.ReadAll(b.ctx, key)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+func (b *builder) credentials() error {
+	return b.each("credentials", prefixCredentials, func(tx *sql.Tx, key string) error {
+		var c Credential
+		if err := b.readJSON(key, &c); err != nil {
+			return err
+		}
+		return upsertCredential(b.ctx, tx, c)
+	})
+}
+
+func (b *builder) limits() error {
+	return b.each("tenant limits", prefixTenantLimits, func(tx *sql.Tx, key string) error {
+		var rec tenantLimitsRecord
+		if err := b.readJSON(key, &rec); err != nil {
+			return err
+		}
+		return setTenantLimits(b.ctx, tx, rec.Tenant, rec.Limits)
+	})
+}
+
+func (b *builder) xorbs() error {
+	return b.each("xorbs", prefixXorbs, func(tx *sql.Tx, key string) error {
+		h, err := xet.ParseHash(strings.TrimPrefix(key, prefixXorbs))
+		if err != nil {
+			return err
+		}
+		data, err := b.bucket.ReadAll(b.ctx, key)
+		if err != nil {
+			return err
+		}
+		info, err := xet.ParseXorb(data, h)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(b.ctx, `INSERT INTO xorbs(hash, stream_len, chunks) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, h.String(), info.StreamLen, encodeChunks(info.Chunks))
+		return err
+	})
+}
+
+func (b *builder) xorbOwners() error {
+	return b.each("xorb owners", prefixXorbOwners, func(tx *sql.Tx, key string) error {
+		xorb, _, _ := strings.Cut(strings.TrimPrefix(key, prefixXorbOwners), "/")
+		var rec xorbOwnerRecord
+		if err := b.readJSON(key, &rec); err != nil {
+			return err
+		}
+		var blob []byte
+		err := tx.QueryRowContext(b.ctx, `SELECT chunks FROM xorbs WHERE hash = ?`, xorb).Scan(&blob)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil // an owner record whose xorb object is gone owns nothing
+		}
+		if err != nil {
+			return err
+		}
+		chunks, err := decodeChunks(blob)
+		if err != nil {
+			return err
+		}
+		_, err = recordXorbOwner(b.ctx, tx, rec.Tenant, xorb, chunks, rec.SizeBytes, Unlimited, rec.Created)
+		return err
+	})
+}
+
+func (b *builder) shardOwners() error {
+	return b.each("shard owners", prefixShardOwners, func(tx *sql.Tx, key string) error {
+		shard, _, _ := strings.Cut(strings.TrimPrefix(key, prefixShardOwners), "/")
+		var rec shardOwnerRecord
+		if err := b.readJSON(key, &rec); err != nil {
+			return err
+		}
+		body, err := b.bucket.ReadAll(b.ctx, shardKey(shard))
+		if isNotFound(err) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		sh, err := xet.ParseShard(body)
+		if err != nil {
+			return err
+		}
+		_, err = recordShard(b.ctx, tx, rec.Tenant, shard, int64(len(body)), sh, rec.Created)
+		return err
+	})
+}
+
+// compared lists, per table, the key columns and the value columns that a
+// check compares.
+var compared = []struct{ table, key, value string }{
+	{"tenants", "name", "usage_bytes || ' limits=' || COALESCE(limits, '')"},
+	{"xorbs", "hash", "stream_len || ' ' || hex(chunks)"},
+	{"xorb_owners", "xorb || '/' || tenant", "size"},
+	{"shard_owners", "shard || '/' || tenant", "''"},
+	{"files", "tenant || '/' || hash", "size || ' ' || COALESCE(sha256, '') || ' ' || hex(terms)"},
+	{"dedup", "chunk || '/' || tenant", "xorb"},
+	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(revoked, '')"},
+}
+
+func compareIndexes(ctx context.Context, live *sql.DB, freshPath string) ([]Difference, error) {
+	conn, err := live.Conn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `ATTACH DATABASE ? AS fresh`, "file:"+freshPath+"?mode=ro"); err != nil {
+		return nil, fmt.Errorf("attach rebuilt index: %w", err)
+	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), `DETACH DATABASE fresh`)
+	var diffs []Difference
+	for _, c := range compared {
+		q := fmt.Sprintf(`
+SELECT k, MAX(a), MAX(b) FROM (
+	SELECT %[2]s AS k, %[3]s AS a, NULL AS b FROM main.%[1]s
+	UNION ALL
+	SELECT %[2]s AS k, NULL AS a, %[3]s AS b FROM fresh.%[1]s
+) GROUP BY k HAVING MAX(a) IS NOT MAX(b) OR COUNT(a) != COUNT(b) ORDER BY k`, c.table, c.key, c.value)
+		rows, err := conn.QueryContext(ctx, q)
+		if err != nil {
+			return nil, fmt.Errorf("compare %s: %w", c.table, err)
+		}
+		for rows.Next() {
+			var k string
+			var a, b sql.NullString
+			if err := rows.Scan(&k, &a, &b); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			diffs = append(diffs, Difference{Table: c.table, Key: k, Index: a.String, Bucket: b.String})
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return diffs, nil
+}

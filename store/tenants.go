@@ -1,0 +1,88 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Tenant is a tenant's row in the index.
+type Tenant struct {
+	Name       string
+	UsageBytes int64
+	Limits     []byte // the tenant's overrides document, nil when none
+}
+
+// Tenants lists every tenant known to the index (from credentials, owners
+// or limits), ordered by name.
+func (s *Store) Tenants(ctx context.Context) ([]Tenant, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT name, usage_bytes, limits FROM tenants ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("tenants: %w", err)
+	}
+	defer rows.Close()
+	var out []Tenant
+	for rows.Next() {
+		var t Tenant
+		var lim sql.NullString
+		if err := rows.Scan(&t.Name, &t.UsageBytes, &lim); err != nil {
+			return nil, fmt.Errorf("tenants: %w", err)
+		}
+		if lim.Valid {
+			t.Limits = []byte(lim.String)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// TenantLimits returns a tenant's overrides document; ok is false when it
+// has none.
+func (s *Store) TenantLimits(ctx context.Context, tenant string) (doc []byte, ok bool, err error) {
+	var lim sql.NullString
+	err = s.db.QueryRowContext(ctx, `SELECT limits FROM tenants WHERE name = ?`, tenant).Scan(&lim)
+	if errors.Is(err, sql.ErrNoRows) || (err == nil && !lim.Valid) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("limits of %s: %w", tenant, err)
+	}
+	return []byte(lim.String), true, nil
+}
+
+// PutTenantLimits stores a tenant's overrides document (JSON): the
+// tenant-limits record in the bucket, then the index. A nil doc deletes it.
+func (s *Store) PutTenantLimits(ctx context.Context, tenant string, doc []byte) error {
+	if err := ValidTenant(tenant); err != nil {
+		return err
+	}
+	key := tenantLimitsKey(tenant)
+	if doc == nil {
+		if err := s.bucket.Delete(ctx, key); err != nil && !isNotFound(err) {
+			return fmt.Errorf("delete limits of %s: %w", tenant, err)
+		}
+	} else {
+		if !json.Valid(doc) {
+			return fmt.Errorf("limits of %s: not a JSON document", tenant)
+		}
+		rec, _ := json.Marshal(tenantLimitsRecord{Tenant: tenant, Limits: doc})
+		if err := s.bucket.WriteAll(ctx, key, rec, nil); err != nil {
+			return fmt.Errorf("write limits of %s: %w", tenant, err)
+		}
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error { return setTenantLimits(ctx, tx, tenant, doc) })
+}
+
+func setTenantLimits(ctx context.Context, tx *sql.Tx, tenant string, doc []byte) error {
+	var v any
+	if doc != nil {
+		v = string(doc)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO tenants(name, limits) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET limits = excluded.limits`, tenant, v)
+	if err != nil {
+		return fmt.Errorf("index limits of %s: %w", tenant, err)
+	}
+	return nil
+}
