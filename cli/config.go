@@ -107,7 +107,16 @@ var settings = []setting{
 		c.DataDir = v
 		return nil
 	}},
-	{"server.bucket", "", "gocloud.dev/blob bucket URL (default file://<data_dir>/bucket)", func(c *Config, v string) error { c.Bucket = v; return nil }},
+	{"server.bucket", "", "gocloud.dev/blob bucket URL: file://, mem:// or s3:// (default file://<data_dir>/bucket)", func(c *Config, v string) error {
+		if v != "" {
+			scheme, _, ok := strings.Cut(v, "://")
+			if !ok || (scheme != "file" && scheme != "mem" && scheme != "s3") {
+				return fmt.Errorf("%q is not a file://, mem:// or s3:// URL", v)
+			}
+		}
+		c.Bucket = v
+		return nil
+	}},
 	{"server.index", "", "SQLite index file (default <data_dir>/index.db)", func(c *Config, v string) error { c.Index = v; return nil }},
 	{"server.trusted_proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default none)", func(c *Config, v string) error {
 		c.TrustedProxies = nil

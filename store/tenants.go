@@ -86,3 +86,20 @@ func setTenantLimits(ctx context.Context, tx *sql.Tx, tenant string, doc []byte)
 	}
 	return nil
 }
+
+// indexTables are the index's tables, in the order Counts reports them.
+var indexTables = []string{"xorbs", "xorb_owners", "tenants", "shards", "shard_owners", "shard_xorbs", "files", "dedup", "credentials"}
+
+// Counts returns the number of rows of every index table, for checks that
+// a refused request changed nothing and for reindex reports.
+func (s *Store) Counts(ctx context.Context) (map[string]int64, error) {
+	out := make(map[string]int64, len(indexTables))
+	for _, t := range indexTables {
+		var n int64
+		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+t).Scan(&n); err != nil {
+			return nil, fmt.Errorf("count %s: %w", t, err)
+		}
+		out[t] = n
+	}
+	return out, nil
+}

@@ -1,0 +1,222 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	file := writeFile(t, "openxet.toml", `
+[server]
+listen = "127.0.0.1:9001"
+memory_wait = "3s"
+trusted_proxies = ["10.0.0.0/8", "192.168.1.1"]
+
+[limits]
+tenant_burst = 11
+credential_burst = 12
+default_tenant_quota = "10GiB"
+`)
+	env := map[string]string{"server.memory_wait": "4s", "limits.credential_burst": "13"}
+	flags := map[string]string{"limits.credential_burst": "14"}
+	c, err := LoadConfig(file, env, flags)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"listen from file", c.Listen, "127.0.0.1:9001"},
+		{"memory_wait env over file", c.MemoryWait, 4 * time.Second},
+		{"tenant_burst from file", c.TenantBurst, 11},
+		{"credential_burst flag over env", c.CredentialBurst, 14},
+		{"quota size", c.DefaultTenantQuota, int64(10 << 30)},
+		{"proxies", len(c.TrustedProxies), 2},
+		{"default rps", c.TenantRequestsPerSecond, 2000.0},
+		{"default share", c.CredentialMemoryShare, 0.25},
+		{"derived index", c.Index, filepath.Join(DefaultDataDir, "index.db")},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: got %v, want %v", ch.name, ch.got, ch.want)
+		}
+	}
+	if !strings.HasPrefix(c.Bucket, "file://") || !strings.Contains(c.Bucket, "openxet-data/bucket") {
+		t.Errorf("bucket default %q", c.Bucket)
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	c, err := LoadConfig("", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Listen != "127.0.0.1:8080" || c.DataDir != "./openxet-data" || c.DefaultTenantQuota != -1 ||
+		c.TenantBurst != 4000 || c.CredentialRequestsPerSecond != 1000 || c.MaxInFlightPerCredential != 512 ||
+		c.AuthFailuresPerMinute != 60 || c.TenantMemoryShare != 0.5 || c.MemoryWait != 10*time.Second || c.DedupScope != "global" {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if c.MemoryBudget < minMemoryBudget || c.MemoryBudget > maxDefaultBudget {
+		t.Fatalf("auto memory budget %d", c.MemoryBudget)
+	}
+}
+
+// TestInvalidValues: every invalid value stops start-up with a line naming
+// the key.
+func TestInvalidValues(t *testing.T) {
+	cases := map[string]string{
+		"server.listen":                         "nope",
+		"server.bucket":                         "ftp://x",
+		"server.public_url":                     "ftp://x",
+		"server.data_dir":                       "",
+		"server.trusted_proxies":                "10.0.0.0/99",
+		"server.dedup_scope":                    "everyone",
+		"server.memory_budget":                  "12 parsecs",
+		"server.credential_memory_share":        "0.001",
+		"server.tenant_memory_share":            "1.5",
+		"server.memory_wait":                    "soon",
+		"server.metrics_listen":                 "9090",
+		"server.log_format":                     "xml",
+		"server.log_level":                      "loud",
+		"server.token_ttl":                      "1s",
+		"server.fetch_url_ttl":                  "-1m",
+		"server.read_header_timeout":            "0s",
+		"server.idle_timeout":                   "x",
+		"server.body_read_timeout":              "x",
+		"server.shutdown_timeout":               "x",
+		"server.max_header_bytes":               "1",
+		"limits.tenant_requests_per_second":     "-5",
+		"limits.tenant_burst":                   "0",
+		"limits.credential_requests_per_second": "NaN",
+		"limits.credential_burst":               "many",
+		"limits.max_in_flight_per_credential":   "0",
+		"limits.auth_failures_per_minute":       "0",
+		"limits.default_tenant_quota":           "lots",
+		"limits.cache_ttl":                      "1m",
+	}
+	anyValue := map[string]bool{"server.index": true} // any path is a valid index path
+	for _, s := range settings {
+		if _, ok := cases[s.key]; !ok && !anyValue[s.key] {
+			t.Errorf("no invalid-value case for %s", s.key)
+		}
+	}
+	for key, val := range cases {
+		t.Run(key, func(t *testing.T) {
+			_, err := LoadConfig("", nil, map[string]string{key: val})
+			if err == nil {
+				t.Fatalf("%s=%q accepted", key, val)
+			}
+			if !strings.Contains(err.Error(), key) {
+				t.Fatalf("error does not name %s: %v", key, err)
+			}
+			if strings.Count(err.Error(), "\n") != 0 {
+				t.Fatalf("want one line, got %q", err)
+			}
+		})
+	}
+}
+
+func TestConfigFileErrors(t *testing.T) {
+	unknown := writeFile(t, "a.toml", "[server]\nlisten = \"127.0.0.1:1\"\nlisen = 3\n")
+	if _, err := LoadConfig(unknown, nil, nil); err == nil || !strings.Contains(err.Error(), "server.lisen") {
+		t.Fatalf("unknown key: %v", err)
+	}
+	broken := writeFile(t, "b.toml", "[server\n")
+	if _, err := LoadConfig(broken, nil, nil); err == nil {
+		t.Fatal("broken TOML accepted")
+	}
+	small := writeFile(t, "c.toml", "[server]\nmemory_budget = \"100MiB\"\n")
+	if _, err := LoadConfig(small, nil, nil); err == nil || !strings.Contains(err.Error(), "server.credential_memory_share") {
+		t.Fatalf("a share that cannot hold one xorb: %v", err)
+	}
+}
+
+func TestSizes(t *testing.T) {
+	for in, want := range map[string]int64{"512MiB": 512 << 20, "10GiB": 10 << 30, "1.5GB": 1_500_000_000, "1048576": 1 << 20, "2 KiB": 2048} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "GiB", "-1", "1.2.3MiB", "5 parsecs", "1e30"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
+	}
+	if q, _ := ParseQuota("Unlimited"); q != -1 {
+		t.Errorf("unlimited = %d", q)
+	}
+	if FormatSize(10<<30) != "10GiB" || FormatSize(-1) != "unlimited" || FormatSize(1000) != "1000" {
+		t.Error("FormatSize")
+	}
+}
+
+func run(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	code := Run(context.Background(), append([]string{"openxet"}, args...), &out, &errb, lookup)
+	return code, out.String(), errb.String()
+}
+
+func TestHelpAndVersion(t *testing.T) {
+	code, out, _ := run(t, nil, "version")
+	if code != 0 || !strings.HasPrefix(out, "openxet "+Version) {
+		t.Fatalf("version: %d %q", code, out)
+	}
+	for _, args := range [][]string{{"--help"}, {"serve", "--help"}, {"reindex", "--help"}, {"limits", "--help"}, {"limits", "set", "--help"},
+		{"credentials", "--help"}, {"credentials", "create", "--help"}} {
+		code, out, errOut := run(t, nil, args...)
+		if code != 0 || !strings.Contains(out, "USAGE") {
+			t.Errorf("%v: code %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	code, _, errOut := run(t, nil, "serve", "--tenant-burst", "zero")
+	if code != 2 || !strings.Contains(errOut, "limits.tenant_burst") {
+		t.Fatalf("bad flag value: %d %q", code, errOut)
+	}
+	code, _, errOut = run(t, map[string]string{"OPENXET_TENANT_BURST": "-1"}, "serve")
+	if code != 2 || !strings.Contains(errOut, "OPENXET_TENANT_BURST") {
+		t.Fatalf("bad env value: %d %q", code, errOut)
+	}
+}
+
+func TestCredentialsOffline(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errOut := run(t, nil, "credentials", "create", "--data-dir", dir, "--tenant", "alice", "--scope", "write")
+	if code != 0 || !strings.Contains(out, "token:  hf_oxt_") {
+		t.Fatalf("create: %d %s %s", code, out, errOut)
+	}
+	id := strings.Fields(strings.SplitN(out, "\n", 2)[0])[1]
+	code, out, _ = run(t, nil, "credentials", "list", "--data-dir", dir)
+	if code != 0 || !strings.Contains(out, id) || strings.Contains(out, "hf_oxt_") {
+		t.Fatalf("list: %d %s", code, out)
+	}
+	if code, _, errOut := run(t, nil, "credentials", "revoke", "--data-dir", dir, id); code != 0 {
+		t.Fatalf("revoke: %s", errOut)
+	}
+	code, out, _ = run(t, nil, "credentials", "list", "--data-dir", dir, "--json")
+	if code != 0 || !strings.Contains(out, `"revoked"`) {
+		t.Fatalf("list after revoke: %s", out)
+	}
+	if code, _, errOut := run(t, nil, "credentials", "create", "--data-dir", dir, "--tenant", "../etc", "--scope", "write"); code == 0 || !strings.Contains(errOut, "tenant") {
+		t.Fatalf("bad tenant: %d %s", code, errOut)
+	}
+	if code, _, _ := run(t, nil, "credentials", "create", "--data-dir", dir, "--tenant", "a", "--scope", "root"); code == 0 {
+		t.Fatal("bad scope accepted")
+	}
+}
