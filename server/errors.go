@@ -253,7 +253,6 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 			msg += ". " + ae.Hint
 		}
 		h.Set("X-Error-Message", msg)
-		h.Set("X-Error-Code", ae.Code)
 	}
 	if c.Request().Method == http.MethodHead {
 		c.NoContent(ae.Status)

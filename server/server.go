@@ -174,6 +174,7 @@ func (s *Server) routes() *echo.Echo {
 	e.Any("/v2/*", func(c echo.Context) error { return refuse(errNotFound, "no such v2 route") })
 
 	s.adminRoutes(e)
+	s.hubRoutes(e)
 	return e
 }
 

@@ -71,6 +71,37 @@ CREATE TABLE credentials (
 ) WITHOUT ROWID;
 CREATE INDEX credentials_tenant ON credentials(tenant);
 `,
+	// 2: Hub repos, their commits (with whole trees) and refs.
+	`
+CREATE TABLE repos (
+	tenant  TEXT NOT NULL,
+	type    TEXT NOT NULL,
+	name    TEXT NOT NULL,
+	private INTEGER NOT NULL,
+	created INTEGER NOT NULL,
+	PRIMARY KEY (tenant, type, name)
+) WITHOUT ROWID;
+CREATE TABLE commits (
+	tenant      TEXT NOT NULL,
+	type        TEXT NOT NULL,
+	name        TEXT NOT NULL,
+	sha         TEXT NOT NULL,
+	parent      TEXT NOT NULL,
+	summary     TEXT NOT NULL,
+	description TEXT NOT NULL,
+	created     INTEGER NOT NULL,
+	tree        BLOB NOT NULL,
+	PRIMARY KEY (tenant, type, name, sha)
+) WITHOUT ROWID;
+CREATE TABLE refs (
+	tenant     TEXT NOT NULL,
+	type       TEXT NOT NULL,
+	name       TEXT NOT NULL,
+	ref        TEXT NOT NULL,
+	commit_sha TEXT NOT NULL,
+	PRIMARY KEY (tenant, type, name, ref)
+) WITHOUT ROWID;
+`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -101,7 +101,7 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 	}
 	defer db.Close()
 	b := &builder{ctx: ctx, bucket: bucket, db: db, progress: progress}
-	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.shardOwners} {
+	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.shardOwners, b.repos} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -243,6 +243,32 @@ func (b *builder) shardOwners() error {
 	})
 }
 
+func (b *builder) repos() error {
+	return b.each("repos", "repos/", func(tx *sql.Tx, key string) error {
+		switch {
+		case strings.HasSuffix(key, "/repo.json"):
+			var r Repo
+			if err := b.readJSON(key, &r); err != nil {
+				return err
+			}
+			return insertRepo(b.ctx, tx, r)
+		case strings.Contains(key, "/commits/"):
+			var c commitRecord
+			if err := b.readJSON(key, &c); err != nil {
+				return err
+			}
+			return insertCommit(b.ctx, tx, c.Repo, c.Commit)
+		case strings.Contains(key, "/refs/"):
+			var r refRecord
+			if err := b.readJSON(key, &r); err != nil {
+				return err
+			}
+			return setRef(b.ctx, tx, r.RepoID, r.Ref, r.Commit)
+		}
+		return nil
+	})
+}
+
 // compared lists, per table, the key columns and the value columns that a
 // check compares.
 var compared = []struct{ table, key, value string }{
@@ -252,6 +278,9 @@ var compared = []struct{ table, key, value string }{
 	{"shard_owners", "shard || '/' || tenant", "''"},
 	{"files", "tenant || '/' || hash", "size || ' ' || COALESCE(sha256, '') || ' ' || hex(terms)"},
 	{"dedup", "chunk || '/' || tenant", "xorb"},
+	{"repos", "tenant || '/' || type || '/' || name", "private"},
+	{"refs", "tenant || '/' || type || '/' || name || '@' || ref", "commit_sha"},
+	{"commits", "tenant || '/' || type || '/' || name || '@' || sha", "parent || ' ' || hex(tree)"},
 	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(revoked, '')"},
 }
 

@@ -88,7 +88,7 @@ func setTenantLimits(ctx context.Context, tx *sql.Tx, tenant string, doc []byte)
 }
 
 // indexTables are the index's tables, in the order Counts reports them.
-var indexTables = []string{"xorbs", "xorb_owners", "tenants", "shards", "shard_owners", "shard_xorbs", "files", "dedup", "credentials"}
+var indexTables = []string{"xorbs", "xorb_owners", "tenants", "shards", "shard_owners", "shard_xorbs", "files", "dedup", "credentials", "repos", "commits", "refs"}
 
 // Counts returns the number of rows of every index table, for checks that
 // a refused request changed nothing and for reindex reports.

@@ -1,0 +1,513 @@
+package budget
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// Key names who a reservation is for. Credential is the SHA-256 of the
+// credential id and Tenant the tenant name; both are opaque here and any string,
+// the empty one included, is a key like the others.
+type Key struct {
+	Credential string
+	Tenant     string
+}
+
+// Budget is the process-wide memory budget for request work, with a share
+// per credential and per tenant. Create it with New (the zero Budget is not
+// usable); it is safe for concurrent use and needs no Close (it owns no
+// goroutines).
+type Budget struct {
+	// Fixed by New.
+	total     int64
+	credCap   int64
+	tenantCap int64
+	wait      time.Duration
+
+	mu        sync.Mutex
+	reserved  int64
+	highWater int64
+	live      int // reservations granted and not yet released
+	creds     map[string]*keyShare
+	tenants   map[string]*keyShare
+
+	// The waiters, oldest first, and what the last walk of them found.
+	head, tail *ticket
+	queued     int
+	epoch      uint64 // the walk that set the current marks
+	blocked    bool   // a queued waiter fits its shares but not the budget
+
+	freeTickets []*ticket
+	freeShares  []*keyShare
+
+	granted, waited, cancelled uint64
+	busy, tooLarge             [numKinds]uint64
+}
+
+// keyShare is what one credential or one tenant holds and how many of its
+// reservations are queued. It lives in its map while either is non-zero.
+type keyShare struct {
+	key     string
+	held    int64
+	waiters int
+	// mark == Budget.epoch means a queued waiter of this key is held back by
+	// the key's own share (or by an earlier waiter of the key), so later
+	// reservations of the key must queue behind it.
+	mark uint64
+}
+
+// ticket is a queued waiter and then, once granted, the reservation itself.
+// Tickets are recycled; gen tells a live Reservation from a stale copy.
+type ticket struct {
+	b      *Budget
+	gen    uint64
+	n      int64
+	cred   *keyShare
+	tenant *keyShare
+
+	// While queued.
+	prev, next *ticket
+	ready      chan struct{} // closed when granted
+	granted    bool
+	reason     kind
+}
+
+// kind is why a reservation cannot be granted yet, or kindFits.
+type kind uint8
+
+const (
+	kindBudget kind = iota
+	kindCredential
+	kindTenant
+	numKinds
+	kindFits = numKinds
+)
+
+func (k kind) String() string {
+	switch k {
+	case kindBudget:
+		return ShareBudget
+	case kindCredential:
+		return ShareCredential
+	case kindTenant:
+		return ShareTenant
+	}
+	return "fits"
+}
+
+// maxFree bounds the recycled tickets and keyShares kept for reuse.
+const maxFree = 256
+
+// New returns a Budget for c, with zero fields taken as their defaults (see
+// Config.WithDefaults). It does no I/O and starts no goroutines. The caller
+// should have checked c with Validate; New clamps what Validate would refuse
+// rather than fail (shares into [MinShare, MaxShare], a non-positive
+// TotalBytes to 0, which refuses every non-empty reservation as too large).
+func New(c Config) *Budget {
+	c = c.WithDefaults()
+	if c.TotalBytes < 0 {
+		c.TotalBytes = 0
+	}
+	if c.Wait < 0 {
+		c.Wait = 0
+	}
+	return &Budget{
+		total:     c.TotalBytes,
+		credCap:   shareBytes(c.TotalBytes, clampShare(c.CredentialShare)),
+		tenantCap: shareBytes(c.TotalBytes, clampShare(c.TenantShare)),
+		wait:      c.Wait,
+		epoch:     1, // fresh keyShares carry mark 0, which must not match
+		creds:     make(map[string]*keyShare),
+		tenants:   make(map[string]*keyShare),
+	}
+}
+
+func clampShare(s float64) float64 {
+	switch {
+	case s >= MinShare && s <= MaxShare:
+		return s
+	case s > MaxShare:
+		return MaxShare
+	}
+	return MinShare // below the range, or NaN
+}
+
+// MaxBytes is the largest reservation any key can be granted: the smaller of
+// the credential share and the tenant share, in bytes. Reserve refuses more at
+// once with a *TooLargeError.
+func (b *Budget) MaxBytes() int64 { return min(b.credCap, b.tenantCap) }
+
+// Reservation is memory granted by Reserve. Release it exactly once, on every
+// path, when the memory is no longer used (typically `defer r.Release()`).
+// Releasing again, from the same variable or any copy of it, even from another
+// goroutine, is a no-op: the bytes are credited back once. The zero value is an
+// empty reservation whose Release does nothing.
+type Reservation struct {
+	t   *ticket
+	gen uint64
+	n   int64
+}
+
+// Bytes is the size of the reservation as granted, whether or not it has since
+// been released.
+func (r *Reservation) Bytes() int64 { return r.n }
+
+// Release credits the reservation back to the budget and to its credential and
+// tenant shares, and admits whatever waiters now fit. Only the first Release
+// of a reservation (or of any copy) has an effect.
+func (r *Reservation) Release() {
+	tk := r.t
+	if tk == nil {
+		return
+	}
+	b := tk.b
+	b.mu.Lock()
+	if tk.gen == r.gen {
+		b.credit(tk)
+		b.recycle(tk)
+		if b.head != nil {
+			b.settle()
+		}
+	}
+	b.mu.Unlock()
+}
+
+// Reserve waits until n bytes fit in the budget, in k's credential share and
+// in k's tenant share, and grants them. The caller must Release the result.
+//
+//   - n = 0 grants an empty reservation at once; n < 0 is an error.
+//   - n larger than the credential share, the tenant share or the budget is
+//     refused at once, never after waiting, with a *TooLargeError.
+//   - A reservation that cannot be granted waits in line (see the package
+//     documentation for the order) for at most Config.Wait, then is refused with
+//     a *BusyError.
+//   - If ctx ends while waiting, Reserve returns ctx.Err() and gives up its
+//     place in line. ctx is not consulted when the reservation fits at once.
+func (b *Budget) Reserve(ctx context.Context, k Key, n int64) (Reservation, error) {
+	if n <= 0 {
+		if n == 0 {
+			return Reservation{}, nil
+		}
+		return Reservation{}, fmt.Errorf("budget: reserve %d bytes: negative size", n)
+	}
+	if n > b.credCap || n > b.tenantCap || n > b.total {
+		return Reservation{}, b.refuseTooLarge(n)
+	}
+	b.mu.Lock()
+	c := b.share(b.creds, k.Credential)
+	t := b.share(b.tenants, k.Tenant)
+	why := b.place(c, t, n)
+	if why == kindFits {
+		tk := b.newTicket(c, t, n)
+		b.take(tk)
+		gen := tk.gen
+		b.mu.Unlock()
+		return Reservation{t: tk, gen: gen, n: n}, nil
+	}
+	return b.await(ctx, c, t, n, why)
+}
+
+// refuseTooLarge counts and builds the error for a reservation no share can hold.
+func (b *Budget) refuseTooLarge(n int64) error {
+	limit, k := b.credCap, kindCredential
+	if b.tenantCap < limit {
+		limit, k = b.tenantCap, kindTenant
+	}
+	if b.total < limit {
+		limit, k = b.total, kindBudget
+	}
+	b.mu.Lock()
+	b.tooLarge[k]++
+	b.mu.Unlock()
+	return &TooLargeError{N: n, Limit: limit, Share: k.String()}
+}
+
+// await queues a reservation that place could not grant and waits for it.
+// b.mu is held on entry and released before waiting.
+func (b *Budget) await(ctx context.Context, c, t *keyShare, n int64, why kind) (Reservation, error) {
+	if err := ctx.Err(); err != nil {
+		// place marked c, t or the budget as if this waiter were queued; it
+		// will not be, so work the marks out again.
+		b.cancelled++
+		b.dropIfIdle(c, b.creds)
+		b.dropIfIdle(t, b.tenants)
+		b.settle()
+		b.mu.Unlock()
+		return Reservation{}, err
+	}
+	tk := b.newTicket(c, t, n)
+	gen := tk.gen
+	tk.ready = make(chan struct{})
+	tk.reason = why
+	b.enqueue(tk)
+	b.waited++
+	b.mu.Unlock()
+
+	start := time.Now()
+	timer := time.NewTimer(b.wait)
+	defer timer.Stop()
+	var timedOut bool
+	select {
+	case <-tk.ready:
+		return Reservation{t: tk, gen: gen, n: n}, nil
+	case <-timer.C:
+		timedOut = true
+	case <-ctx.Done():
+	}
+
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if tk.granted {
+		// Granted in the instant the wait ended.
+		if timedOut {
+			return Reservation{t: tk, gen: gen, n: n}, nil
+		}
+		b.cancelled++
+		b.granted-- // counted by take, but not handed out after all
+		b.credit(tk)
+		b.recycle(tk)
+		if b.head != nil {
+			b.settle()
+		}
+		return Reservation{}, ctx.Err()
+	}
+	b.dequeue(tk)
+	reason := tk.reason
+	b.dropIfIdle(c, b.creds)
+	b.dropIfIdle(t, b.tenants)
+	b.recycle(tk)
+	// This waiter may have held others back, and its marks must go even when
+	// the line is now empty.
+	b.settle()
+	if !timedOut {
+		b.cancelled++
+		return Reservation{}, ctx.Err()
+	}
+	b.busy[reason]++
+	return Reservation{}, &BusyError{
+		RetryAfter: RetryAfter,
+		Share:      reason.String(),
+		N:          n,
+		Waited:     time.Since(start),
+	}
+}
+
+// place decides for a reservation standing at the end of the line: it fits,
+// or the kind of share that holds it back. Called for each waiter in turn by
+// settle, and for a new reservation (which arrives after every waiter), it
+// sets the marks that make later reservations of a held-back key queue behind
+// it, and b.blocked when the budget as a whole holds a waiter back.
+func (b *Budget) place(c, t *keyShare, n int64) kind {
+	e := b.epoch
+	switch {
+	case c.mark == e: // an earlier reservation of this credential waits
+		return kindCredential
+	case t.mark == e: // an earlier reservation of this tenant waits for its share
+		c.mark = e
+		return kindTenant
+	case c.held+n > b.credCap:
+		c.mark = e
+		return kindCredential
+	case t.held+n > b.tenantCap:
+		c.mark, t.mark = e, e
+		return kindTenant
+	case b.blocked || b.reserved+n > b.total:
+		b.blocked = true
+		return kindBudget
+	}
+	return kindFits
+}
+
+// settle walks the waiters oldest first, grants each that place says fits and
+// records why the others wait. It runs whenever room may have appeared or a
+// waiter left, so between calls no queued waiter could be granted.
+func (b *Budget) settle() {
+	b.epoch++
+	b.blocked = false
+	for w := b.head; w != nil; {
+		next := w.next
+		why := b.place(w.cred, w.tenant, w.n)
+		if why == kindFits {
+			b.dequeue(w)
+			b.take(w)
+			w.granted = true
+			close(w.ready)
+		} else {
+			w.reason = why
+		}
+		w = next
+	}
+}
+
+// take grants tk's bytes.
+func (b *Budget) take(tk *ticket) {
+	tk.cred.held += tk.n
+	tk.tenant.held += tk.n
+	b.reserved += tk.n
+	if b.reserved > b.highWater {
+		b.highWater = b.reserved
+	}
+	b.live++
+	b.granted++
+}
+
+// credit returns a granted ticket's bytes and drops shares that fall idle.
+func (b *Budget) credit(tk *ticket) {
+	tk.cred.held -= tk.n
+	tk.tenant.held -= tk.n
+	b.reserved -= tk.n
+	b.live--
+	b.dropIfIdle(tk.cred, b.creds)
+	b.dropIfIdle(tk.tenant, b.tenants)
+}
+
+func (b *Budget) enqueue(tk *ticket) {
+	tk.prev = b.tail
+	if b.tail != nil {
+		b.tail.next = tk
+	} else {
+		b.head = tk
+	}
+	b.tail = tk
+	b.queued++
+	tk.cred.waiters++
+	tk.tenant.waiters++
+}
+
+func (b *Budget) dequeue(tk *ticket) {
+	if tk.prev != nil {
+		tk.prev.next = tk.next
+	} else {
+		b.head = tk.next
+	}
+	if tk.next != nil {
+		tk.next.prev = tk.prev
+	} else {
+		b.tail = tk.prev
+	}
+	tk.prev, tk.next = nil, nil
+	b.queued--
+	tk.cred.waiters--
+	tk.tenant.waiters--
+}
+
+// share returns the entry for key in m, creating it if absent.
+func (b *Budget) share(m map[string]*keyShare, key string) *keyShare {
+	if s := m[key]; s != nil {
+		return s
+	}
+	var s *keyShare
+	if n := len(b.freeShares); n > 0 {
+		s = b.freeShares[n-1]
+		b.freeShares = b.freeShares[:n-1]
+	} else {
+		s = new(keyShare)
+	}
+	*s = keyShare{key: key}
+	m[key] = s
+	return s
+}
+
+// dropIfIdle removes s from m once it holds nothing and has no waiters.
+func (b *Budget) dropIfIdle(s *keyShare, m map[string]*keyShare) {
+	if s.held != 0 || s.waiters != 0 {
+		return
+	}
+	delete(m, s.key)
+	if len(b.freeShares) < maxFree {
+		*s = keyShare{}
+		b.freeShares = append(b.freeShares, s)
+	}
+}
+
+func (b *Budget) newTicket(c, t *keyShare, n int64) *ticket {
+	var tk *ticket
+	if k := len(b.freeTickets); k > 0 {
+		tk = b.freeTickets[k-1]
+		b.freeTickets = b.freeTickets[:k-1]
+	} else {
+		tk = &ticket{b: b, gen: 1}
+	}
+	tk.n, tk.cred, tk.tenant = n, c, t
+	return tk
+}
+
+// recycle retires tk: stale Reservations that point at it no longer match its
+// generation.
+func (b *Budget) recycle(tk *ticket) {
+	tk.gen++
+	tk.n, tk.cred, tk.tenant = 0, nil, nil
+	tk.ready, tk.granted, tk.reason = nil, false, 0
+	if len(b.freeTickets) < maxFree {
+		b.freeTickets = append(b.freeTickets, tk)
+	}
+}
+
+// Held reports the bytes k's credential and k's tenant hold now.
+func (b *Budget) Held(k Key) (credentialBytes, tenantBytes int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c := b.creds[k.Credential]; c != nil {
+		credentialBytes = c.held
+	}
+	if t := b.tenants[k.Tenant]; t != nil {
+		tenantBytes = t.held
+	}
+	return credentialBytes, tenantBytes
+}
+
+// ByShare counts events by the share kind they concern.
+type ByShare struct {
+	Budget     uint64 // ShareBudget
+	Credential uint64 // ShareCredential
+	Tenant     uint64 // ShareTenant
+}
+
+func byShare(a [numKinds]uint64) ByShare {
+	return ByShare{Budget: a[kindBudget], Credential: a[kindCredential], Tenant: a[kindTenant]}
+}
+
+// Stats is a snapshot of a Budget, for metrics. Counters count since New.
+// Nothing is broken down per key.
+type Stats struct {
+	TotalBytes      int64 // the budget
+	CredentialBytes int64 // one credential's share of it
+	TenantBytes     int64 // one tenant's share of it
+
+	ReservedBytes  int64 // held now
+	HighWaterBytes int64 // the most ever held at once
+	Reservations   int   // granted and not yet released
+	Waiting        int   // queued now
+	Credentials    int   // credentials holding bytes or waiting now
+	Tenants        int   // tenants holding bytes or waiting now
+
+	Granted   uint64  // reservations granted, at once or after waiting
+	Waited    uint64  // reservations that had to queue, whatever came of it
+	Cancelled uint64  // reservations whose ctx ended before they were granted
+	Busy      ByShare // refused with *BusyError, by the share that held them back
+	TooLarge  ByShare // refused with *TooLargeError, by the binding share
+}
+
+// Stats returns a snapshot of b.
+func (b *Budget) Stats() Stats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return Stats{
+		TotalBytes:      b.total,
+		CredentialBytes: b.credCap,
+		TenantBytes:     b.tenantCap,
+		ReservedBytes:   b.reserved,
+		HighWaterBytes:  b.highWater,
+		Reservations:    b.live,
+		Waiting:         b.queued,
+		Credentials:     len(b.creds),
+		Tenants:         len(b.tenants),
+		Granted:         b.granted,
+		Waited:          b.waited,
+		Cancelled:       b.cancelled,
+		Busy:            byShare(b.busy),
+		TooLarge:        byShare(b.tooLarge),
+	}
+}

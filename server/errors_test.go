@@ -1,0 +1,69 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"openxet/budget"
+	"openxet/limits"
+	"openxet/store"
+	"openxet/xet"
+)
+
+// TestEveryErrorHasItsMeaning pushes every exported error of xet, store,
+// limits and budget (and the server's own) through the one mapping table.
+func TestEveryErrorHasItsMeaning(t *testing.T) {
+	wrap := func(err error) error { return fmt.Errorf("context: %w", err) }
+	cases := []struct {
+		err    error
+		status int
+		code   string
+	}{
+		{xet.ErrBadHash, 400, "bad_request"},
+		{xet.ErrInvalidXorb, 400, "invalid_xorb"},
+		{xet.ErrInvalidShard, 400, "invalid_shard"},
+		{xet.ErrHashMismatch, 400, "hash_mismatch"},
+		{xet.ErrTooLarge, 413, "payload_too_large"},
+		{xet.ErrBadRange, 400, "bad_request"},
+		{xet.ErrRangeNotSatisfiable, 416, "range_not_satisfiable"},
+		{store.ErrNotFound, 404, "not_found"},
+		{store.ErrMissingXorb, 400, "invalid_shard"},
+		{store.ErrInvalidShard, 400, "invalid_shard"},
+		{store.ErrBadTenant, 400, "bad_request"},
+		{&store.OverQuotaError{Tenant: "a", QuotaBytes: 10, UsageBytes: 9, SizeBytes: 2}, 403, "quota_exceeded"},
+		{&limits.QuotaError{Tenant: "a", Quota: 10, Usage: 9, Size: 2, Verdict: limits.QuotaExceeded}, 403, "quota_exceeded"},
+		{&limits.QuotaError{Tenant: "a", Quota: 10, Usage: 1, Pending: 8, Size: 2, Verdict: limits.QuotaPending}, 503, "quota_pending"},
+		{&limits.RateError{Limit: "tenant", Decision: limits.Decision{RetryAfter: 1500 * time.Millisecond}}, 429, "rate_limited"},
+		{limits.ErrLimitsUnavailable, 503, "unavailable"},
+		{&budget.BusyError{RetryAfter: time.Second, Share: "budget"}, 503, "memory_busy"},
+		{&budget.TooLargeError{N: 10, Limit: 5, Share: "credential"}, 413, "payload_too_large"},
+		{fmt.Errorf("%w: %w", errAnswerTooLarge, &budget.TooLargeError{N: 10, Limit: 5}), 413, "answer_too_large"},
+		{errUnauthorized, 401, "unauthorized"},
+		{errForbidden, 403, "forbidden"},
+		{errFetchURLInvalid, 403, "forbidden"},
+		{errLengthRequired, 411, "length_required"},
+		{errBodyTooLarge, 413, "payload_too_large"},
+		{errBadRequest, 400, "bad_request"},
+		{errNotFound, 404, "not_found"},
+		{errors.New("disk on fire"), 500, "internal"},
+	}
+	for _, c := range cases {
+		for _, err := range []error{c.err, wrap(c.err)} {
+			ae := toAPIError(err)
+			if ae.Status != c.status || ae.Code != c.code {
+				t.Errorf("%v: got %d %s, want %d %s", err, ae.Status, ae.Code, c.status, c.code)
+			}
+			if ae.Message == "" {
+				t.Errorf("%v: no message", err)
+			}
+			if (ae.Status == 429 || ae.Code == "memory_busy" || ae.Code == "quota_pending") && ae.RetryAfter < 1 {
+				t.Errorf("%v: no Retry-After", err)
+			}
+		}
+	}
+	if ae := toAPIError(errors.New("secret-token-hf_oxt_x")); ae.Message != "internal error" {
+		t.Errorf("internal errors must not show their text: %q", ae.Message)
+	}
+}

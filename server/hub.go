@@ -1,0 +1,762 @@
+package server
+
+import (
+	"bufio"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/limits"
+	"openxet/store"
+)
+
+// The Hub API: what huggingface_hub, the hf CLI and @huggingface/hub ask of
+// a Hub at HF_ENDPOINT (repos, preupload, commits, trees, resolve, and the
+// xet token endpoints that hand out CAS tokens). Repos live under a
+// namespace equal to the tenant; a credential reads and writes only its own
+// tenant's repos.
+
+const (
+	// regularMaxBytes: preupload sends files up to this size as regular
+	// (base64 in the commit); larger ones go through the CAS.
+	regularMaxBytes = 64 << 10
+	// maxRegularFileBytes caps one regular file in a commit.
+	maxRegularFileBytes = 1 << 20
+	// maxCommitBytes caps a commit body.
+	maxCommitBytes = 32 << 20
+	treePageSize   = 1000
+)
+
+var repoTypePlural = map[string]string{"models": "model", "datasets": "dataset", "spaces": "space"}
+
+// repoURLPrefix is the path prefix of a repo type in Hub URLs.
+func repoURLPrefix(typ string) string {
+	switch typ {
+	case "dataset":
+		return "datasets/"
+	case "space":
+		return "spaces/"
+	}
+	return ""
+}
+
+// hubNotFound is a 404 with the X-Error-Code the Python client maps
+// (RepoNotFound, RevisionNotFound, EntryNotFound).
+func hubNotFound(code, format string, args ...any) error {
+	return &apiError{Status: 404, Code: "not_found", Message: fmt.Sprintf(format, args...),
+		Hint: "check the repo id, revision and path", Headers: map[string]string{"X-Error-Code": code}}
+}
+
+func (s *Server) hubRoutes(e *echo.Echo) {
+	read, write := s.guard("read"), s.guard("write")
+	e.GET("/api/agent-harnesses", func(c echo.Context) error {
+		return c.JSON(http.StatusOK, map[string]any{"standardEnvVars": []string{}, "harnesses": map[string]any{}})
+	})
+	e.POST("/api/validate-yaml", func(c echo.Context) error {
+		io.Copy(io.Discard, io.LimitReader(c.Request().Body, 1<<20))
+		return c.JSON(http.StatusOK, map[string]any{"errors": []any{}, "warnings": []any{}})
+	}, read)
+	e.POST("/api/repos/create", s.createRepo, write)
+	e.DELETE("/api/repos/delete", s.deleteRepo, write)
+
+	api := "/api/:types/:ns/:name"
+	e.GET(api, s.repoInfo, read)
+	e.GET(api+"/revision/:rev", s.repoInfo, read)
+	e.POST(api+"/branch/:rev", s.createBranch, write)
+	e.GET(api+"/tree/:rev", s.tree, read)
+	e.GET(api+"/tree/:rev/*", s.tree, read)
+	e.POST(api+"/preupload/:rev", s.preupload, write)
+	e.POST(api+"/commit/:rev", s.commit, write)
+	e.GET(api+"/xet-read-token/:rev", s.xetToken(store.ScopeRead), read)
+	e.GET(api+"/xet-write-token/:rev", s.xetToken(store.ScopeWrite), write)
+
+	for _, p := range []string{"", "/datasets", "/spaces"} {
+		e.GET(p+"/:ns/:name/resolve/:rev/*", s.resolve, read)
+		e.HEAD(p+"/:ns/:name/resolve/:rev/*", s.resolve, read)
+		e.POST(p+"/:ns/:repo/info/lfs/objects/batch", s.lfsBatch, write)
+	}
+}
+
+// unescape decodes a path parameter (revisions arrive as refs%2Fpr%2F1).
+func unescape(v string) string {
+	if u, err := url.PathUnescape(v); err == nil {
+		return u
+	}
+	return v
+}
+
+// revision maps the client's revision names to a ref or commit.
+func revision(c echo.Context) string {
+	rev := unescape(c.Param("rev"))
+	if rev == "" || rev == "None" {
+		return "main"
+	}
+	return strings.TrimPrefix(rev, "refs/heads/")
+}
+
+// repoID reads the repo of a request and checks that the caller may see it.
+// A repo of another tenant is reported as not found.
+func (s *Server) repoID(c echo.Context, typ string) (store.RepoID, error) {
+	id := identityOf(c)
+	r := store.RepoID{Tenant: unescape(c.Param("ns")), Type: typ, Name: unescape(c.Param("name"))}
+	if r.Tenant != id.Tenant {
+		return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+	}
+	if _, err := s.store.Repo(c.Request().Context(), r); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+		}
+		return r, err
+	}
+	return r, nil
+}
+
+// apiRepo reads the repo of an /api/{types}/{ns}/{name}/… route.
+func (s *Server) apiRepo(c echo.Context) (store.RepoID, error) {
+	typ, ok := repoTypePlural[c.Param("types")]
+	if !ok {
+		return store.RepoID{}, refuse(errNotFound, "unknown repo type %q (models, datasets or spaces)", c.Param("types"))
+	}
+	return s.repoID(c, typ)
+}
+
+// resolveRev resolves a revision of a repo.
+func (s *Server) resolveRev(c echo.Context, r store.RepoID, rev string) (store.Commit, error) {
+	cm, err := s.store.Resolve(c.Request().Context(), r, rev)
+	if errors.Is(err, store.ErrNotFound) {
+		return cm, hubNotFound("RevisionNotFound", "revision %s not found in %s", rev, r)
+	}
+	return cm, err
+}
+
+func (s *Server) repoURL(c echo.Context, r store.RepoID) string {
+	return s.base(c) + "/" + repoURLPrefix(r.Type) + r.Tenant + "/" + r.Name
+}
+
+func (s *Server) createRepo(c echo.Context) error {
+	id := identityOf(c)
+	var req struct {
+		Name         string  `json:"name"`
+		Organization *string `json:"organization"`
+		Type         string  `json:"type"`
+		Visibility   string  `json:"visibility"`
+		Private      *bool   `json:"private"`
+	}
+	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req); err != nil {
+		return refuse(errBadRequest, "the body is not a repo creation request: %v", err)
+	}
+	ns := id.Tenant
+	if req.Organization != nil && *req.Organization != "" {
+		ns = *req.Organization
+	}
+	if before, after, ok := strings.Cut(req.Name, "/"); ok {
+		ns, req.Name = before, after
+	}
+	if ns != id.Tenant {
+		return refuse(errForbidden, "a credential of tenant %s cannot create repos in namespace %s", id.Tenant, ns)
+	}
+	typ := req.Type
+	if typ == "" {
+		typ = "model"
+	}
+	if _, ok := repoTypePlural[typ+"s"]; !ok {
+		return refuse(errBadRequest, "unknown repo type %q (model, dataset or space)", typ)
+	}
+	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
+	private := req.Visibility == "private" || (req.Private != nil && *req.Private)
+	body := map[string]any{"url": s.repoURL(c, r), "id": r.String(), "name": r.String()}
+	if _, err := s.store.CreateRepo(c.Request().Context(), r, private); err != nil {
+		if errors.Is(err, store.ErrRepoExists) {
+			body["error"] = "You already created this " + typ + " repo"
+			c.Response().Header().Set("X-Error-Message", body["error"].(string))
+			return c.JSON(http.StatusConflict, body)
+		}
+		return err
+	}
+	return c.JSON(http.StatusOK, body)
+}
+
+func (s *Server) deleteRepo(c echo.Context) error {
+	id := identityOf(c)
+	var req struct {
+		Name         string  `json:"name"`
+		Organization *string `json:"organization"`
+		Type         string  `json:"type"`
+	}
+	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req); err != nil {
+		return refuse(errBadRequest, "the body is not a repo deletion request: %v", err)
+	}
+	ns := id.Tenant
+	if req.Organization != nil && *req.Organization != "" {
+		ns = *req.Organization
+	}
+	typ := req.Type
+	if typ == "" {
+		typ = "model"
+	}
+	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
+	if ns != id.Tenant {
+		return hubNotFound("RepoNotFound", "repository %s not found", r)
+	}
+	if err := s.store.DeleteRepo(c.Request().Context(), r); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return hubNotFound("RepoNotFound", "repository %s not found", r)
+		}
+		return err
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+const hubTime = "2006-01-02T15:04:05.000Z"
+
+// lfsPointer is the git-lfs pointer text of a xet file.
+func lfsPointer(sha string, size int64) string {
+	return fmt.Sprintf("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n", sha, size)
+}
+
+// gitBlobOID is git's blob id of content.
+func gitBlobOID(content []byte) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "blob %d\x00", len(content))
+	h.Write(content)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func (s *Server) repoInfo(c echo.Context) error {
+	r, err := s.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	rev := "main"
+	if c.Param("rev") != "" {
+		rev = revision(c)
+	}
+	cm, err := s.resolveRev(c, r, rev)
+	if err != nil {
+		return err
+	}
+	repo, err := s.store.Repo(c.Request().Context(), r)
+	if err != nil {
+		return err
+	}
+	siblings := make([]map[string]any, 0, len(cm.Tree))
+	for _, e := range cm.Tree {
+		sib := map[string]any{"rfilename": e.Path, "size": e.SizeBytes, "blobId": e.GitOID}
+		if e.XetHash != "" {
+			sib["lfs"] = map[string]any{"sha256": e.SHA256, "size": e.SizeBytes, "pointerSize": len(lfsPointer(e.SHA256, e.SizeBytes))}
+		}
+		siblings = append(siblings, sib)
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"_id": r.String(), "id": r.String(), "modelId": r.String(), "author": r.Tenant, "sha": cm.SHA,
+		"private": repo.Private, "disabled": false, "gated": false,
+		"createdAt": repo.Created.Format(hubTime), "lastModified": cm.Created.Format(hubTime),
+		"siblings": siblings, "tags": []string{},
+	})
+}
+
+func (s *Server) createBranch(c echo.Context) error {
+	r, err := s.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		StartingPoint string `json:"startingPoint"`
+	}
+	json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req)
+	branch := revision(c)
+	ctx := c.Request().Context()
+	if ok, err := s.store.HasRef(ctx, r, branch); err != nil {
+		return err
+	} else if ok {
+		return c.JSON(http.StatusConflict, map[string]string{"error": "branch " + branch + " already exists"})
+	}
+	from := req.StartingPoint
+	if from == "" {
+		from = "main"
+	}
+	cm, err := s.resolveRev(c, r, from)
+	if err != nil {
+		return err
+	}
+	if err := s.store.CreateRef(ctx, r, branch, cm); err != nil {
+		return err
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+// treeItems lists the files and (derived) folders under dir.
+func treeItems(cm store.Commit, dir string, recursive bool) []map[string]any {
+	dir = strings.Trim(dir, "/")
+	var items []map[string]any
+	seenDirs := map[string]bool{}
+	addDir := func(p string) {
+		if !seenDirs[p] {
+			seenDirs[p] = true
+			sum := sha1.Sum([]byte("tree:" + cm.SHA + ":" + p))
+			items = append(items, map[string]any{"type": "directory", "path": p, "oid": hex.EncodeToString(sum[:]), "size": 0})
+		}
+	}
+	for _, e := range cm.Tree {
+		rel := e.Path
+		if dir != "" {
+			if !strings.HasPrefix(e.Path, dir+"/") {
+				continue
+			}
+			rel = strings.TrimPrefix(e.Path, dir+"/")
+		}
+		parts := strings.Split(rel, "/")
+		if !recursive && len(parts) > 1 {
+			addDir(path.Join(dir, parts[0]))
+			continue
+		}
+		if recursive {
+			for i := 1; i < len(parts); i++ {
+				addDir(path.Join(dir, strings.Join(parts[:i], "/")))
+			}
+		}
+		item := map[string]any{"type": "file", "path": e.Path, "size": e.SizeBytes, "oid": e.GitOID}
+		if e.XetHash != "" {
+			item["lfs"] = map[string]any{"oid": e.SHA256, "size": e.SizeBytes, "pointerSize": len(lfsPointer(e.SHA256, e.SizeBytes))}
+			item["xetHash"] = e.XetHash
+		}
+		items = append(items, item)
+	}
+	sort.SliceStable(items, func(i, j int) bool { return items[i]["path"].(string) < items[j]["path"].(string) })
+	return items
+}
+
+func (s *Server) tree(c echo.Context) error {
+	r, err := s.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	cm, err := s.resolveRev(c, r, revision(c))
+	if err != nil {
+		return err
+	}
+	dir := unescape(c.Param("*"))
+	items := treeItems(cm, dir, c.QueryParam("recursive") == "true" || c.QueryParam("recursive") == "1")
+	if dir != "" && len(items) == 0 {
+		return hubNotFound("EntryNotFound", "path %s not found in %s at %s", dir, r, cm.SHA)
+	}
+	start := 0
+	if cur := c.QueryParam("cursor"); cur != "" {
+		n, err := strconv.Atoi(cur)
+		if err != nil || n < 0 || n > len(items) {
+			return refuse(errBadRequest, "bad cursor %q", cur)
+		}
+		start = n
+	}
+	end := min(start+treePageSize, len(items))
+	if end < len(items) {
+		q := c.QueryParams()
+		q.Set("cursor", strconv.Itoa(end))
+		next := s.base(c) + c.Request().URL.EscapedPath() + "?" + q.Encode()
+		c.Response().Header().Set("Link", "<"+next+`>; rel="next"`)
+	}
+	return c.JSON(http.StatusOK, items[start:end])
+}
+
+// quotaForNew refuses, before any byte is sent, an upload of newBytes more
+// bytes that cannot fit the tenant's quota.
+func (s *Server) quotaForNew(c echo.Context, tenant string, newBytes int64) error {
+	if newBytes == 0 {
+		return nil
+	}
+	lim, err := s.limitsFor(c, tenant)
+	if err != nil || lim.QuotaBytes < 0 {
+		return err
+	}
+	usage, err := s.store.Usage(c.Request().Context(), tenant)
+	if err != nil {
+		return err
+	}
+	if limits.CheckQuota(lim.QuotaBytes, usage, 0, newBytes) == limits.QuotaExceeded {
+		return limits.NewQuotaError(limits.QuotaExceeded, tenant, lim.QuotaBytes, usage, 0, newBytes)
+	}
+	return nil
+}
+
+func (s *Server) preupload(c echo.Context) error {
+	r, err := s.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Files []struct {
+			Path   string `json:"path"`
+			Sample string `json:"sample"`
+			Size   int64  `json:"size"`
+		} `json:"files"`
+	}
+	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 16<<20)).Decode(&req); err != nil {
+		return refuse(errBadRequest, "the body is not a preupload request: %v", err)
+	}
+	cm, err := s.resolveRev(c, r, revision(c))
+	if err != nil {
+		return err
+	}
+	out := make([]map[string]any, 0, len(req.Files))
+	var newBytes int64
+	for _, f := range req.Files {
+		mode := "lfs"
+		if f.Size <= regularMaxBytes {
+			mode = "regular"
+		}
+		item := map[string]any{"path": f.Path, "uploadMode": mode, "shouldIgnore": false}
+		cur, ok := cm.Entry(f.Path)
+		if ok {
+			if cur.XetHash != "" {
+				item["oid"] = cur.SHA256
+			} else {
+				item["oid"] = cur.GitOID
+			}
+		}
+		if mode == "lfs" && !(ok && cur.SizeBytes == f.Size) {
+			newBytes += f.Size
+		}
+		out = append(out, item)
+	}
+	if err := s.quotaForNew(c, r.Tenant, newBytes); err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"files": out})
+}
+
+// xetToken hands out a CAS token for a repo: JSON for hf_xet and the JS
+// client, X-Xet-* headers for huggingface_hub.
+func (s *Server) xetToken(scope string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		r, err := s.apiRepo(c)
+		if err != nil {
+			return err
+		}
+		id := identityOf(c)
+		tok, exp := s.casTokenFor(id, scope)
+		h := c.Response().Header()
+		h.Set("X-Xet-Cas-Url", s.base(c))
+		h.Set("X-Xet-Access-Token", tok)
+		h.Set("X-Xet-Token-Expiration", strconv.FormatInt(exp, 10))
+		_ = r
+		return c.JSON(http.StatusOK, map[string]any{"casUrl": s.base(c), "accessToken": tok, "exp": exp})
+	}
+}
+
+func (s *Server) casTokenFor(id *identity, scope string) (string, int64) {
+	exp := s.now().Add(s.cfg.TokenTTL).Unix()
+	return s.signer.casToken(casClaims{CredentialID: id.CredentialID, Tenant: id.Tenant, Scopes: []string{scope}, Expiry: exp}), exp
+}
+
+type commitOp struct {
+	Key   string `json:"key"`
+	Value struct {
+		Summary      string `json:"summary"`
+		Description  string `json:"description"`
+		ParentCommit string `json:"parentCommit"`
+		Path         string `json:"path"`
+		Content      string `json:"content"`
+		Encoding     string `json:"encoding"`
+		Algo         string `json:"algo"`
+		OID          string `json:"oid"`
+		Size         *int64 `json:"size"`
+	} `json:"value"`
+}
+
+func validRepoPath(p string) bool {
+	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\x00") || len(p) > 1024 {
+		return false
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == "" || part == "." || part == ".." || part == ".git" {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *Server) commit(c echo.Context) error {
+	r, err := s.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	if c.QueryParam("create_pr") == "1" || c.QueryParam("create_pr") == "true" {
+		return refuse(errBadRequest, "openxet does not support pull requests; commit to a branch instead")
+	}
+	id := identityOf(c)
+	ctx := c.Request().Context()
+	reserve := c.Request().ContentLength
+	if reserve < 0 || reserve > maxCommitBytes {
+		reserve = maxCommitBytes
+	}
+	res, err := s.budget.Reserve(ctx, budgetKey(id), reserve)
+	if err != nil {
+		return err
+	}
+	defer res.Release()
+
+	var header commitOp
+	var ops []commitOp
+	sc := bufio.NewScanner(io.LimitReader(c.Request().Body, maxCommitBytes+1))
+	sc.Buffer(make([]byte, 64<<10), maxCommitBytes)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var op commitOp
+		if err := json.Unmarshal([]byte(line), &op); err != nil {
+			return refuse(errBadRequest, "commit line %d is not JSON: %v", len(ops)+2, err)
+		}
+		if op.Key == "header" {
+			header = op
+			continue
+		}
+		ops = append(ops, op)
+	}
+	if err := sc.Err(); err != nil {
+		return refuse(errBadRequest, "reading the commit: %v", err)
+	}
+	ref := revision(c)
+	if ok, err := s.store.HasRef(ctx, r, ref); err != nil {
+		return err
+	} else if !ok {
+		return hubNotFound("RevisionNotFound", "branch %s not found in %s", ref, r)
+	}
+	// Resolve the operations once: blobs stored, lfs oids mapped.
+	type change struct {
+		del      bool
+		folder   bool
+		entry    store.TreeEntry
+		pathName string
+	}
+	var changes []change
+	for _, op := range ops {
+		p := strings.TrimPrefix(op.Value.Path, "/")
+		switch op.Key {
+		case "file":
+			if !validRepoPath(p) {
+				return refuse(errBadRequest, "invalid path %q", op.Value.Path)
+			}
+			if op.Value.Encoding != "" && op.Value.Encoding != "base64" {
+				return refuse(errBadRequest, "file %s: unknown encoding %q", p, op.Value.Encoding)
+			}
+			data, err := base64.StdEncoding.DecodeString(op.Value.Content)
+			if err != nil {
+				return refuse(errBadRequest, "file %s: content is not base64", p)
+			}
+			if len(data) > maxRegularFileBytes {
+				return refuse(errBodyTooLarge, "file %s of %d bytes is over the %d bytes a regular file may have; upload it through Xet", p, len(data), maxRegularFileBytes)
+			}
+			sum := sha256.Sum256(data)
+			sha := hex.EncodeToString(sum[:])
+			if err := s.store.PutBlob(ctx, sha, data); err != nil {
+				return err
+			}
+			changes = append(changes, change{entry: store.TreeEntry{Path: p, SizeBytes: int64(len(data)), SHA256: sha, GitOID: gitBlobOID(data)}})
+		case "lfsFile":
+			if !validRepoPath(p) {
+				return refuse(errBadRequest, "invalid path %q", op.Value.Path)
+			}
+			if op.Value.Algo != "" && op.Value.Algo != "sha256" {
+				return refuse(errBadRequest, "lfsFile %s: unknown algo %q", p, op.Value.Algo)
+			}
+			oid := strings.ToLower(op.Value.OID)
+			f, err := s.store.FileBySHA256(ctx, r.Tenant, oid)
+			if errors.Is(err, store.ErrNotFound) {
+				return refuse(errBadRequest, "lfsFile %s: no file with sha256 %s was uploaded by tenant %s; upload it through Xet first", p, oid, r.Tenant)
+			}
+			if err != nil {
+				return err
+			}
+			if op.Value.Size != nil && *op.Value.Size != int64(f.SizeBytes) {
+				return refuse(errBadRequest, "lfsFile %s: size %d, the uploaded file has %d bytes", p, *op.Value.Size, f.SizeBytes)
+			}
+			size := int64(f.SizeBytes)
+			changes = append(changes, change{entry: store.TreeEntry{Path: p, SizeBytes: size, XetHash: f.Hash.String(), SHA256: oid,
+				GitOID: gitBlobOID([]byte(lfsPointer(oid, size)))}})
+		case "deletedFile":
+			changes = append(changes, change{del: true, pathName: p})
+		case "deletedFolder":
+			changes = append(changes, change{del: true, folder: true, pathName: strings.TrimSuffix(p, "/")})
+		default:
+			return refuse(errBadRequest, "unknown commit operation %q", op.Key)
+		}
+	}
+	summary := header.Value.Summary
+	if summary == "" {
+		summary = "Commit with huggingface_hub"
+	}
+	for attempt := 0; ; attempt++ {
+		head, err := s.resolveRev(c, r, ref)
+		if err != nil {
+			return err
+		}
+		if p := header.Value.ParentCommit; p != "" && p != head.SHA {
+			return &apiError{Status: 412, Code: "bad_request", Message: fmt.Sprintf("parent commit %s is not the head of %s (%s)", p, ref, head.SHA), Hint: "pull the new head and commit again"}
+		}
+		files := map[string]store.TreeEntry{}
+		for _, e := range head.Tree {
+			files[e.Path] = e
+		}
+		for _, ch := range changes {
+			switch {
+			case ch.del && ch.folder:
+				for p := range files {
+					if p == ch.pathName || strings.HasPrefix(p, ch.pathName+"/") {
+						delete(files, p)
+					}
+				}
+			case ch.del:
+				delete(files, ch.pathName)
+			default:
+				files[ch.entry.Path] = ch.entry
+			}
+		}
+		tree := make([]store.TreeEntry, 0, len(files))
+		for _, e := range files {
+			tree = append(tree, e)
+		}
+		cm, err := s.store.Commit(ctx, r, ref, head.SHA, summary, header.Value.Description, tree)
+		if errors.Is(err, store.ErrRefMoved) && attempt < 5 && header.Value.ParentCommit == "" {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]any{"commitUrl": s.repoURL(c, r) + "/commit/" + cm.SHA, "commitOid": cm.SHA, "success": true})
+	}
+}
+
+// resolve serves a file of a repo: metadata headers for HEAD, the bytes for
+// GET (xet files reconstructed on the server), or the xet file info for the
+// JS client.
+func (s *Server) resolve(c echo.Context) error {
+	typ := "model"
+	p := c.Request().URL.Path
+	if strings.HasPrefix(p, "/datasets/") {
+		typ = "dataset"
+	} else if strings.HasPrefix(p, "/spaces/") {
+		typ = "space"
+	}
+	r, err := s.repoID(c, typ)
+	if err != nil {
+		return err
+	}
+	cm, err := s.resolveRev(c, r, revision(c))
+	if err != nil {
+		return err
+	}
+	h := c.Response().Header()
+	h.Set("X-Repo-Commit", cm.SHA)
+	filePath := unescape(c.Param("*"))
+	e, ok := cm.Entry(filePath)
+	if !ok {
+		return hubNotFound("EntryNotFound", "%s not found in %s at %s", filePath, r, cm.SHA)
+	}
+	h.Set("Accept-Ranges", "bytes")
+	if e.XetHash == "" {
+		h.Set("ETag", `"`+e.GitOID+`"`)
+		blob, err := s.store.OpenBlob(c.Request().Context(), e.SHA256)
+		if err != nil {
+			return err
+		}
+		defer blob.Close()
+		http.ServeContent(c.Response(), c.Request(), "", time.Time{}, blob)
+		return nil
+	}
+	base := s.base(c)
+	etag := `"` + e.SHA256 + `"`
+	h.Set("ETag", etag)
+	h.Set("X-Linked-Etag", etag)
+	h.Set("X-Linked-Size", strconv.FormatInt(e.SizeBytes, 10))
+	h.Set("X-Xet-Hash", e.XetHash)
+	auth := base + "/api/" + r.Type + "s/" + r.Tenant + "/" + r.Name + "/xet-read-token/" + cm.SHA
+	recon := base + "/v1/reconstructions/" + e.XetHash
+	h.Set("Link", "<"+auth+`>; rel="xet-auth", <`+recon+`>; rel="xet-reconstruction-info"`)
+	h.Set("X-Xet-Refresh-Route", auth)
+	if strings.Contains(c.Request().Header.Get("Accept"), "application/vnd.xet-fileinfo+json") {
+		return c.Blob(http.StatusOK, "application/vnd.xet-fileinfo+json", mustJSON(map[string]any{
+			"hash": e.XetHash, "size": e.SizeBytes, "etag": e.SHA256, "refreshUrl": auth, "reconstructionUrl": recon}))
+	}
+	return s.serveXetFile(c, r.Tenant, e)
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+// lfsBatch answers the git-lfs batch API as the Hub does for Xet: objects
+// not uploaded yet get an upload action carrying a CAS token.
+func (s *Server) lfsBatch(c echo.Context) error {
+	repoParam := c.Param("repo")
+	name, ok := strings.CutSuffix(repoParam, ".git")
+	if !ok {
+		return refuse(errNotFound, "no such route")
+	}
+	typ := "model"
+	if strings.HasPrefix(c.Request().URL.Path, "/datasets/") {
+		typ = "dataset"
+	} else if strings.HasPrefix(c.Request().URL.Path, "/spaces/") {
+		typ = "space"
+	}
+	c.SetParamNames("ns", "name")
+	c.SetParamValues(c.Param("ns"), name)
+	r, err := s.repoID(c, typ)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Operation string `json:"operation"`
+		Objects   []struct {
+			OID  string `json:"oid"`
+			Size int64  `json:"size"`
+		} `json:"objects"`
+		HashAlgo string `json:"hash_algo"`
+	}
+	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 16<<20)).Decode(&req); err != nil {
+		return refuse(errBadRequest, "the body is not an LFS batch request: %v", err)
+	}
+	if req.HashAlgo != "" && req.HashAlgo != "sha256" && req.HashAlgo != "sha_256" {
+		return refuse(errBadRequest, "unsupported hash_algo %q", req.HashAlgo)
+	}
+	if req.Operation != "upload" {
+		return refuse(errBadRequest, "only the upload operation is supported; download through Xet")
+	}
+	id := identityOf(c)
+	tok, exp := s.casTokenFor(id, store.ScopeWrite)
+	href := s.base(c) + "/api/" + r.Type + "s/" + r.Tenant + "/" + r.Name + "/xet-write-token/main"
+	objects := make([]map[string]any, 0, len(req.Objects))
+	var newBytes int64
+	for _, o := range req.Objects {
+		obj := map[string]any{"oid": o.OID, "size": o.Size}
+		if _, err := s.store.FileBySHA256(c.Request().Context(), r.Tenant, strings.ToLower(o.OID)); err == nil {
+			objects = append(objects, obj)
+			continue
+		}
+		newBytes += o.Size
+		obj["actions"] = map[string]any{"upload": map[string]any{"href": href, "header": map[string]string{
+			"X-Xet-Cas-Url": s.base(c), "X-Xet-Access-Token": tok, "X-Xet-Token-Expiration": strconv.FormatInt(exp, 10),
+			"X-Xet-Session-Id": c.Response().Header().Get(echo.HeaderXRequestID)}}}
+		objects = append(objects, obj)
+	}
+	if err := s.quotaForNew(c, r.Tenant, newBytes); err != nil {
+		return err
+	}
+	return c.Blob(http.StatusOK, "application/vnd.git-lfs+json", mustJSON(map[string]any{"transfer": "xet", "objects": objects, "hash_algo": "sha256"}))
+}

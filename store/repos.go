@@ -1,0 +1,349 @@
+package store
+
+import (
+	"context"
+	"crypto/sha1"
+	"database/sql"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Repos are the Hub side of openxet: a repo of type model, dataset or space
+// under a tenant's namespace, with commits whose trees name files by their
+// xet hash (large files) or by a stored blob (small regular files).
+//
+// Bucket layout, under repos/{sha256(tenant)}/{type}/{name}/:
+// repo.json, commits/{sha}.json (each with its whole tree) and
+// refs/{sha256(ref)}.json. Small regular file contents live in
+// blobs/{sha256}.
+
+// ErrRepoExists means a repo of that name already exists.
+var ErrRepoExists = errors.New("repo already exists")
+
+// ErrRefMoved means a commit's parent is no longer the head of its ref.
+var ErrRefMoved = errors.New("ref moved")
+
+// RepoTypes are the repo types the Hub API knows.
+var RepoTypes = []string{"model", "dataset", "space"}
+
+var repoNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$`)
+
+// ValidRepoName checks a repo name (the part after the namespace).
+func ValidRepoName(name string) error {
+	if !repoNameRE.MatchString(name) || strings.Contains(name, "..") || strings.HasSuffix(name, ".git") {
+		return fmt.Errorf("%w: repo name %q (want [A-Za-z0-9][A-Za-z0-9._-]{0,95})", ErrBadTenant, name)
+	}
+	return nil
+}
+
+// RepoID names a repo.
+type RepoID struct {
+	Tenant string `json:"tenant"`
+	Type   string `json:"type"`
+	Name   string `json:"name"`
+}
+
+func (r RepoID) String() string { return r.Tenant + "/" + r.Name }
+
+func (r RepoID) prefix() string {
+	return "repos/" + HashName(r.Tenant) + "/" + r.Type + "/" + r.Name + "/"
+}
+
+// Repo is a repo's record.
+type Repo struct {
+	RepoID
+	Private bool      `json:"private"`
+	Created time.Time `json:"created"`
+}
+
+// TreeEntry is one file of a commit's tree.
+type TreeEntry struct {
+	Path      string `json:"path"`
+	SizeBytes int64  `json:"size"`
+	// XetHash names a file stored through the CAS (hex); "" for a regular file.
+	XetHash string `json:"xet_hash,omitempty"`
+	// SHA256 of the content (hex): the LFS oid of a xet file, the blob key
+	// of a regular file.
+	SHA256 string `json:"sha256"`
+	// GitOID is the git blob id of the file (of its LFS pointer for a xet file).
+	GitOID string `json:"git_oid"`
+}
+
+// Commit is one commit with its whole tree, sorted by path.
+type Commit struct {
+	SHA         string      `json:"sha"`
+	Parent      string      `json:"parent,omitempty"`
+	Summary     string      `json:"summary"`
+	Description string      `json:"description,omitempty"`
+	Created     time.Time   `json:"created"`
+	Tree        []TreeEntry `json:"tree"`
+}
+
+// Entry returns the tree entry at path.
+func (c Commit) Entry(path string) (TreeEntry, bool) {
+	i := sort.Search(len(c.Tree), func(i int) bool { return c.Tree[i].Path >= path })
+	if i < len(c.Tree) && c.Tree[i].Path == path {
+		return c.Tree[i], true
+	}
+	return TreeEntry{}, false
+}
+
+// commitRecord is a commit as the bucket holds it.
+type commitRecord struct {
+	Repo RepoID `json:"repo"`
+	Commit
+}
+
+type refRecord struct {
+	RepoID
+	Ref    string `json:"ref"`
+	Commit string `json:"commit"`
+}
+
+// commitSHA derives a commit id from its content.
+func commitSHA(c Commit) string {
+	h := sha1.New()
+	b, _ := json.Marshal(struct {
+		Parent, Summary, Description string
+		Created                      int64
+		Tree                         []TreeEntry
+	}{c.Parent, c.Summary, c.Description, c.Created.UnixNano(), c.Tree})
+	h.Write(b)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// CreateRepo makes a repo with an initial empty commit on main.
+func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool) (Repo, error) {
+	if err := ValidTenant(id.Tenant); err != nil {
+		return Repo{}, err
+	}
+	if err := ValidRepoName(id.Name); err != nil {
+		return Repo{}, err
+	}
+	if _, err := s.Repo(ctx, id); err == nil {
+		return Repo{}, fmt.Errorf("%s: %w", id, ErrRepoExists)
+	} else if !errors.Is(err, ErrNotFound) {
+		return Repo{}, err
+	}
+	now := s.now().UTC()
+	r := Repo{RepoID: id, Private: private, Created: now.Truncate(time.Second)}
+	rec, _ := json.Marshal(r)
+	if err := s.bucket.WriteAll(ctx, id.prefix()+"repo.json", rec, nil); err != nil {
+		return Repo{}, fmt.Errorf("create repo %s: %w", id, err)
+	}
+	c := Commit{Summary: "initial commit", Created: now}
+	c.SHA = commitSHA(c)
+	if err := s.writeCommitRecords(ctx, id, "main", c); err != nil {
+		return Repo{}, err
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := insertRepo(ctx, tx, r); err != nil {
+			return err
+		}
+		if err := insertCommit(ctx, tx, id, c); err != nil {
+			return err
+		}
+		return setRef(ctx, tx, id, "main", c.SHA)
+	})
+	return r, err
+}
+
+func (s *Store) writeCommitRecords(ctx context.Context, id RepoID, ref string, c Commit) error {
+	rec, _ := json.Marshal(commitRecord{Repo: id, Commit: c})
+	if err := s.bucket.WriteAll(ctx, id.prefix()+"commits/"+c.SHA+".json", rec, nil); err != nil {
+		return fmt.Errorf("write commit %s: %w", c.SHA, err)
+	}
+	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: ref, Commit: c.SHA})
+	if err := s.bucket.WriteAll(ctx, id.prefix()+"refs/"+HashName(ref)+".json", rr, nil); err != nil {
+		return fmt.Errorf("write ref %s: %w", ref, err)
+	}
+	return nil
+}
+
+func insertRepo(ctx context.Context, tx *sql.Tx, r Repo) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO repos(tenant, type, name, private, created) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		r.Tenant, r.Type, r.Name, r.Private, r.Created.Unix())
+	if err != nil {
+		return fmt.Errorf("index repo %s: %w", r.RepoID, err)
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO tenants(name) VALUES (?) ON CONFLICT DO NOTHING`, r.Tenant)
+	return err
+}
+
+func insertCommit(ctx context.Context, tx *sql.Tx, id RepoID, c Commit) error {
+	tree, _ := json.Marshal(c.Tree)
+	_, err := tx.ExecContext(ctx, `INSERT INTO commits(tenant, type, name, sha, parent, summary, description, created, tree) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		id.Tenant, id.Type, id.Name, c.SHA, c.Parent, c.Summary, c.Description, c.Created.UnixNano(), tree)
+	if err != nil {
+		return fmt.Errorf("index commit %s: %w", c.SHA, err)
+	}
+	return nil
+}
+
+func setRef(ctx context.Context, tx *sql.Tx, id RepoID, ref, sha string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO refs(tenant, type, name, ref, commit_sha) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(tenant, type, name, ref) DO UPDATE SET commit_sha = excluded.commit_sha`, id.Tenant, id.Type, id.Name, ref, sha)
+	if err != nil {
+		return fmt.Errorf("index ref %s: %w", ref, err)
+	}
+	return nil
+}
+
+// Repo returns a repo's record, or ErrNotFound.
+func (s *Store) Repo(ctx context.Context, id RepoID) (Repo, error) {
+	var (
+		r       Repo
+		created int64
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT private, created FROM repos WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name).Scan(&r.Private, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Repo{}, fmt.Errorf("repo %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return Repo{}, fmt.Errorf("repo %s: %w", id, err)
+	}
+	r.RepoID, r.Created = id, time.Unix(created, 0).UTC()
+	return r, nil
+}
+
+// Resolve returns the commit a revision names: a ref (branch) or a commit
+// sha of the repo. ErrNotFound when it names neither.
+func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, error) {
+	sha := rev
+	var head string
+	err := s.db.QueryRowContext(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, rev).Scan(&head)
+	if err == nil {
+		sha = head
+	} else if !errors.Is(err, sql.ErrNoRows) {
+		return Commit{}, fmt.Errorf("ref %s: %w", rev, err)
+	}
+	var (
+		c       Commit
+		created int64
+		tree    []byte
+	)
+	err = s.db.QueryRowContext(ctx, `SELECT sha, parent, summary, description, created, tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`,
+		id.Tenant, id.Type, id.Name, sha).Scan(&c.SHA, &c.Parent, &c.Summary, &c.Description, &created, &tree)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Commit{}, fmt.Errorf("revision %s of %s: %w", rev, id, ErrNotFound)
+	}
+	if err != nil {
+		return Commit{}, fmt.Errorf("revision %s: %w", rev, err)
+	}
+	c.Created = time.Unix(0, created).UTC()
+	if err := json.Unmarshal(tree, &c.Tree); err != nil {
+		return Commit{}, fmt.Errorf("tree of %s: %w", sha, err)
+	}
+	return c, nil
+}
+
+// HasRef reports whether the repo has a ref (branch) of that name.
+func (s *Store) HasRef(ctx context.Context, id RepoID, ref string) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// CreateRef points a new ref at a commit.
+func (s *Store) CreateRef(ctx context.Context, id RepoID, ref string, c Commit) error {
+	if err := s.writeCommitRecords(ctx, id, ref, c); err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error { return setRef(ctx, tx, id, ref, c.SHA) })
+}
+
+// Commit records a new commit on ref whose tree is tree, if ref still
+// points at parent (else ErrRefMoved). Regular file contents must already
+// be stored with PutBlob.
+func (s *Store) Commit(ctx context.Context, id RepoID, ref, parent string, summary, description string, tree []TreeEntry) (Commit, error) {
+	sort.Slice(tree, func(i, j int) bool { return tree[i].Path < tree[j].Path })
+	c := Commit{Parent: parent, Summary: summary, Description: description, Created: s.now().UTC(), Tree: tree}
+	c.SHA = commitSHA(c)
+	rec, _ := json.Marshal(commitRecord{Repo: id, Commit: c})
+	if err := s.bucket.WriteAll(ctx, id.prefix()+"commits/"+c.SHA+".json", rec, nil); err != nil {
+		return Commit{}, fmt.Errorf("write commit: %w", err)
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var head string
+		err := tx.QueryRowContext(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&head)
+		if err != nil {
+			return fmt.Errorf("ref %s: %w", ref, err)
+		}
+		if head != parent {
+			return fmt.Errorf("%s of %s is at %s, not %s: %w", ref, id, head, parent, ErrRefMoved)
+		}
+		if err := insertCommit(ctx, tx, id, c); err != nil {
+			return err
+		}
+		return setRef(ctx, tx, id, ref, c.SHA)
+	})
+	if err != nil {
+		return Commit{}, err
+	}
+	// The ref record follows the index: reindex takes the newest commit a
+	// ref record names, so a crash here leaves the bucket one commit behind.
+	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: ref, Commit: c.SHA})
+	if err := s.bucket.WriteAll(ctx, id.prefix()+"refs/"+HashName(ref)+".json", rr, nil); err != nil {
+		return Commit{}, fmt.Errorf("write ref %s: %w", ref, err)
+	}
+	return c, nil
+}
+
+// DeleteRepo removes a repo's records (its files stay owned by the tenant).
+func (s *Store) DeleteRepo(ctx context.Context, id RepoID) error {
+	if _, err := s.Repo(ctx, id); err != nil {
+		return err
+	}
+	keys, err := listKeys(ctx, s.bucket, id.prefix())
+	if err != nil {
+		return err
+	}
+	// repo.json last, so a crash leaves a repo reindex still knows.
+	sort.Slice(keys, func(i, j int) bool { return strings.HasSuffix(keys[j], "/repo.json") })
+	for _, k := range keys {
+		if err := s.bucket.Delete(ctx, k); err != nil && !isNotFound(err) {
+			return fmt.Errorf("delete %s: %w", k, err)
+		}
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, t := range []string{"repos", "refs", "commits"} {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// PutBlob stores a small regular file's content under its SHA-256.
+func (s *Store) PutBlob(ctx context.Context, sha256hex string, data []byte) error {
+	key := "blobs/" + sha256hex
+	if ok, err := s.bucket.Exists(ctx, key); err != nil {
+		return err
+	} else if ok {
+		return nil
+	}
+	return s.bucket.WriteAll(ctx, key, data, nil)
+}
+
+// OpenBlob opens a regular file's content for reading (seekable).
+func (s *Store) OpenBlob(ctx context.Context, sha256hex string) (io.ReadSeekCloser, error) {
+	r, err := s.bucket.NewReader(ctx, "blobs/"+sha256hex, nil)
+	if err != nil {
+		if isNotFound(err) {
+			return nil, fmt.Errorf("blob %s: %w", sha256hex, ErrNotFound)
+		}
+		return nil, err
+	}
+	return r, nil
+}
