@@ -70,6 +70,9 @@ func (s *Server) postXorb(c echo.Context) error {
 		return err
 	}
 	if owned {
+		// The body is not needed; closing the connection answers at once
+		// rather than after net/http drains it.
+		c.Response().Header().Set("Connection", "close")
 		return c.JSON(http.StatusOK, map[string]bool{"was_inserted": false})
 	}
 	lim, err := s.limitsFor(c, id.Tenant)

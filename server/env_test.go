@@ -216,3 +216,5 @@ func readAll(res *http.Response) ([]byte, error) {
 	defer res.Body.Close()
 	return io.ReadAll(res.Body)
 }
+
+func storeHashName(s string) string { return store.HashName(s) }

@@ -152,8 +152,8 @@ func errText(err error) string { return err.Error() }
 
 func quotaExceeded(tenant string, quota, usage, size int64, cause error) *apiError {
 	return &apiError{Status: 403, Code: "quota_exceeded", cause: cause,
-		Message: fmt.Sprintf("tenant %s is over its storage quota: %s stored of %s, this upload needs %s more", tenant, humanBytes(usage), humanBytes(quota), humanBytes(size)),
-		Hint:    fmt.Sprintf("delete data or ask an operator to raise the quota: openxet limits set --tenant %s --quota <size>", tenant),
+		Message: fmt.Sprintf("tenant %s: this upload of %s would pass the storage quota of %s (%s stored)", tenant, humanBytes(size), humanBytes(quota), humanBytes(usage)),
+		Hint:    fmt.Sprintf("Delete data, or ask an operator to raise the quota: openxet limits set --tenant %s --quota <size>", tenant),
 		Fields:  map[string]any{"quota": quota, "usage": usage, "size": size}}
 }
 
@@ -241,6 +241,12 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	h := c.Response().Header()
+	if c.Request().ContentLength != 0 {
+		// A refused request may still have its body on the wire; closing the
+		// connection lets the answer go out at once instead of after net/http
+		// drains up to 256KiB of a body nobody will read.
+		h.Set("Connection", "close")
+	}
 	if ae.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}

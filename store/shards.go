@@ -26,73 +26,51 @@ func ShardHash(body []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// VerifyShard checks a parsed shard against the stored xorbs (design §6.7 of
-// the protocol reference): every xorb it names is stored, CAS blocks agree
+// maxShardChunkRefs bounds the chunk references one shard may make its
+// files check (a hostile shard can name the same large range many times).
+const maxShardChunkRefs = 1 << 25
+
+// VerifyShard checks a parsed shard against the stored xorbs (§6.7 of the
+// protocol reference): every xorb it names is stored, CAS blocks agree
 // with the stored layouts, every term's chunk range and size agree, every
 // verification hash matches, and each file hash matches its chunks.
+// Errors are *ShardError (ErrMissingXorb or ErrInvalidShard) or I/O errors.
 func (s *Store) VerifyShard(ctx context.Context, sh *xet.Shard) error {
 	layout := func(h xet.Hash) ([]xet.XorbChunk, error) {
 		chunks, err := s.XorbChunks(ctx, h)
 		if errors.Is(err, ErrNotFound) {
-			return nil, &ShardError{Kind: ErrMissingXorb, Reason: fmt.Sprintf("xorb %s is not stored", h)}
+			return nil, &ShardError{Kind: ErrMissingXorb, Reason: fmt.Sprintf("xorb %s is not stored; upload it before the shard", h)}
 		}
 		return chunks, err
 	}
-	for i, c := range sh.Xorbs {
+	// asShardError keeps lookup errors as they are and turns a format
+	// verdict of xet into an invalid-shard refusal.
+	asShardError := func(err error) error {
+		var se *ShardError
+		if err == nil || errors.As(err, &se) || !(errors.Is(err, xet.ErrInvalidShard) || errors.Is(err, xet.ErrHashMismatch)) {
+			return err
+		}
+		return &ShardError{Kind: ErrInvalidShard, Reason: err.Error()}
+	}
+	for _, c := range sh.Xorbs {
 		chunks, err := layout(c.Xorb)
 		if err != nil {
 			return err
 		}
-		if len(c.Chunks) != len(chunks) {
-			return invalidShard("CAS block %d (xorb %s) lists %d chunks, the xorb has %d", i, c.Xorb, len(c.Chunks), len(chunks))
-		}
-		var total uint64
-		for j, cc := range c.Chunks {
-			if cc.Hash != chunks[j].Hash || cc.UnpackedBytes != chunks[j].Size || uint64(cc.ByteRangeStart) != chunks[j].UncompressedEnd-uint64(chunks[j].Size) {
-				return invalidShard("CAS block %d (xorb %s) chunk %d does not match the stored xorb", i, c.Xorb, j)
-			}
-			total += uint64(cc.UnpackedBytes)
-		}
-		if uint64(c.NumBytesInXorb) != total {
-			return invalidShard("CAS block %d (xorb %s) says %d bytes, its chunks add up to %d", i, c.Xorb, c.NumBytesInXorb, total)
+		if err := xet.CheckCASInfo(c, chunks); err != nil {
+			return asShardError(err)
 		}
 	}
-	for i, f := range sh.Files {
-		if len(f.Terms) == 0 {
-			if !f.Hash.IsZero() {
-				return invalidShard("file %d (%s) has no terms but a non-zero hash", i, f.Hash)
-			}
-			continue
-		}
-		if f.Verification != nil && len(f.Verification) != len(f.Terms) {
-			return invalidShard("file %d (%s) has %d verification entries for %d terms", i, f.Hash, len(f.Verification), len(f.Terms))
-		}
-		var leaves []xet.Leaf
-		for j, t := range f.Terms {
-			chunks, err := layout(t.Xorb)
-			if err != nil {
-				return err
-			}
-			if t.ChunkStart >= t.ChunkEnd || int(t.ChunkEnd) > len(chunks) {
-				return invalidShard("file %d (%s) term %d: chunk range [%d,%d) outside xorb %s of %d chunks", i, f.Hash, j, t.ChunkStart, t.ChunkEnd, t.Xorb, len(chunks))
-			}
-			rng := chunks[t.ChunkStart:t.ChunkEnd]
-			var size uint64
-			hashes := make([]xet.Hash, len(rng))
-			for k, c := range rng {
-				size += uint64(c.Size)
-				hashes[k] = c.Hash
-				leaves = append(leaves, xet.Leaf{Hash: c.Hash, Size: uint64(c.Size)})
-			}
-			if uint64(t.UnpackedBytes) != size {
-				return invalidShard("file %d (%s) term %d says %d bytes, chunks [%d,%d) of xorb %s hold %d", i, f.Hash, j, t.UnpackedBytes, t.ChunkStart, t.ChunkEnd, t.Xorb, size)
-			}
-			if f.Verification != nil && xet.RangeHash(hashes) != f.Verification[j] {
-				return invalidShard("file %d (%s) term %d: verification hash does not match xorb %s chunks [%d,%d)", i, f.Hash, j, t.Xorb, t.ChunkStart, t.ChunkEnd)
-			}
-		}
-		if got := xet.FileHash(leaves); got != f.Hash {
-			return invalidShard("file %d: hash %s does not match its chunks (%s)", i, f.Hash, got)
+	var refs uint64
+	for _, f := range sh.Files {
+		refs += xet.FileChunkCount(f.Terms)
+	}
+	if refs > maxShardChunkRefs {
+		return invalidShard("the shard's files reference %d chunks, more than the %d one shard may", refs, maxShardChunkRefs)
+	}
+	for _, f := range sh.Files {
+		if err := xet.CheckFile(f, layout); err != nil {
+			return asShardError(err)
 		}
 	}
 	return nil

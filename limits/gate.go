@@ -1,0 +1,110 @@
+package limits
+
+import (
+	"time"
+)
+
+// Gate applies the per-request limits of one node in the order of design
+// §4: the auth-failure limit per client IP before a token is verified, then
+// the credential rate, the tenant rate and the credential's in-flight cap.
+// A request refused by a later limit gets back what the earlier ones
+// spent, so a refusal by one limit never uses up another's allowance.
+//
+// Gate is a convenience over its exported parts, which may also be used
+// directly. Build it with NewGate; it is safe for concurrent use.
+type Gate struct {
+	Credentials  *Table        // keyed by sha256(credential id)
+	Tenants      *Table        // keyed by tenant name
+	InFlight     *InFlight     // keyed like Credentials
+	AuthFailures *AuthFailures // keyed by client IP
+	Refusals     Refusals
+}
+
+// GateConfig sizes a Gate. Zero fields take the defaults.
+type GateConfig struct {
+	MaxCredentials        int // key cap of the credential table (DefaultMaxKeys)
+	MaxTenants            int // key cap of the tenant table (DefaultMaxKeys)
+	MaxIPs                int // key cap of the auth-failure table (DefaultMaxKeys)
+	AuthFailuresPerMinute int // DefaultAuthFailuresPerMinute; < 0 disables
+}
+
+// NewGate returns a Gate sized by c.
+func NewGate(c GateConfig) *Gate {
+	perMinute := c.AuthFailuresPerMinute
+	if perMinute == 0 {
+		perMinute = DefaultAuthFailuresPerMinute
+	}
+	return &Gate{
+		Credentials:  NewTable(c.MaxCredentials),
+		Tenants:      NewTable(c.MaxTenants),
+		InFlight:     NewInFlight(),
+		AuthFailures: NewAuthFailures(perMinute, c.MaxIPs),
+	}
+}
+
+// CheckAuth returns a *RateError (LimitAuthFailures) if ip may not attempt
+// to authenticate at now, else nil.
+func (g *Gate) CheckAuth(ip string, now time.Time) error {
+	d := g.AuthFailures.Check(ip, now)
+	if d.Allowed {
+		return nil
+	}
+	g.Refusals.Inc(LimitAuthFailures)
+	return &RateError{Limit: LimitAuthFailures, Decision: d}
+}
+
+// AuthFailed records a failed authentication by ip at now.
+func (g *Gate) AuthFailed(ip string, now time.Time) {
+	g.AuthFailures.Fail(ip, now)
+}
+
+// Admission holds the two rate decisions Gate.Admit took, for RateLimit
+// headers. On a refusal by the credential limit, Tenant is the zero value.
+type Admission struct {
+	Credential Decision
+	Tenant     Decision
+}
+
+// Tightest returns the name and decision of the rate limit with the fewest
+// requests remaining, for a RateLimit header.
+func (a Admission) Tightest() (string, Decision) {
+	if a.Tenant.Remaining < a.Credential.Remaining {
+		return LimitTenant, a.Tenant
+	}
+	return LimitCredential, a.Credential
+}
+
+// Admit applies the credential rate, the tenant rate and the in-flight cap
+// of l to one request at now. On success the caller must call
+// Done(credential) exactly once when the request ends (defer it). On
+// refusal it returns a *RateError naming the limit and nothing stays
+// spent.
+func (g *Gate) Admit(credential, tenant string, l Limits, now time.Time) (Admission, error) {
+	var a Admission
+	a.Credential = g.Credentials.Allow(credential, l.CredentialRate, now)
+	if !a.Credential.Allowed {
+		g.Refusals.Inc(LimitCredential)
+		return a, &RateError{Limit: LimitCredential, Decision: a.Credential}
+	}
+	a.Tenant = g.Tenants.Allow(tenant, l.TenantRate, now)
+	if !a.Tenant.Allowed {
+		g.Credentials.Refund(credential, l.CredentialRate)
+		g.Refusals.Inc(LimitTenant)
+		return a, &RateError{Limit: LimitTenant, Decision: a.Tenant}
+	}
+	if !g.InFlight.Acquire(credential, l.MaxInFlightPerCredential) {
+		g.Credentials.Refund(credential, l.CredentialRate)
+		g.Tenants.Refund(tenant, l.TenantRate)
+		g.Refusals.Inc(LimitInFlight)
+		return a, &RateError{Limit: LimitInFlight, Decision: Decision{
+			RetryAfter: time.Second,
+			Limit:      Rate{Burst: l.MaxInFlightPerCredential},
+		}}
+	}
+	return a, nil
+}
+
+// Done ends a request that Admit admitted.
+func (g *Gate) Done(credential string) {
+	g.InFlight.Release(credential)
+}

@@ -1,0 +1,157 @@
+package limits
+
+import (
+	"errors"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+func testLimits() Limits {
+	return Limits{
+		CredentialRate:           Rate{PerSecond: 1, Burst: 3},
+		TenantRate:               Rate{PerSecond: 1, Burst: 5},
+		MaxInFlightPerCredential: 2,
+		QuotaBytes:               -1,
+	}
+}
+
+func limitOf(err error) string {
+	var re *RateError
+	if errors.As(err, &re) {
+		return re.Limit
+	}
+	return ""
+}
+
+func TestGateRefusalSpendsNothingElse(t *testing.T) {
+	l := testLimits()
+	t.Run("credential refusal leaves the tenant", func(t *testing.T) {
+		g := NewGate(GateConfig{})
+		for range 3 {
+			if _, err := g.Admit("c1", "t", l, t0); err != nil {
+				t.Fatal(err)
+			}
+			g.Done("c1")
+		}
+		before := g.Tenants.Peek("t", l.TenantRate, t0)
+		_, err := g.Admit("c1", "t", l, t0)
+		if limitOf(err) != LimitCredential {
+			t.Fatalf("err %v, want the credential limit", err)
+		}
+		if after := g.Tenants.Peek("t", l.TenantRate, t0); after != before {
+			t.Fatalf("tenant spent by a credential refusal: %+v -> %+v", before, after)
+		}
+	})
+	t.Run("tenant refusal refunds the credential", func(t *testing.T) {
+		g := NewGate(GateConfig{})
+		// Five credentials use up the tenant's burst of 5.
+		for _, c := range []string{"a", "b", "c", "d", "e"} {
+			if _, err := g.Admit(c, "t", l, t0); err != nil {
+				t.Fatal(err)
+			}
+			g.Done(c)
+		}
+		before := g.Credentials.Peek("f", l.CredentialRate, t0)
+		_, err := g.Admit("f", "t", l, t0)
+		if limitOf(err) != LimitTenant {
+			t.Fatalf("err %v, want the tenant limit", err)
+		}
+		if after := g.Credentials.Peek("f", l.CredentialRate, t0); after != before {
+			t.Fatalf("credential spent by a tenant refusal: %+v -> %+v", before, after)
+		}
+		if g.InFlight.Count("f") != 0 {
+			t.Fatal("in-flight counted for a refused request")
+		}
+	})
+	t.Run("in-flight refusal refunds both", func(t *testing.T) {
+		g := NewGate(GateConfig{})
+		for range 2 {
+			if _, err := g.Admit("c", "t", l, t0); err != nil { // held: no Done
+				t.Fatal(err)
+			}
+		}
+		cb := g.Credentials.Peek("c", l.CredentialRate, t0)
+		tb := g.Tenants.Peek("t", l.TenantRate, t0)
+		_, err := g.Admit("c", "t", l, t0)
+		var re *RateError
+		if !errors.As(err, &re) || re.Limit != LimitInFlight || re.Decision.RetryAfterSeconds() != 1 || re.Decision.Limit.Burst != 2 {
+			t.Fatalf("err %#v, want the in-flight limit with Retry-After 1", err)
+		}
+		if ca, ta := g.Credentials.Peek("c", l.CredentialRate, t0), g.Tenants.Peek("t", l.TenantRate, t0); ca != cb || ta != tb {
+			t.Fatalf("rates spent by an in-flight refusal: credential %+v -> %+v, tenant %+v -> %+v", cb, ca, tb, ta)
+		}
+		g.Done("c")
+		if _, err := g.Admit("c", "t", l, t0); err != nil {
+			t.Fatalf("after Done: %v", err)
+		}
+		g.Done("c")
+		g.Done("c")
+		if g.InFlight.Len() != 0 {
+			t.Fatal("in-flight entries left")
+		}
+		for _, name := range LimitNames() {
+			want := uint64(0)
+			if name == LimitInFlight {
+				want = 1
+			}
+			if got := g.Refusals.Load(name); got != want {
+				t.Errorf("refusals[%s] = %d, want %d", name, got, want)
+			}
+		}
+	})
+}
+
+func TestGateAdmission(t *testing.T) {
+	g := NewGate(GateConfig{})
+	l := testLimits()
+	a, err := g.Admit("c", "t", l, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Done("c")
+	if a.Credential.Remaining != 2 || a.Tenant.Remaining != 4 {
+		t.Fatalf("admission %+v", a)
+	}
+	if name, d := a.Tightest(); name != LimitCredential || d != a.Credential {
+		t.Fatalf("tightest %s %+v", name, d)
+	}
+}
+
+func TestGateAuth(t *testing.T) {
+	g := NewGate(GateConfig{AuthFailuresPerMinute: 2})
+	for range 2 {
+		if err := g.CheckAuth("ip", t0); err != nil {
+			t.Fatal(err)
+		}
+		g.AuthFailed("ip", t0)
+	}
+	err := g.CheckAuth("ip", t0)
+	var re *RateError
+	if !errors.As(err, &re) || re.Limit != LimitAuthFailures || re.Decision.RetryAfter != 30*time.Second {
+		t.Fatalf("err %v, want the auth-failure limit for 30s", err)
+	}
+	if g.Refusals.Load(LimitAuthFailures) != 1 {
+		t.Fatal("auth refusal not counted")
+	}
+	if err := g.CheckAuth("other", t0); err != nil {
+		t.Fatalf("other IP: %v", err)
+	}
+}
+
+// TestImports: limits knows nothing of HTTP, databases, blob storage or
+// metrics (design §1).
+func TestImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Skipf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"net/http", "database/sql", "github.com/labstack/echo", "github.com/prometheus/", "gocloud.dev", "golang.org/x/time/rate", "openxet/"} {
+			if strings.HasPrefix(dep, banned) && dep != "openxet/limits" {
+				t.Errorf("limits depends on %s", dep)
+			}
+		}
+	}
+}

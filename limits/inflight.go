@@ -1,0 +1,120 @@
+package limits
+
+import (
+	"hash/maphash"
+	"sync"
+)
+
+// InFlight counts requests in progress per key (a credential) and caps
+// them. An entry exists only while its count is above zero, so the table
+// never holds more entries than there are requests in progress and needs
+// no eviction. The zero value is not usable; call NewInFlight. An InFlight
+// is safe for concurrent use.
+//
+// Every Acquire that returns true must be paired with exactly one Release,
+// including when the request panics or the client goes away (use defer).
+//
+// Like Table, it identifies keys by a seeded 64-bit hash; a collision
+// would make two keys share one count, which can only make both stricter.
+type InFlight struct {
+	seed   maphash.Seed
+	shards [maxShards]inFlightShard
+}
+
+type inFlightShard struct {
+	mu       sync.Mutex
+	count    map[uint64]int
+	total    int
+	acquired uint64
+	refused  uint64
+	_        [64]byte
+}
+
+// InFlightStats is a snapshot of an InFlight's counters, for metrics.
+type InFlightStats struct {
+	Keys     int    // keys with at least one request in flight
+	InFlight int    // requests in flight, all keys
+	Acquired uint64 // successful Acquire calls
+	Refused  uint64 // Acquire calls refused at the cap
+}
+
+// NewInFlight returns an empty counter set.
+func NewInFlight() *InFlight {
+	f := &InFlight{seed: maphash.MakeSeed()}
+	for i := range f.shards {
+		f.shards[i].count = make(map[uint64]int)
+	}
+	return f
+}
+
+func (f *InFlight) shardFor(key string) (*inFlightShard, uint64) {
+	h := maphash.String(f.seed, key)
+	return &f.shards[h%maxShards], h
+}
+
+// Acquire counts one more request in flight for key and returns true,
+// unless key already has max requests in flight, in which case it changes
+// nothing and returns false. max <= 0 means no cap (the request is still
+// counted). A lowered max applies to the next Acquire; requests already in
+// flight are not affected.
+func (f *InFlight) Acquire(key string, max int) bool {
+	s, h := f.shardFor(key)
+	s.mu.Lock()
+	c := s.count[h]
+	if max > 0 && c >= max {
+		s.refused++
+		s.mu.Unlock()
+		return false
+	}
+	s.count[h] = c + 1
+	s.total++
+	s.acquired++
+	s.mu.Unlock()
+	return true
+}
+
+// Release ends one request of key that Acquire admitted. The key's entry is
+// deleted when its count returns to zero. Releasing a key with nothing in
+// flight is a no-op.
+func (f *InFlight) Release(key string) {
+	s, h := f.shardFor(key)
+	s.mu.Lock()
+	if c, ok := s.count[h]; ok {
+		s.total--
+		if c <= 1 {
+			delete(s.count, h)
+		} else {
+			s.count[h] = c - 1
+		}
+	}
+	s.mu.Unlock()
+}
+
+// Count returns the number of requests of key in flight.
+func (f *InFlight) Count(key string) int {
+	s, h := f.shardFor(key)
+	s.mu.Lock()
+	c := s.count[h]
+	s.mu.Unlock()
+	return c
+}
+
+// Len returns the number of keys with requests in flight.
+func (f *InFlight) Len() int {
+	return f.Stats().Keys
+}
+
+// Stats returns the counters, reading each shard under its lock in turn.
+func (f *InFlight) Stats() InFlightStats {
+	var st InFlightStats
+	for i := range f.shards {
+		s := &f.shards[i]
+		s.mu.Lock()
+		st.Keys += len(s.count)
+		st.InFlight += s.total
+		st.Acquired += s.acquired
+		st.Refused += s.refused
+		s.mu.Unlock()
+	}
+	return st
+}

@@ -1,0 +1,270 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is the explicit clock the rate limiters read in these tests.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+func (e *testEnv) setClock() *fakeClock {
+	clk := &fakeClock{t: time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)}
+	e.srv.now = clk.Now
+	return clk
+}
+
+// putLimits sets a tenant's overrides through the admin API.
+func (e *testEnv) putLimits(tenant string, doc map[string]any) {
+	e.t.Helper()
+	b, _ := json.Marshal(doc)
+	if r := e.do("PUT", "/api/openxet/v1/admin/tenants/"+tenant+"/limits", e.admin, b); r.Status != 200 {
+		e.t.Fatalf("put limits: %d %s", r.Status, r.Body)
+	}
+}
+
+// probe is a cheap authenticated request: its status is 404 when admitted.
+func (e *testEnv) probe(token string) response {
+	e.t.Helper()
+	return e.do("GET", "/v1/reconstructions/"+strings.Repeat("ab", 32), token, nil)
+}
+
+func TestOverRateAnswers429WithRetryAfter(t *testing.T) {
+	e := newTestEnv(t)
+	clk := e.setClock()
+	alice := e.credential("alice", "read")
+	// One request every 2 s, burst 1: the wait after a request is exactly 2 s.
+	e.putLimits("alice", map[string]any{"tenant_requests_per_second": 0.5, "tenant_burst": 1})
+	if r := e.probe(alice); r.Status != 404 {
+		t.Fatalf("first request: %d %s", r.Status, r.Body)
+	}
+	r := e.probe(alice)
+	wantError(t, r, 429, "rate_limited")
+	body := r.json(t)
+	if body["limit"] != "tenant" || body["hint"] == "" {
+		t.Fatalf("body %s", r.Body)
+	}
+	if got := r.Header.Get("Retry-After"); got != "2" {
+		t.Fatalf("Retry-After %q, want 2", got)
+	}
+	if got := r.Header.Get("RateLimit-Policy"); got != `"tenant";q=1;w=2` {
+		t.Fatalf("RateLimit-Policy %q", got)
+	}
+	if got := r.Header.Get("RateLimit"); got != `"tenant";r=0;t=2` {
+		t.Fatalf("RateLimit %q", got)
+	}
+	clk.Add(2*time.Second - time.Millisecond)
+	wantError(t, e.probe(alice), 429, "rate_limited")
+	clk.Add(time.Millisecond)
+	if r := e.probe(alice); r.Status != 404 {
+		t.Fatalf("retry at Retry-After: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestRetryAfterIsExact: over random rates and bursts, a client that waits
+// the Retry-After it was given is admitted, and one that comes back a
+// moment before the exact wait is not.
+func TestRetryAfterIsExact(t *testing.T) {
+	e := newTestEnv(t)
+	clk := e.setClock()
+	for i, c := range []struct {
+		rps   float64
+		burst int
+	}{{0.25, 1}, {0.5, 3}, {1, 1}, {1, 5}, {4, 2}, {8, 10}, {0.1, 2}, {0.125, 4}} {
+		tenant := fmt.Sprintf("t%d", i)
+		tok := e.credential(tenant, "read")
+		e.putLimits(tenant, map[string]any{"tenant_requests_per_second": c.rps, "tenant_burst": c.burst})
+		for n := 0; n < c.burst; n++ {
+			if r := e.probe(tok); r.Status != 404 {
+				t.Fatalf("%+v: request %d within burst: %d", c, n, r.Status)
+			}
+		}
+		r := e.probe(tok)
+		wantError(t, r, 429, "rate_limited")
+		secs, _ := strconv.Atoi(r.Header.Get("Retry-After"))
+		exact := time.Duration(float64(time.Second) / c.rps)
+		if secs < 1 || time.Duration(secs)*time.Second < exact || time.Duration(secs-1)*time.Second >= exact {
+			t.Fatalf("%+v: Retry-After %d for an exact wait of %s", c, secs, exact)
+		}
+		clk.Add(exact - time.Millisecond)
+		wantError(t, e.probe(tok), 429, "rate_limited")
+		clk.Add(time.Millisecond)
+		if r := e.probe(tok); r.Status != 404 {
+			t.Fatalf("%+v: at the exact wait: %d", c, r.Status)
+		}
+		clk.Add(time.Duration(secs)*time.Second + time.Hour) // refill for the next case's sake
+	}
+}
+
+func TestTenantsDoNotShareBuckets(t *testing.T) {
+	e := newTestEnv(t)
+	e.setClock()
+	a1, a2 := e.credential("alice", "read"), e.credential("alice", "read")
+	b1 := e.credential("bob", "read")
+	for _, tn := range []string{"alice", "bob"} {
+		e.putLimits(tn, map[string]any{"tenant_requests_per_second": 0.001, "tenant_burst": 3, "credential_requests_per_second": 0.001, "credential_burst": 2})
+	}
+	steps := []struct {
+		tok, limit string
+	}{
+		{a1, ""}, {a1, ""}, {a1, "credential"}, // a1 spent its own burst of 2
+		{a2, ""},          // the tenant bucket (3) has one left, a2's own is fresh
+		{a2, "tenant"},    // alice's tenant bucket is empty
+		{b1, ""}, {b1, ""}, // bob is untouched by alice
+		{b1, "credential"},
+	}
+	for i, s := range steps {
+		r := e.probe(s.tok)
+		if s.limit == "" {
+			if r.Status != 404 {
+				t.Fatalf("step %d: %d %s", i, r.Status, r.Body)
+			}
+			continue
+		}
+		wantError(t, r, 429, "rate_limited")
+		if got := r.json(t)["limit"]; got != s.limit {
+			t.Fatalf("step %d: limit %v, want %s", i, got, s.limit)
+		}
+	}
+}
+
+// TestRefusalUsesNoOtherAllowance: a request the tenant limiter refuses
+// does not spend the credential's allowance.
+func TestRefusalUsesNoOtherAllowance(t *testing.T) {
+	e := newTestEnv(t)
+	clk := e.setClock()
+	a1, a2 := e.credential("alice", "read"), e.credential("alice", "read")
+	e.putLimits("alice", map[string]any{"tenant_requests_per_second": 1, "tenant_burst": 1, "credential_requests_per_second": 1, "credential_burst": 1})
+	if r := e.probe(a2); r.Status != 404 { // spends the tenant's only token
+		t.Fatal(r.Status)
+	}
+	for i := 0; i < 5; i++ {
+		wantError(t, e.probe(a1), 429, "rate_limited") // tenant refuses; a1's own token stays
+	}
+	clk.Add(time.Second)
+	if r := e.probe(a1); r.Status != 404 {
+		t.Fatalf("a1 after the tenant refilled: %d %s", r.Status, r.Body)
+	}
+}
+
+func TestInFlightLimitReleasesOnDrop(t *testing.T) {
+	e := newTestEnv(t)
+	tok := e.credential("alice", "write")
+	e.putLimits("alice", map[string]any{"max_in_flight_per_credential": 1})
+	id, _, _ := parseTok(tok)
+	key := hashName(id)
+
+	// A xorb upload whose body never comes holds the one slot.
+	conn, err := net.Dial("tcp", e.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(conn, "POST /v1/xorbs/default/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\nab",
+		strings.Repeat("cd", 32), tok)
+	waitFor(t, "the upload to be in flight", func() bool { return e.srv.inFlight.Count(key) == 1 })
+	r := e.probe(tok)
+	wantError(t, r, 429, "rate_limited")
+	if r.json(t)["limit"] != "in_flight" || r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("in-flight refusal: %s %v", r.Body, r.Header)
+	}
+	conn.Close() // the client goes away mid-request
+	waitFor(t, "the slot to be freed", func() bool { return e.srv.inFlight.Count(key) == 0 })
+	if r := e.probe(tok); r.Status != 404 {
+		t.Fatalf("after the drop: %d %s", r.Status, r.Body)
+	}
+}
+
+// waitFor polls a condition that another goroutine of the server makes true
+// (a socket event no virtual clock can drive), bounded at 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// clientFrom returns an HTTP client whose connections come from a given
+// loopback address.
+func clientFrom(ip string) *http.Client {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
+	return &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+}
+
+func doFrom(t *testing.T, c *http.Client, url, token string, headers ...string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	for _, h := range headers {
+		k, v, _ := strings.Cut(h, ": ")
+		req.Header.Set(k, v)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	return res.StatusCode
+}
+
+func TestAuthFailuresPerIP(t *testing.T) {
+	for _, trusted := range []bool{false, true} {
+		t.Run(fmt.Sprintf("trusted_proxy=%v", trusted), func(t *testing.T) {
+			e := newTestEnv(t, func(c *Config) {
+				if trusted {
+					c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+				}
+			})
+			e.setClock()
+			good := e.credential("alice", "read")
+			url := e.http.URL + "/v1/reconstructions/" + strings.Repeat("ab", 32)
+			spray := clientFrom("127.0.0.1")
+			for i := 0; i < 60; i++ {
+				if code := doFrom(t, spray, url, "hf_oxt_bad"); code != 401 {
+					t.Fatalf("failure %d: %d", i+1, code)
+				}
+			}
+			// The 61st attempt is refused before its token is checked,
+			// even with a good token and a forged X-Forwarded-For.
+			if code := doFrom(t, spray, url, good, "X-Forwarded-For: 10.9.9.9"); code != 429 && !trusted {
+				t.Fatalf("61st attempt: %d", code)
+			} else if trusted && code != 404 {
+				t.Fatalf("through a trusted proxy the forwarded client is another IP: %d", code)
+			}
+			if code := doFrom(t, spray, url, good); code != 429 {
+				t.Fatalf("61st attempt without forwarding: %d", code)
+			}
+			if code := doFrom(t, clientFrom("127.0.0.2"), url, good); code != 404 {
+				t.Fatalf("another IP: %d", code)
+			}
+		})
+	}
+}
+
+func hashName(s string) string {
+	return storeHashName(s)
+}
+
+var _ = context.Background

@@ -1,0 +1,154 @@
+package xet
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/zeebo/blake3"
+)
+
+// benchXorb returns a 64 MiB xorb of 1024 random 64 KiB chunks, scheme 0:
+// the common case of an incompressible upload.
+func benchXorb(b *testing.B) ([]byte, XorbInfo) {
+	b.Helper()
+	data := randBytes(99, 64<<20)
+	chunks := make([][]byte, 0, 1024)
+	for off := 0; off < len(data); off += 64 << 10 {
+		chunks = append(chunks, data[off:off+64<<10])
+	}
+	return BuildXorb(chunks, false)
+}
+
+// BenchmarkParseXorb and BenchmarkBlake3Raw run over the same bytes, so
+// their MB/s compare the full validation with bare hashing.
+func BenchmarkParseXorb(b *testing.B) {
+	body, info := benchXorb(b)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseXorb(body, info.Hash); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkBlake3Raw(b *testing.B) {
+	body, _ := benchXorb(b)
+	b.Run("whole", func(b *testing.B) {
+		h, _ := blake3.NewKeyed(dataKey[:])
+		var out [32]byte
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			h.Reset()
+			_, _ = h.Write(body)
+			h.Sum(out[:0])
+		}
+	})
+	// The same bytes hashed in 64 KiB pieces: the floor for per-chunk hashing.
+	b.Run("64KiB pieces", func(b *testing.B) {
+		h, _ := blake3.NewKeyed(dataKey[:])
+		var out [32]byte
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for b.Loop() {
+			for off := 0; off < len(body); off += 64 << 10 {
+				h.Reset()
+				_, _ = h.Write(body[off:min(off+64<<10, len(body))])
+				h.Sum(out[:0])
+			}
+		}
+	})
+}
+
+// LZ4-compressed text: decompression cost on top of hashing (b.SetBytes
+// counts the body, so MB/s is over compressed input).
+func BenchmarkParseXorbLZ4(b *testing.B) {
+	text := textBytes(5, 16<<20)
+	var chunks [][]byte
+	for off := 0; off < len(text); off += 64 << 10 {
+		chunks = append(chunks, text[off:off+64<<10])
+	}
+	body, info := BuildXorb(chunks, true)
+	b.SetBytes(int64(len(body)))
+	b.ReportMetric(float64(len(text))/float64(len(body)), "ratio")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseXorb(body, info.Hash); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAggregatedHash(b *testing.B) {
+	for _, n := range []int{1024, 1 << 20} {
+		r := rand.New(rand.NewPCG(1, 2))
+		leaves := make([]Leaf, n)
+		for i := range leaves {
+			leaves[i] = Leaf{randHash(r), 65536}
+		}
+		b.Run(map[int]string{1024: "1024 leaves (one xorb)", 1 << 20: "1M leaves (64 GiB file)"}[n], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				AggregatedHash(leaves)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/leaf")
+		})
+	}
+}
+
+func BenchmarkParseShard(b *testing.B) {
+	_, x := benchXorb(b)
+	s := &Shard{Xorbs: []CASInfo{CASInfoFromXorb(x)}}
+	f := FileInfo{Flags: FileFlagVerification}
+	for i := range 1000 {
+		f.Terms = append(f.Terms, Term{Xorb: x.Hash, UnpackedBytes: 65536, ChunkStart: uint32(i), ChunkEnd: uint32(i + 1)})
+		f.Verification = append(f.Verification, Hash{})
+	}
+	s.Files = []FileInfo{f}
+	body := s.MarshalUpload()
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseShard(body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkReconstruct(b *testing.B) {
+	_, x := benchXorb(b)
+	lists := map[Hash][]XorbChunk{x.Hash: x.Chunks}
+	var terms []Term
+	for i := uint32(0); i < 1024; i += 2 {
+		terms = append(terms, Term{Xorb: x.Hash, UnpackedBytes: 2 * 65536, ChunkStart: i, ChunkEnd: i + 2})
+	}
+	lookup := lookupIn(lists)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Reconstruct(terms, 1000, 60<<20, lookup); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The hostile case: a body of nothing but empty chunks (8 bytes each), the
+// most chunks per byte of input. Sizes CPU and memory reservations.
+func BenchmarkParseXorbEmptyChunks(b *testing.B) {
+	body := make([]byte, 0, 16<<20)
+	for len(body) < 16<<20 {
+		body = append(body, chunkHeader(0, 0, SchemeNone, 0)...)
+	}
+	info, err := parseXorb(body, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportMetric(float64(len(info.Chunks)), "chunks")
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseXorb(body, info.Hash); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

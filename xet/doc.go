@@ -1,0 +1,25 @@
+// Package xet implements the wire formats of Hugging Face's Xet CAS protocol
+// as pure functions: the hash string form, the BLAKE3 keyed hashes (chunk,
+// merkle aggregation, file, verification range and keyed dedup hashes), xorb
+// validation and building, shard parsing and building, HTTP Range parsing and
+// the reconstruction answer for a byte window of a file.
+//
+// The reference for every format is /work/shared/xet-protocol.md; section
+// numbers (§5.5 and so on) in comments refer to it.
+//
+// What this package does not do: no network, no files, no database, no
+// clock (functions that need the time take it as an argument), no logging.
+// Inputs arrive as byte slices the caller has already read with a size cap
+// (MaxXorbBytes, MaxShardBytes); the parsers never allocate more than a small
+// multiple of their input, and never panic on malformed input.
+//
+// Errors: every refusal wraps exactly one of the sentinels ErrBadHash,
+// ErrInvalidXorb, ErrInvalidShard, ErrHashMismatch, ErrTooLarge, ErrBadRange
+// or ErrRangeNotSatisfiable, usually inside a *FormatError that says where.
+// Test with errors.Is and errors.As, never by message. Errors returned by a
+// caller-supplied lookup function (chunks func(Hash) ...) are passed through
+// wrapped with %w, so the caller's own "not found" error stays detectable.
+//
+// All functions are safe for concurrent use; nothing here keeps state
+// between calls.
+package xet

@@ -1,0 +1,251 @@
+package xet
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/pierrec/lz4/v4"
+)
+
+// wantOneOf checks that a rejection is a *FormatError of one of kinds.
+func wantOneOf(t *testing.T, err error, kinds ...error) {
+	t.Helper()
+	var fe *FormatError
+	if !errors.As(err, &fe) {
+		t.Fatalf("got %T (%v), want *FormatError", err, err)
+	}
+	for _, k := range kinds {
+		if fe.Kind == k && errors.Is(err, k) {
+			return
+		}
+	}
+	t.Fatalf("error kind %v not one of %v", fe.Kind, kinds)
+}
+
+// xorbSeeds: every captured chunk of at most 16 KiB serialized as a
+// one-chunk xorb (the fuzzer slows to a crawl on inputs of megabytes; these
+// still cover real LZ4 and BG4 chunks of the client), built xorbs, footers
+// and BG4.
+func xorbSeeds(f *testing.F) [][]byte {
+	captured, _ := testdataSeeds(f)
+	var seeds [][]byte
+	for _, b := range captured {
+		info, err := parseXorb(b, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		var start uint32
+		for _, c := range info.Chunks {
+			if c.SerializedEnd-start <= 16<<10 {
+				seeds = append(seeds, b[start:c.SerializedEnd])
+			}
+			start = c.SerializedEnd
+		}
+	}
+	small, info := BuildXorb([][]byte{textBytes(1, 3000), randBytes(2, 100), {}}, true)
+	seeds = append(seeds, small, appendV1Footer(slices.Clone(small), info), appendV0Footer(slices.Clone(small), info))
+	g := textBytes(3, 999)
+	seeds = append(seeds, xorbOf(appendLZ4Frame(nil, bg4Split(g), &lz4.Compressor{}), SchemeBG4LZ4, len(g)))
+	seeds = append(seeds, nil, []byte("XETBLOB\x01"), chunkHeader(0, 0, 0, 0))
+	return seeds
+}
+
+func FuzzParseXorb(f *testing.F) {
+	for _, s := range xorbSeeds(f) {
+		f.Add(s)
+	}
+	f.Fuzz(fuzzXorb)
+}
+
+func fuzzXorb(t *testing.T, body []byte) {
+	{
+		var chunks [][]byte
+		info, err := parseXorb(body, func(_ int, d []byte) { chunks = append(chunks, slices.Clone(d)) })
+		if err != nil {
+			wantOneOf(t, err, ErrInvalidXorb, ErrTooLarge)
+			if _, err2 := ParseXorb(body, Hash{}); err2 == nil || errors.Is(err2, ErrHashMismatch) {
+				t.Fatalf("parseXorb refused (%v) but ParseXorb says %v", err, err2)
+			}
+			return
+		}
+		got, err := ParseXorb(body, info.Hash)
+		if err != nil {
+			t.Fatalf("ParseXorb with its own hash: %v", err)
+		}
+		if diff := cmp.Diff(info, got); diff != "" {
+			t.Fatalf("ParseXorb differs from parseXorb:\n%s", diff)
+		}
+		wrong := info.Hash
+		wrong[31] ^= 0x80
+		if _, err := ParseXorb(body, wrong); !errors.Is(err, ErrHashMismatch) {
+			t.Fatalf("wrong hash: %v", err)
+		}
+		// Invariants.
+		if len(chunks) != len(info.Chunks) || len(chunks) == 0 {
+			t.Fatalf("%d chunk data, %d chunks", len(chunks), len(info.Chunks))
+		}
+		if info.StreamLen != int64(info.Chunks[len(info.Chunks)-1].SerializedEnd) || info.StreamLen > int64(len(body)) ||
+			info.HadFooter != (info.StreamLen < int64(len(body))) {
+			t.Fatalf("StreamLen %d, body %d, HadFooter %v", info.StreamLen, len(body), info.HadFooter)
+		}
+		var unc uint64
+		var prevEnd uint32
+		for i, c := range info.Chunks {
+			unc += uint64(c.Size)
+			if c.UncompressedEnd != unc || c.SerializedEnd < prevEnd+ChunkHeaderBytes || int(c.Size) != len(chunks[i]) ||
+				c.Hash != ChunkHash(chunks[i]) || c.Size > MaxChunkBytes {
+				t.Fatalf("chunk %d: %+v (data %d bytes)", i, c, len(chunks[i]))
+			}
+			prevEnd = c.SerializedEnd
+		}
+		// The stored object (no footer) parses to the same chunks.
+		stored, err := ParseXorb(body[:info.StreamLen], info.Hash)
+		if err != nil || stored.HadFooter || !slices.Equal(stored.Chunks, info.Chunks) {
+			t.Fatalf("stored stream: %v, %+v", err, stored)
+		}
+		// Rebuilding from the decoded chunks gives the same xorb.
+		for _, compress := range []bool{false, true} {
+			rebuilt, rinfo := BuildXorb(chunks, compress)
+			if rinfo.Hash != info.Hash {
+				t.Fatalf("rebuilt (compress=%v) hash %s, want %s", compress, rinfo.Hash, info.Hash)
+			}
+			if _, err := ParseXorb(rebuilt, info.Hash); err != nil {
+				t.Fatalf("rebuilt (compress=%v): %v", compress, err)
+			}
+		}
+	}
+}
+
+func FuzzParseShard(f *testing.F) {
+	_, captured := testdataSeeds(f)
+	for _, s := range captured {
+		f.Add(s)
+	}
+	full, _ := testShard(f)
+	f.Add(full.MarshalUpload())
+	f.Add(BuildDedupShard(full.Xorbs, [32]byte{1}, time.Unix(100, 0), time.Unix(200, 0)))
+	f.Add((&Shard{}).MarshalUpload())
+	f.Add([]byte(nil))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s, err := ParseShard(body)
+		if err != nil {
+			wantOneOf(t, err, ErrInvalidShard, ErrTooLarge)
+			if s != nil {
+				t.Fatal("shard returned with error")
+			}
+			return
+		}
+		verified := -1
+		for i, fi := range s.Files {
+			if (fi.Verification != nil) != (fi.Flags&FileFlagVerification != 0) ||
+				(fi.SHA256 != nil) != (fi.Flags&FileFlagMetadataExt != 0) {
+				t.Fatalf("file %d: flags %#x disagree with parsed parts", i, fi.Flags)
+			}
+			if fi.Verification != nil && len(fi.Verification) != len(fi.Terms) {
+				t.Fatalf("file %d: %d verification entries for %d terms", i, len(fi.Verification), len(fi.Terms))
+			}
+			if v := boolInt(fi.Verification != nil); verified >= 0 && v != verified {
+				t.Fatal("mixed verification accepted")
+			} else {
+				verified = v
+			}
+			for _, tm := range fi.Terms {
+				if tm.ChunkStart >= tm.ChunkEnd {
+					t.Fatalf("empty term accepted: %+v", tm)
+				}
+			}
+		}
+		// Round trip through the upload form (footer dropped).
+		re := s.MarshalUpload()
+		s2, err := ParseShard(re)
+		if err != nil {
+			t.Fatalf("re-parse of MarshalUpload: %v", err)
+		}
+		want := *s
+		want.Footer = nil
+		if diff := cmp.Diff(&want, s2, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("round trip (-want +got):\n%s", diff)
+		}
+		if s.Footer == nil && len(re) != len(body) {
+			t.Fatalf("MarshalUpload is %d bytes, input %d", len(re), len(body))
+		}
+		// Its CAS blocks make a valid dedup shard.
+		d, err := ParseShard(BuildDedupShard(s.Xorbs, [32]byte{}, time.Unix(1, 0), time.Unix(2, 0)))
+		if err != nil || d.Footer == nil || len(d.Xorbs) != len(s.Xorbs) {
+			t.Fatalf("dedup shard of the CAS blocks: %v", err)
+		}
+	})
+}
+
+func FuzzParseRange(f *testing.F) {
+	for _, h := range []string{"", "bytes=0-99", "bytes=10-", "bytes=-5", "bytes=0-18446744073709551614",
+		"bytes=5-4", "bytes=0-1,2-3", "BYTES= 1 - 2", "bytes=-0", "bytes=99999999999999999999-"} {
+		for _, size := range []uint64{0, 1, 100, 1 << 40, 1<<64 - 1} {
+			f.Add(h, size)
+		}
+	}
+	f.Fuzz(func(t *testing.T, header string, size uint64) {
+		start, end, err := ParseRange(header, size)
+		if err != nil {
+			wantOneOf(t, err, ErrBadRange, ErrRangeNotSatisfiable)
+			if start != 0 || end != 0 || header == "" {
+				t.Fatalf("error %v with [%d, %d) for %q", err, start, end, header)
+			}
+			return
+		}
+		if start > end || end > size || (size > 0 && start == end) || (size == 0 && end != 0) {
+			t.Fatalf("%q, size %d: [%d, %d)", header, size, start, end)
+		}
+		if header == "" && (start != 0 || end != size) {
+			t.Fatalf("empty header gave [%d, %d)", start, end)
+		}
+		if start < end {
+			canon := fmt.Sprintf("bytes=%d-%d", start, end-1)
+			s2, e2, err := ParseRange(canon, size)
+			if err != nil || s2 != start || e2 != end {
+				t.Fatalf("canonical %q gave [%d, %d) %v, want [%d, %d)", canon, s2, e2, err, start, end)
+			}
+		}
+	})
+}
+
+func FuzzParseHash(f *testing.F) {
+	f.Add("d6834b04843aaf16f29903e2428a99be635099f9ea5056cc4e95e7ec8a41509f")
+	f.Add("D6834B04843AAF16F29903E2428A99BE635099F9EA5056CC4E95E7EC8A41509F")
+	f.Add(strings.Repeat("0", 64))
+	f.Add(strings.Repeat("g", 64))
+	f.Add("")
+	for _, name := range fixtureNames(f) {
+		for h := range loadFixture(f, name).xorbs {
+			f.Add(h.String())
+		}
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		h, err := ParseHash(s)
+		if err != nil {
+			wantOneOf(t, err, ErrBadHash)
+			if !h.IsZero() {
+				t.Fatal("non-zero hash with error")
+			}
+			return
+		}
+		if !strings.EqualFold(h.String(), s) {
+			t.Fatalf("ParseHash(%q).String() = %s", s, h)
+		}
+		back, err := ParseHash(h.String())
+		if err != nil || back != h {
+			t.Fatalf("round trip: %v", err)
+		}
+		text, _ := h.MarshalText()
+		if !bytes.Equal(text, []byte(h.String())) {
+			t.Fatalf("MarshalText %s", text)
+		}
+	})
+}

@@ -1,0 +1,339 @@
+package xet
+
+import (
+	"encoding/binary"
+	"strconv"
+
+	"github.com/pierrec/lz4/v4"
+)
+
+// Xorb limits (§5.1, §5.4).
+// MaxXorbChunks caps the chunks of one xorb. hf_xet cuts xorbs at 8192
+// chunks; the cap leaves room for other writers while bounding the work a
+// hostile xorb of empty chunks can cause.
+const MaxXorbChunks = 1 << 16
+
+const (
+	// MaxXorbBytes caps a serialized xorb body (footer included). The client
+	// cuts xorbs at 64 MiB of uncompressed data, so an incompressible xorb
+	// serializes to a little more; 1 MiB of slack covers 8-byte chunk
+	// headers for 8192 chunks and an old client's footer.
+	MaxXorbBytes = 64<<20 + 1<<20
+	// MaxChunkBytes caps one chunk's uncompressed size.
+	MaxChunkBytes = 128 << 10
+	// MaxCompressedChunkBytes caps one chunk's compressed_size field, as the
+	// client's reader does.
+	MaxCompressedChunkBytes = 2 * MaxChunkBytes
+	// ChunkHeaderBytes is the size of the header before each chunk's data.
+	ChunkHeaderBytes = 8
+)
+
+// Compression schemes of a chunk header (§5.2).
+const (
+	SchemeNone       = 0 // bytes stored as-is
+	SchemeLZ4        = 1 // one LZ4 frame
+	SchemeBG4LZ4     = 2 // byte grouping by 4, then one LZ4 frame
+	xorbFooterIdent  = "XETBLOB"
+	xorbHashesIdent  = "XBLBHSH"
+	xorbBoundsIdent  = "XBLBBND"
+	xorbFooterV0Base = 60 // + 36 per chunk
+	xorbFooterV1Base = 92 // + 40 per chunk
+)
+
+// XorbChunk describes one chunk of a validated xorb. Offsets are cumulative
+// ends, so chunk i occupies serialized bytes
+// [Chunks[i-1].SerializedEnd, Chunks[i].SerializedEnd) of the chunk stream
+// (header included; 0 for i == 0) and uncompressed bytes
+// [Chunks[i-1].UncompressedEnd, Chunks[i].UncompressedEnd) of the xorb's data.
+type XorbChunk struct {
+	Hash            Hash
+	Size            uint32 // uncompressed bytes
+	SerializedEnd   uint32 // end offset of this chunk in the chunk stream, header included
+	UncompressedEnd uint64 // end offset of this chunk in the uncompressed data
+}
+
+// XorbInfo is what ParseXorb learned about a valid xorb.
+type XorbInfo struct {
+	Hash   Hash
+	Chunks []XorbChunk
+	// StreamLen is the length of the chunk stream: the body without any
+	// footer. The object to store is body[:StreamLen]; fetch byte ranges
+	// index into it.
+	StreamLen int64
+	// HadFooter reports that the upload carried a V0/V1 metadata footer
+	// (clients before hf_xet 1.1.4).
+	HadFooter bool
+}
+
+// UncompressedSize returns the total uncompressed bytes of the xorb.
+func (x XorbInfo) UncompressedSize() uint64 {
+	if len(x.Chunks) == 0 {
+		return 0
+	}
+	return x.Chunks[len(x.Chunks)-1].UncompressedEnd
+}
+
+// Leaves returns the xorb's chunks as merkle leaves.
+func (x XorbInfo) Leaves() []Leaf { return chunkLeaves(x.Chunks) }
+
+func chunkLeaves(chunks []XorbChunk) []Leaf {
+	leaves := make([]Leaf, len(chunks))
+	for i, c := range chunks {
+		leaves[i] = Leaf{Hash: c.Hash, Size: uint64(c.Size)}
+	}
+	return leaves
+}
+
+// ParseXorb validates a whole serialized xorb as uploaded to
+// POST /v1/xorbs (§5.5) and checks that its hash is want.
+//
+// It checks every chunk header (version 0, scheme 0, 1 or 2, uncompressed
+// size <= MaxChunkBytes, compressed size <= MaxCompressedChunkBytes and within
+// the body), decompresses LZ4 and BG4 chunks into one reused buffer capped
+// at the header's uncompressed size, requires the decompressed length to
+// equal the header's, and hashes every chunk. An optional V0/V1 metadata
+// footer (old clients) must be well formed, agree on the chunk count and be
+// followed by its u32 length; its hashes and offsets are not compared with
+// the data, and it is not part of StreamLen. At least one chunk is required.
+//
+// Errors: ErrTooLarge if len(body) > MaxXorbBytes; ErrInvalidXorb for any
+// format problem; ErrHashMismatch if the data is well formed but its
+// aggregated hash is not want. On error the XorbInfo is zero.
+//
+// ParseXorb does not copy scheme-0 chunk data; body is only read, and the
+// returned XorbInfo does not refer to it. Besides a fixed ~300 KiB of
+// buffers and hashers, memory use is 48 bytes per chunk for
+// XorbInfo.Chunks; as every chunk takes at least 8 bytes of body, that is
+// at most 6 × len(body) for a hostile xorb of empty chunks (hf_xet writes
+// at most 8192 chunks per xorb).
+func ParseXorb(body []byte, want Hash) (XorbInfo, error) {
+	info, err := parseXorb(body, nil)
+	if err != nil {
+		return XorbInfo{}, err
+	}
+	if info.Hash != want {
+		return XorbInfo{}, formatErr(ErrHashMismatch, -1,
+			"xorb hash is "+info.Hash.String()+", want "+want.String())
+	}
+	return info, nil
+}
+
+// parseXorb validates body and computes its hash without comparing it.
+// If each is not nil it is called with every chunk's uncompressed data (which
+// is only valid during the call).
+func parseXorb(body []byte, each func(i int, data []byte)) (XorbInfo, error) {
+	if len(body) > MaxXorbBytes {
+		return XorbInfo{}, formatErr(ErrTooLarge, -1,
+			"xorb body is "+strconv.Itoa(len(body))+" bytes, limit "+strconv.Itoa(MaxXorbBytes))
+	}
+	if len(body) == 0 {
+		return XorbInfo{}, xorbErr(-1, "empty body")
+	}
+	var (
+		kh       = newKeyedHasher(&dataKey)
+		agg      AggregatedHasher
+		chunks   = make([]XorbChunk, 0, countChunkHeaders(body))
+		scratch  []byte // decompression output, allocated on first compressed chunk
+		grouped  []byte // BG4 intermediate, allocated on first BG4 chunk
+		unpacked uint64
+		off      int
+		info     XorbInfo
+	)
+	for off < len(body) {
+		rest := body[off:]
+		if len(rest) >= len(xorbFooterIdent) && string(rest[:len(xorbFooterIdent)]) == xorbFooterIdent {
+			if err := checkXorbFooter(body, off, len(chunks)); err != nil {
+				return XorbInfo{}, err
+			}
+			info.HadFooter = true
+			break
+		}
+		if len(rest) < ChunkHeaderBytes {
+			return XorbInfo{}, xorbErr(off, "truncated chunk header")
+		}
+		version := rest[0]
+		csize := int(rest[1]) | int(rest[2])<<8 | int(rest[3])<<16
+		scheme := rest[4]
+		usize := int(rest[5]) | int(rest[6])<<8 | int(rest[7])<<16
+		switch {
+		case version != 0:
+			return XorbInfo{}, xorbErr(off, "chunk header version "+strconv.Itoa(int(version))+", want 0")
+		case scheme > SchemeBG4LZ4:
+			return XorbInfo{}, xorbErr(off+4, "unknown compression scheme "+strconv.Itoa(int(scheme)))
+		case usize > MaxChunkBytes:
+			return XorbInfo{}, xorbErr(off+5, "chunk uncompressed size "+strconv.Itoa(usize)+" over limit "+strconv.Itoa(MaxChunkBytes))
+		case csize > MaxCompressedChunkBytes:
+			return XorbInfo{}, xorbErr(off+1, "chunk compressed size "+strconv.Itoa(csize)+" over limit "+strconv.Itoa(MaxCompressedChunkBytes))
+		case csize > len(rest)-ChunkHeaderBytes:
+			return XorbInfo{}, xorbErr(off+1, "chunk data ("+strconv.Itoa(csize)+" bytes) extends past the end of the body")
+		}
+		dataOff := off + ChunkHeaderBytes
+		payload := body[dataOff : dataOff+csize]
+		var data []byte
+		switch scheme {
+		case SchemeNone:
+			if csize != usize {
+				return XorbInfo{}, xorbErr(off, "uncompressed chunk: compressed size "+strconv.Itoa(csize)+" != uncompressed size "+strconv.Itoa(usize))
+			}
+			data = payload
+		case SchemeLZ4, SchemeBG4LZ4:
+			if scratch == nil {
+				scratch = make([]byte, MaxChunkBytes)
+			}
+			n, eoff, reason := decodeLZ4Frame(payload, scratch[:usize])
+			if reason != "" {
+				return XorbInfo{}, xorbErr(dataOff+eoff, reason)
+			}
+			if n != usize {
+				return XorbInfo{}, xorbErr(off, "chunk decompresses to "+strconv.Itoa(n)+" bytes, header says "+strconv.Itoa(usize))
+			}
+			data = scratch[:n]
+			if scheme == SchemeBG4LZ4 {
+				if grouped == nil {
+					grouped = make([]byte, MaxChunkBytes)
+				}
+				bg4Regroup(data, grouped[:n])
+				data = grouped[:n]
+			}
+		}
+		if each != nil {
+			each(len(chunks), data)
+		}
+		off = dataOff + csize
+		unpacked += uint64(usize)
+		h := kh.sum(data)
+		agg.Add(Leaf{Hash: h, Size: uint64(usize)})
+		if len(chunks) == MaxXorbChunks {
+			return XorbInfo{}, xorbErr(off, "more than "+strconv.Itoa(MaxXorbChunks)+" chunks")
+		}
+		chunks = append(chunks, XorbChunk{
+			Hash:            h,
+			Size:            uint32(usize),
+			SerializedEnd:   uint32(off),
+			UncompressedEnd: unpacked,
+		})
+	}
+	if len(chunks) == 0 {
+		return XorbInfo{}, xorbErr(0, "xorb has no chunks")
+	}
+	info.Hash = agg.Sum()
+	info.Chunks = chunks
+	info.StreamLen = int64(chunks[len(chunks)-1].SerializedEnd)
+	return info, nil
+}
+
+// countChunkHeaders walks the chunk headers of body without checking or
+// decoding anything and returns how many fit, as a capacity hint: one
+// allocation of the chunk list instead of repeated growth.
+func countChunkHeaders(body []byte) int {
+	n := 0
+	for off := 0; len(body)-off >= ChunkHeaderBytes && body[off] == 0; n++ {
+		off += ChunkHeaderBytes + (int(body[off+1]) | int(body[off+2])<<8 | int(body[off+3])<<16)
+	}
+	return n
+}
+
+// checkXorbFooter validates a V0 or V1 footer starting at body[off:] and the
+// u32 length after it (§5.3). numChunks is the number of chunks before it.
+func checkXorbFooter(body []byte, off, numChunks int) error {
+	if len(body)-off < len(xorbFooterIdent)+1+4 {
+		return xorbErr(off, "truncated xorb footer")
+	}
+	footerLen := len(body) - off - 4
+	if got := binary.LittleEndian.Uint32(body[len(body)-4:]); uint64(got) != uint64(footerLen) {
+		return xorbErr(len(body)-4, "xorb footer length field is "+strconv.FormatUint(uint64(got), 10)+
+			", footer is "+strconv.Itoa(footerLen)+" bytes")
+	}
+	f := body[off : off+footerLen]
+	u32 := func(at int) uint64 { return uint64(binary.LittleEndian.Uint32(f[at:])) }
+	n := uint64(numChunks)
+	switch f[7] {
+	case 0:
+		// ident, version, xorb_hash, num_chunks, boundaries u32×n, hashes 32×n, 16-byte buffer
+		if len(f) < 44 {
+			return xorbErr(off, "truncated V0 xorb footer")
+		}
+		if u32(40) != n {
+			return xorbErr(off+40, "V0 footer chunk count "+strconv.FormatUint(u32(40), 10)+", xorb has "+strconv.Itoa(numChunks))
+		}
+		if uint64(len(f)) != xorbFooterV0Base+36*n {
+			return xorbErr(off, "V0 footer length "+strconv.Itoa(len(f))+" does not match its chunk count")
+		}
+		return nil
+	case 1:
+		if uint64(len(f)) != xorbFooterV1Base+40*n {
+			return xorbErr(off, "V1 footer length "+strconv.Itoa(len(f))+" does not fit "+strconv.Itoa(numChunks)+" chunks")
+		}
+		// Layout with n chunks: ident(7) version(1) hash(32) | XBLBHSH(7) v(1)
+		// n(4) hashes(32n) | XBLBBND(7) v(1) n(4) bounds(4n) unpacked(4n) |
+		// n(4) hashes_off(4) bounds_off(4) buffer(16).
+		hs := 40
+		bs := hs + 12 + 32*numChunks
+		tail := bs + 12 + 8*numChunks
+		switch {
+		case string(f[hs:hs+7]) != xorbHashesIdent || f[hs+7] != 0:
+			return xorbErr(off+hs, "bad hashes section in V1 xorb footer")
+		case string(f[bs:bs+7]) != xorbBoundsIdent || f[bs+7] != 1:
+			return xorbErr(off+bs, "bad boundaries section in V1 xorb footer")
+		case u32(hs+8) != n || u32(bs+8) != n || u32(tail) != n:
+			return xorbErr(off, "V1 footer chunk counts disagree with the xorb's "+strconv.Itoa(numChunks)+" chunks")
+		case u32(tail+4) != uint64(len(f)-hs) || u32(tail+8) != uint64(len(f)-bs):
+			return xorbErr(off+tail, "V1 footer section offsets are wrong")
+		}
+		return nil
+	}
+	return xorbErr(off+7, "unknown xorb footer version "+strconv.Itoa(int(f[7])))
+}
+
+// BuildXorb serializes chunks as an upload body without footer, the way
+// hf_xet >= 1.1.4 sends it: each chunk is stored with scheme 0, or with
+// scheme 1 (one LZ4 frame) when compress is true and that is smaller.
+// It returns the body and the XorbInfo that ParseXorb would return for it.
+//
+// Chunks longer than MaxChunkBytes are split into MaxChunkBytes pieces (so
+// the result is always valid); empty chunks are kept. With no chunks the
+// body is empty and the info zero, which ParseXorb rejects.
+func BuildXorb(chunks [][]byte, compress bool) ([]byte, XorbInfo) {
+	total := 0
+	for _, c := range chunks {
+		total += len(c) + ChunkHeaderBytes*(1+len(c)/MaxChunkBytes)
+	}
+	body := make([]byte, 0, total)
+	info := XorbInfo{Chunks: make([]XorbChunk, 0, len(chunks))}
+	kh := newKeyedHasher(&dataKey)
+	var comp lz4.Compressor
+	var frame []byte
+	var unpacked uint64
+	add := func(c []byte) {
+		scheme, payload := byte(SchemeNone), c
+		if compress && len(c) > 0 {
+			frame = appendLZ4Frame(frame[:0], c, &comp)
+			if len(frame) < len(c) {
+				scheme, payload = SchemeLZ4, frame
+			}
+		}
+		cs, us := len(payload), len(c)
+		body = append(body, 0, byte(cs), byte(cs>>8), byte(cs>>16), scheme, byte(us), byte(us>>8), byte(us>>16))
+		body = append(body, payload...)
+		unpacked += uint64(us)
+		info.Chunks = append(info.Chunks, XorbChunk{
+			Hash:            kh.sum(c),
+			Size:            uint32(us),
+			SerializedEnd:   uint32(len(body)),
+			UncompressedEnd: unpacked,
+		})
+	}
+	for _, c := range chunks {
+		for len(c) > MaxChunkBytes {
+			add(c[:MaxChunkBytes])
+			c = c[MaxChunkBytes:]
+		}
+		add(c)
+	}
+	if len(info.Chunks) == 0 {
+		return body, XorbInfo{}
+	}
+	info.Hash = AggregatedHash(chunkLeaves(info.Chunks))
+	info.StreamLen = int64(len(body))
+	return body, info
+}
