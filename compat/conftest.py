@@ -9,11 +9,16 @@
   stopped when the test ends.
 - `XetClient`: runs hf_xet in a subprocess (compat/xet_driver.py) with an
   isolated HF_XET_CACHE / HF_HOME and short retry settings.
+- `HubClient`: the `hf` CLI and HfApi (compat/hub_driver.py) of one token,
+  in subprocesses with HF_ENDPOINT at the server and isolated caches.
+- helpers: write_random / sha256_file for data, and request_intervals,
+  peak_rate, peak_in_flight for the request log.
 
 The server's stderr is its request log (one line per request). It is saved to
 a file; the part written during a failed test is attached to the report.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -26,6 +31,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -429,6 +435,192 @@ class XetClient:
     def session_download(self, files):
         return self._ok("session_download", files=[
             {"dest": str(d), "hash": h, "file_size": s} for d, h, s in files])
+
+
+# --------------------------------------------------------------------------
+# the Hub clients: the `hf` CLI and HfApi (huggingface_hub), in subprocesses
+
+HF_CLI_TIMEOUT_S = 300.0
+HUB_DRIVER = COMPAT_DIR / "hub_driver.py"
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def hf_binary():
+    """The `hf` CLI of the interpreter running the tests (the repo venv)."""
+    p = Path(sys.executable).parent / "hf"
+    if p.is_file():
+        return p
+    w = shutil.which("hf")
+    if w is None:
+        pytest.fail("the hf CLI (huggingface_hub) is not installed next to "
+                    f"{sys.executable}: pip install -r compat/requirements.txt")
+    return Path(w)
+
+
+class CliResult:
+    def __init__(self, args, returncode, stdout, stderr):
+        self.args = args
+        self.returncode = returncode
+        self.stdout = stdout
+        self.stderr = stderr
+
+    @property
+    def output(self):
+        """stdout and stderr together, without ANSI colours."""
+        return _ANSI.sub("", self.stdout + "\n" + self.stderr)
+
+    def __repr__(self):
+        return (f"<hf {' '.join(self.args)} exit={self.returncode}>\n"
+                f"--- stdout\n{self.stdout[-6000:]}\n--- stderr\n{self.stderr[-6000:]}")
+
+
+class HubClient:
+    """The stock Hub clients (hf CLI, HfApi) of one tenant's token against one
+    server. workdir holds this client's HF_HOME and HF_XET_CACHE."""
+
+    def __init__(self, endpoint, token, workdir, extra_env=None):
+        self.endpoint = endpoint
+        self.token = token
+        self.workdir = Path(workdir)
+        self.extra_env = dict(extra_env or {})
+        for d in ("hf-home", "xet-cache"):
+            (self.workdir / d).mkdir(parents=True, exist_ok=True)
+
+    def env(self):
+        env = _clean_env()
+        env.update({
+            "HF_ENDPOINT": self.endpoint,
+            "HF_TOKEN": self.token,
+            "HF_HOME": str(self.workdir / "hf-home"),
+            "HF_XET_CACHE": str(self.workdir / "xet-cache"),
+            "HF_HUB_DISABLE_UPDATE_CHECK": "1",
+            "HF_HUB_DISABLE_TELEMETRY": "1",
+            "HF_HUB_DISABLE_PROGRESS_BARS": "1",
+            "HF_XET_TELEMETRY_ENABLED": "false",
+            "HF_XET_CLIENT_RETRY_BASE_DELAY": "100ms",
+            "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "3",
+            "NO_COLOR": "1",
+        })
+        env.update(self.extra_env)
+        return env
+
+    def hf(self, *args, timeout=HF_CLI_TIMEOUT_S, cwd=None):
+        """Run `hf ARGS`; returns a CliResult whatever the exit code."""
+        args = [str(a) for a in args]
+        try:
+            r = subprocess.run([str(hf_binary()), *args], capture_output=True, text=True,
+                               env=self.env(), timeout=timeout, cwd=cwd or self.workdir,
+                               stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as e:
+            raise AssertionError(f"hf {' '.join(args)} did not finish in {timeout}s\n"
+                                 f"stdout:\n{e.stdout}\nstderr:\n{e.stderr}") from None
+        return CliResult(args, r.returncode, r.stdout, r.stderr)
+
+    def hf_ok(self, *args, **kw):
+        r = self.hf(*args, **kw)
+        assert r.returncode == 0, f"hf {' '.join(r.args)} failed:\n{r!r}"
+        return r
+
+    def api_call(self, method, timeout=HF_CLI_TIMEOUT_S, **kwargs):
+        """HfApi().method(**kwargs) in a fresh interpreter; returns the driver's
+        JSON answer ({"ok": ...})."""
+        payload = json.dumps({"method": method, "kwargs": kwargs})
+        r = subprocess.run([sys.executable, str(HUB_DRIVER)], input=payload,
+                           capture_output=True, text=True, env=self.env(), timeout=timeout,
+                           cwd=self.workdir)
+        lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+        if r.returncode != 0 or not lines:
+            raise AssertionError(f"hub driver crashed on {method} (exit {r.returncode})\n"
+                                 f"stdout:\n{r.stdout[-4000:]}\nstderr:\n{r.stderr[-8000:]}")
+        return json.loads(lines[-1])
+
+    def api(self, method, **kwargs):
+        """HfApi().method(**kwargs); fails the test if the client raised."""
+        out = self.api_call(method, **kwargs)
+        assert out["ok"], f"HfApi.{method}({kwargs}) raised {out['error_type']}: {out['error']}"
+        return out["result"]
+
+
+# --------------------------------------------------------------------------
+# data and request-log helpers shared by the test modules
+
+KiB = 1 << 10
+MiB = 1 << 20
+GiB = 1 << 30
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(4 * MiB)
+            if not b:
+                return h.hexdigest()
+            h.update(b)
+
+
+def write_random(path, size, seed, block=8 * MiB):
+    """size pseudo-random bytes from seed (SHAKE-128 per block: about
+    0.6 GiB/s, ten times random.randbytes); returns their sha256."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    h = hashlib.sha256()
+    with open(path, "wb") as f:
+        i, left = 0, size
+        while left:
+            n = min(block, left)
+            b = hashlib.shake_128(f"{seed}/{i}".encode()).digest(n)
+            h.update(b)
+            f.write(b)
+            left -= n
+            i += 1
+    return h.hexdigest()
+
+
+_GO_DUR = re.compile(r"(\d+(?:\.\d*)?)(ns|us|µs|μs|ms|s|m|h)")
+_GO_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_go_duration(s):
+    """A Go time.Duration string ("1.5ms", "2m3.1s", "850µs") in seconds."""
+    if s in ("0", "0s"):
+        return 0.0
+    parts = _GO_DUR.findall(s)
+    if not parts or "".join(n + u for n, u in parts) != s:
+        raise ValueError(f"not a Go duration: {s!r}")
+    return sum(float(n) * _GO_UNIT[u] for n, u in parts)
+
+
+def request_intervals(entries):
+    """(start, end) in seconds since the epoch for each request-log entry: the
+    line's time is written when the answer is done; start = end - duration."""
+    out = []
+    for e in entries:
+        end = datetime.fromisoformat(e["time"]).timestamp()
+        out.append((end - parse_go_duration(e["duration"]), end))
+    return out
+
+
+def peak_rate(intervals, window=1.0):
+    """Most requests started within any `window` seconds."""
+    starts = sorted(s for s, _ in intervals)
+    best, j = 0, 0
+    for i, s in enumerate(starts):
+        while starts[j] <= s - window:
+            j += 1
+        best = max(best, i - j + 1)
+    return best
+
+
+def peak_in_flight(intervals):
+    """Most requests in progress at once."""
+    ev = [(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals]
+    ev.sort(key=lambda x: (x[0], x[1]))  # an end before a start at the same instant
+    cur = best = 0
+    for _, d in ev:
+        cur += d
+        best = max(best, cur)
+    return best
 
 
 # --------------------------------------------------------------------------

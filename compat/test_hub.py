@@ -1,0 +1,434 @@
+"""The Hub API end to end with the stock clients: `hf repos create`,
+`hf upload`, `hf download` and HfApi (huggingface_hub, with hf_xet for the
+large files) against a real `openxet serve`.
+
+One server per module. Tenant alice creates repos under her namespace; bob is
+a second tenant that must not see them; carol has a small quota. Every
+client runs in its own interpreter with its own HF_HOME and HF_XET_CACHE
+(conftest.HubClient), and every download goes into a fresh directory, so
+bytes come from the server, never from a local cache.
+"""
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import KiB, MiB, HubClient, sha256_file, write_random
+
+XET_UPLOAD = ("POST", re.compile(r"^/v1/xorbs/default/[0-9a-f]{64}$"))
+SHARD_UPLOAD = ("POST", re.compile(r"^/v[12]/shards$"))
+RECONSTRUCTION = ("GET", re.compile(r"^/v[12]/reconstructions/[0-9a-f]{64}$"))
+FETCH = ("GET", re.compile(r"^/v1/fetch/[0-9a-f]{64}$"))
+SHA_RE = re.compile(r"/commit/([0-9a-f]{40})\b")
+# What preupload sends through Xet ("lfs" mode); smaller files are "regular".
+REGULAR_MAX = 64 * KiB
+
+
+# --------------------------------------------------------------------------
+# helpers
+
+
+@dataclass
+class RepoFiles:
+    """A local folder uploaded to a repo: repo path -> (local file, sha256, size)."""
+    repo_id: str
+    repo_type: str
+    folder: Path
+    files: dict
+    commit: str = ""
+
+    def expected(self):
+        return {p: sha for p, (_, sha, _) in self.files.items()}
+
+
+def _text(size, seed):
+    words = [f"w{seed}x{i}" for i in range(97)]
+    out, i = [], 0
+    while sum(map(len, out)) < size:
+        out.append(words[(i * 31 + seed) % len(words)] + (" " if i % 13 else "\n"))
+        i += 1
+    return "".join(out).encode()[:size]
+
+
+def make_folder(root, spec, seed):
+    """spec: {repo path: size or bytes}. Sizes > 64 KiB get random bytes,
+    smaller ones text. Returns {path: (file, sha256, size)}."""
+    files = {}
+    for i, (rel, what) in enumerate(sorted(spec.items())):
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(what, bytes):
+            p.write_bytes(what)
+        elif what > REGULAR_MAX:
+            write_random(p, what, f"{seed}/{rel}")
+        else:
+            p.write_bytes(_text(what, i + 7 * seed))
+        files[rel] = (p, sha256_file(p), p.stat().st_size)
+    return files
+
+
+def tree_shas(root):
+    """{relative path: sha256} of every file under root (symlinks followed)."""
+    root = Path(root)
+    return {p.relative_to(root).as_posix(): sha256_file(p)
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def commit_of(result):
+    m = SHA_RE.search(result.output)
+    assert m, f"no commit URL in the hf output:\n{result!r}"
+    return m.group(1)
+
+
+def matching(entries, route, status=None):
+    method, pat = route
+    return [e for e in entries if e.get("method") == method and pat.match(e.get("path", ""))
+            and (status is None or e.get("status") == str(status))]
+
+
+def snapshot_dir(cache_dir, repo_id, repo_type="model"):
+    """The single snapshot folder of a repo in a huggingface_hub cache."""
+    base = Path(cache_dir) / f"{repo_type}s--{repo_id.replace('/', '--')}" / "snapshots"
+    snaps = [p for p in base.iterdir() if p.is_dir()]
+    assert len(snaps) == 1, f"expected one snapshot under {base}, found {snaps}"
+    return snaps[0]
+
+
+def human_bytes(n):
+    """openxet's humanBytes (server/errors.go), as quota messages print sizes."""
+    if n < 0:
+        return "unlimited"
+    if n < 1024:
+        return f"{n} B"
+    div, exp, m = 1024, 0, n // 1024
+    while m >= 1024:
+        div *= 1024
+        exp += 1
+        m //= 1024
+    return f"{n / div:.1f} {'KMGTPE'[exp]}iB"
+
+
+# --------------------------------------------------------------------------
+# fixtures
+
+
+@pytest.fixture(scope="module")
+def alice_token(server):
+    return server.make_credential("alice")
+
+
+@pytest.fixture(scope="module")
+def alice(server, alice_token, tmp_path_factory):
+    return HubClient(server.url, alice_token, tmp_path_factory.mktemp("hub-alice"))
+
+
+def fresh(server, token, tmp_path, name="client"):
+    """A client with empty HF_HOME and xet cache: nothing it reads is local."""
+    return HubClient(server.url, token, tmp_path / name)
+
+
+MODEL_SPEC = {
+    "README.md": _text(1500, 1),
+    "config.json": b'{"architectures": ["OpenxetCompat"], "hidden_size": 64}\n',
+    "notes/a.txt": 3 * KiB,
+    "notes/b.txt": 5 * KiB,
+    "sub/empty.txt": b"",
+    "sub/medium.bin": 100 * KiB,
+    "sub/deep/big-3m.bin": 3 * MiB,
+    "sub/deep/big-7m.bin": 7 * MiB + 123,
+    "sub/deep/big-20m.bin": 20 * MiB,
+}
+
+
+@pytest.fixture(scope="module")
+def model(server, alice, alice_token, tmp_path_factory):
+    """`hf repos create hub-model` then `hf upload alice/hub-model FOLDER`."""
+    root = tmp_path_factory.mktemp("model-folder")
+    files = make_folder(root, MODEL_SPEC, seed=1)
+    created = alice.hf_ok("repos", "create", "hub-model")
+    assert "alice/hub-model" in created.output, created
+    mark = server.log_mark()
+    up = alice.hf_ok("upload", "alice/hub-model", root, "--commit-message", "first upload")
+    rf = RepoFiles("alice/hub-model", "model", root, files, commit_of(up))
+    rf.upload_requests = server.requests_since(mark)
+    rf.upload_output = up.output
+    rf.token = alice_token
+    return rf
+
+
+# --------------------------------------------------------------------------
+# model repo: upload and download
+
+
+def test_hf_upload_folder_goes_through_xet(model):
+    reqs = model.upload_requests
+    by = lambda m, p: [e for e in reqs if e["method"] == m and re.fullmatch(p, e["path"])]  # noqa: E731
+    pre = by("POST", r"/api/models/alice/hub-model/preupload/main")
+    assert pre and all(e["status"] == "200" for e in pre), pre
+    assert [e["status"] for e in by("GET", r"/api/models/alice/hub-model/xet-write-token/main")] == ["200"]
+    xorbs = matching(reqs, XET_UPLOAD)
+    assert xorbs and all(e["status"] == "200" for e in xorbs), xorbs
+    # Everything sent through Xet: the four files over 64 KiB (~30 MiB).
+    large = sum(size for _, _, size in model.files.values() if size > REGULAR_MAX)
+    assert sum(int(e["bytes_in"]) for e in xorbs) >= large
+    assert [e["status"] for e in matching(reqs, SHARD_UPLOAD)] == ["200"]
+    commits = by("POST", r"/api/models/alice/hub-model/commit/main")
+    assert [e["status"] for e in commits] == ["200"]
+    # The commit carries the regular files inline, so it is larger than them.
+    small = sum(size for _, _, size in model.files.values() if size <= REGULAR_MAX)
+    assert int(commits[0]["bytes_in"]) > small
+    errors = [e for e in reqs if e["status"][0] in "45"
+              and not (e["path"] == "/api/repos/create" and e["status"] == "409")  # exist_ok
+              and not e["path"].startswith("/v1/xorb-grants/")  # hf_xet 1.8 probes; 404
+              and not e["path"].startswith("/v1/chunks/")]  # dedup misses; 404
+    assert not errors, errors
+
+
+def test_hf_download_single_files(server, alice_token, model, tmp_path):
+    client = fresh(server, alice_token, tmp_path)
+    picks = ["README.md", "notes/b.txt", "sub/medium.bin", "sub/deep/big-7m.bin"]
+    mark = server.log_mark()
+    for i, rel in enumerate(picks):
+        dest = tmp_path / f"local-{i}"
+        r = client.hf_ok("download", model.repo_id, rel, "--local-dir", dest)
+        got = dest / rel
+        assert got.is_file(), r
+        assert sha256_file(got) == model.files[rel][1], rel
+    reqs = server.requests_since(mark)
+    # The xet files came through the CAS, the small ones from resolve.
+    assert matching(reqs, RECONSTRUCTION, 200), reqs
+    assert matching(reqs, FETCH), reqs
+    got_small = [e for e in reqs if e["method"] == "GET" and e["path"] == "/alice/hub-model/resolve/main/README.md"]
+    assert got_small and got_small[-1]["status"] == "200", reqs
+
+
+def test_hf_download_single_file_to_cache(server, alice_token, model, tmp_path):
+    client = fresh(server, alice_token, tmp_path)
+    cache = tmp_path / "cache"
+    client.hf_ok("download", model.repo_id, "sub/deep/big-3m.bin", "--cache-dir", cache)
+    snap = snapshot_dir(cache, model.repo_id)
+    assert snap.name == model.commit
+    assert sha256_file(snap / "sub/deep/big-3m.bin") == model.files["sub/deep/big-3m.bin"][1]
+
+
+def test_hf_download_snapshot_fresh_cache(server, alice_token, model, tmp_path):
+    client = fresh(server, alice_token, tmp_path)
+    cache = tmp_path / "cache"
+    mark = server.log_mark()
+    client.hf_ok("download", model.repo_id, "--cache-dir", cache)
+    reqs = server.requests_since(mark)
+    snap = snapshot_dir(cache, model.repo_id)
+    assert snap.name == model.commit
+    assert tree_shas(snap) == model.expected()
+    # The tree listing carries xetHash, so the large files skip the HEAD and
+    # go straight to the CAS: one reconstruction per xet file.
+    xet_files = [p for p, (_, _, size) in model.files.items() if size > REGULAR_MAX]
+    recon = matching(reqs, RECONSTRUCTION, 200)
+    assert len({e["path"] for e in recon}) == len(xet_files), recon
+    bad = [e for e in reqs if e["status"][0] in "45"]
+    assert not bad, bad
+
+
+def test_list_repo_files_and_file_exists(alice, model):
+    listed = alice.api("list_repo_files", repo_id=model.repo_id)
+    assert sorted(listed) == sorted(model.files)
+    for rel in ("README.md", "sub/empty.txt", "sub/deep/big-20m.bin"):
+        assert alice.api("file_exists", repo_id=model.repo_id, filename=rel) is True, rel
+    assert alice.api("file_exists", repo_id=model.repo_id, filename="no/such/file.bin") is False
+    assert alice.api("file_exists", repo_id=model.repo_id, filename="sub/deep") is False
+    assert alice.api("repo_exists", repo_id=model.repo_id) is True
+    assert alice.api("repo_exists", repo_id="alice/no-such-repo") is False
+
+
+def test_repo_info_returns_sha_and_files(alice, model):
+    info = alice.api("repo_info", repo_id=model.repo_id, files_metadata=True)
+    assert info["sha"] == model.commit
+    sizes = {s["rfilename"]: s["size"] for s in info["siblings"]}
+    assert sizes == {p: size for p, (_, _, size) in model.files.items()}
+    lfs = {s["rfilename"]: s["lfs"]["sha256"] for s in info["siblings"] if s.get("lfs")}
+    assert lfs == {p: sha for p, (_, sha, size) in model.files.items() if size > REGULAR_MAX}
+    tree = alice.api("list_repo_tree", repo_id=model.repo_id, recursive=True)
+    folders = {e["path"] for e in tree if "tree_id" in e}
+    assert folders == {"notes", "sub", "sub/deep"}, tree
+    tree_files = {e["path"]: e for e in tree if "blob_id" in e}
+    assert set(tree_files) == set(model.files)
+    for p, (_, sha, size) in model.files.items():
+        assert tree_files[p]["size"] == size, tree_files[p]
+        if size > REGULAR_MAX:
+            assert tree_files[p]["lfs"]["sha256"] == sha, tree_files[p]
+
+
+# --------------------------------------------------------------------------
+# a second commit, then a deletion
+
+
+def test_second_upload_new_commit_and_delete(server, alice, alice_token, tmp_path):
+    repo = "alice/hub-edit"
+    alice.hf_ok("repos", "create", repo)
+    v1 = make_folder(tmp_path / "v1", {"keep.txt": 2 * KiB, "data/blob.bin": 2 * MiB,
+                                       "data/small.txt": 1 * KiB}, seed=2)
+    c1 = commit_of(alice.hf_ok("upload", repo, tmp_path / "v1"))
+
+    # Changed content: a single file to a path in the repo, then a folder.
+    new_blob = tmp_path / "new-blob.bin"
+    new_sha = write_random(new_blob, 3 * MiB + 5, "edit/blob-v2")
+    c2 = commit_of(alice.hf_ok("upload", repo, new_blob, "data/blob.bin"))
+    assert c2 != c1
+    v2 = make_folder(tmp_path / "v2", {"data/small.txt": b"changed small text\n"}, seed=3)
+    c3 = commit_of(alice.hf_ok("upload", repo, tmp_path / "v2"))
+    assert c3 not in (c1, c2)
+    assert alice.api("repo_info", repo_id=repo)["sha"] == c3
+
+    want = {"keep.txt": v1["keep.txt"][1], "data/blob.bin": new_sha,
+            "data/small.txt": v2["data/small.txt"][1]}
+    client = fresh(server, alice_token, tmp_path, "reader")
+    client.hf_ok("download", repo, "--local-dir", tmp_path / "dl-v3")
+    got = {k: v for k, v in tree_shas(tmp_path / "dl-v3").items() if not k.startswith(".cache/")}
+    assert got == want
+
+    # The old revision still has the old bytes.
+    client.hf_ok("download", repo, "data/blob.bin", "--revision", c1, "--local-dir", tmp_path / "dl-v1")
+    assert sha256_file(tmp_path / "dl-v1/data/blob.bin") == v1["data/blob.bin"][1]
+
+    # Delete a file with HfApi.
+    out = alice.api("delete_file", repo_id=repo, path_in_repo="data/blob.bin")
+    c4 = out["oid"]
+    assert c4 not in (c1, c2, c3) and re.fullmatch(r"[0-9a-f]{40}", c4), out
+    assert sorted(alice.api("list_repo_files", repo_id=repo)) == ["data/small.txt", "keep.txt"]
+    assert alice.api("file_exists", repo_id=repo, filename="data/blob.bin") is False
+    gone = client.hf("download", repo, "data/blob.bin", "--local-dir", tmp_path / "dl-gone")
+    assert gone.returncode != 0, gone
+    assert "404" in gone.output or "not found" in gone.output.lower(), gone
+    # ...and the commit before the deletion still serves it.
+    client.hf_ok("download", repo, "data/blob.bin", "--revision", c3, "--local-dir", tmp_path / "dl-c3")
+    assert sha256_file(tmp_path / "dl-c3/data/blob.bin") == new_sha
+
+
+# --------------------------------------------------------------------------
+# dataset repo
+
+
+def test_dataset_repo_round_trip(server, alice, alice_token, tmp_path):
+    repo = "alice/hub-data"
+    r = alice.hf_ok("repos", "create", repo, "--repo-type", "dataset")
+    assert "datasets/alice/hub-data" in r.output, r
+    files = make_folder(tmp_path / "ds", {
+        "README.md": b"---\nlicense: mit\n---\n# compat dataset\n",
+        "data/train/part-0.csv": 4 * KiB,
+        "data/train/part-1.bin": 5 * MiB,
+        "data/test/part-0.bin": 200 * KiB,
+    }, seed=4)
+    mark = server.log_mark()
+    c = commit_of(alice.hf_ok("upload", repo, tmp_path / "ds", "--repo-type", "dataset"))
+    reqs = server.requests_since(mark)
+    assert [e["status"] for e in reqs if e["path"] == "/api/datasets/alice/hub-data/commit/main"] == ["200"]
+    assert matching(reqs, XET_UPLOAD, 200)
+
+    listed = alice.api("list_repo_files", repo_id=repo, repo_type="dataset")
+    assert sorted(listed) == sorted(files)
+    assert alice.api("file_exists", repo_id=repo, repo_type="dataset", filename="data/train/part-1.bin")
+    assert not alice.api("file_exists", repo_id=repo, repo_type="dataset", filename="data/train/part-9.bin")
+    # A dataset is not a model of the same name.
+    assert alice.api("repo_exists", repo_id=repo) is False
+    assert alice.api("repo_info", repo_id=repo, repo_type="dataset")["sha"] == c
+
+    client = fresh(server, alice_token, tmp_path, "reader")
+    cache = tmp_path / "cache"
+    client.hf_ok("download", repo, "--repo-type", "dataset", "--cache-dir", cache)
+    snap = snapshot_dir(cache, repo, "dataset")
+    assert snap.name == c
+    assert tree_shas(snap) == {p: sha for p, (_, sha, _) in files.items()}
+    client.hf_ok("download", repo, "data/train/part-1.bin", "--repo-type", "dataset",
+                 "--local-dir", tmp_path / "one")
+    assert sha256_file(tmp_path / "one/data/train/part-1.bin") == files["data/train/part-1.bin"][1]
+
+
+# --------------------------------------------------------------------------
+# isolation between tenants
+
+
+def test_other_tenant_cannot_read_or_write(server, model, tmp_path):
+    bob_token = server.make_credential("bob")
+    bob = HubClient(server.url, bob_token, tmp_path / "bob")
+    mark = server.log_mark()
+    r = bob.hf("download", model.repo_id, "sub/deep/big-3m.bin", "--local-dir", tmp_path / "x")
+    assert r.returncode != 0, r
+    assert "404" in r.output or "not found" in r.output.lower(), r
+    assert not (tmp_path / "x/sub/deep/big-3m.bin").exists()
+    r = bob.hf("download", model.repo_id, "--cache-dir", tmp_path / "c")
+    assert r.returncode != 0, r
+    info = bob.api_call("repo_info", repo_id=model.repo_id)
+    assert not info["ok"] and info["status"] == 404, info
+    assert bob.api("repo_exists", repo_id=model.repo_id) is False
+    # Nor can bob write there.
+    (tmp_path / "evil").mkdir()
+    (tmp_path / "evil/x.txt").write_text("bob was here\n")
+    r = bob.hf("upload", model.repo_id, tmp_path / "evil")
+    assert r.returncode != 0, r
+    reqs = server.requests_since(mark)
+    assert reqs and all(e.get("tenant") == "bob" for e in reqs if "tenant" in e)
+    assert not [e for e in reqs if e["status"] == "200" and "/alice/" in e["path"]
+                and e["path"] != "/api/repos/create"], reqs
+
+    # The raw routes say the same: resolve, the xet token and the CAS.
+    big = model.files["sub/deep/big-3m.bin"]
+    for method, path in [
+        ("HEAD", "/alice/hub-model/resolve/main/sub/deep/big-3m.bin"),
+        ("GET", "/alice/hub-model/resolve/main/README.md"),
+        ("GET", "/api/models/alice/hub-model/xet-read-token/main"),
+        ("GET", "/api/models/alice/hub-model/tree/main"),
+    ]:
+        resp = server.request(method, path, token=bob_token)
+        assert resp.status == 404, (method, path, resp)
+    # alice's token gets the xet hash; bob's token cannot reconstruct it.
+    head = server.request("HEAD", "/alice/hub-model/resolve/main/sub/deep/big-3m.bin",
+                          token=model.token)
+    assert head.status == 200 and head.headers["X-Linked-Size"] == str(big[2])
+    xh = head.headers["X-Xet-Hash"]
+    assert server.request("GET", f"/v1/reconstructions/{xh}", token=bob_token).status == 404
+
+
+# --------------------------------------------------------------------------
+# quota
+
+
+def test_quota_error_renders_in_hf_cli(server, tmp_path):
+    token = server.make_credential("carol")
+    carol = HubClient(server.url, token, tmp_path / "carol")
+    quota = 1 * MiB
+    server.admin_put_limits("carol", quota_bytes=quota)
+    carol.hf_ok("repos", "create", "quota-demo")
+    # Something stored first, so the usage in the message is not zero.
+    make_folder(tmp_path / "fits", {"fits.bin": 300 * KiB}, seed=5)
+    carol.hf_ok("upload", "carol/quota-demo", tmp_path / "fits")
+    usage = server.usage("carol")
+    assert 300 * KiB <= usage < quota
+
+    make_folder(tmp_path / "big", {"small.txt": 1 * KiB, "weights/big.bin": 5 * MiB}, seed=6)
+    mark = server.log_mark()
+    r = carol.hf("upload", "carol/quota-demo", tmp_path / "big")
+    print(f"\n--- hf upload over quota: exit {r.returncode}\n{r.output}")
+    assert r.returncode != 0, r
+    out = r.output
+    assert human_bytes(quota) in out, out  # "1.0 MiB"
+    assert human_bytes(usage) in out, out
+    assert "openxet limits set" in out, out
+    assert "quota" in out.lower(), out
+    reqs = server.requests_since(mark)
+    refused = [e for e in reqs if e["status"] == "403"]
+    assert refused and all(e.get("error") == "quota_exceeded" for e in refused), reqs
+    assert not matching(reqs, XET_UPLOAD), "no xorb may be sent once the quota refuses"
+    assert not [e for e in reqs if "/commit/" in e["path"]], reqs
+    assert server.usage("carol") == usage
+
+    # The raw answer the CLI rendered: JSON with the numbers, X-Error-Message.
+    resp = server.request("POST", "/api/models/carol/quota-demo/preupload/main", token=token,
+                          body={"files": [{"path": "weights/big.bin", "size": 5 * MiB, "sample": ""}]})
+    assert resp.status == 403, resp
+    body = resp.json()
+    assert body["error"] == "quota_exceeded"
+    assert body["quota"] == quota and body["usage"] == usage
+    assert "openxet limits set" in body["hint"]
+    assert "openxet limits set" in resp.headers["X-Error-Message"]

@@ -1,0 +1,147 @@
+"""The stock JavaScript client, @huggingface/hub (pinned in
+compat/js/package.json, locked in package-lock.json), uploads and downloads
+through openxet's Xet path with hubUrl pointing at the server.
+
+compat/js/roundtrip.mjs does the work; its fetch refuses every host but
+127.0.0.1, so Node only ever talks to the server under test. `npm ci` runs
+once per session, and only when compat/js/node_modules does not already hold
+exactly the locked versions.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import COMPAT_DIR, MiB, HubClient, _clean_env, sha256_file, write_random
+
+JS_DIR = COMPAT_DIR / "js"
+NPM_TIMEOUT_S = 300.0
+NODE_TIMEOUT_S = 180.0
+XORB_POST = re.compile(r"^/v1/xorbs/(default|default-merkledb)/[0-9a-f]{64}$")
+SHARD_POST = re.compile(r"^/v[12]/shards$")
+RECONSTRUCTION = re.compile(r"^/v[12]/reconstructions/[0-9a-f]{64}$")
+FETCH = re.compile(r"^/v1/fetch/[0-9a-f]{64}$")
+
+
+def _installed_matches_lock():
+    """True when node_modules holds every package of package-lock.json at
+    its locked version (then npm ci, and the network, are not needed)."""
+    lock = JS_DIR / "package-lock.json"
+    if not (JS_DIR / "node_modules").is_dir() or not lock.is_file():
+        return False
+    for path, meta in json.loads(lock.read_text()).get("packages", {}).items():
+        if not path:
+            continue
+        pj = JS_DIR / path / "package.json"
+        if meta.get("optional") and not pj.exists():
+            continue  # an optional package npm skips on this platform
+        try:
+            if json.loads(pj.read_text()).get("version") != meta.get("version"):
+                return False
+        except (OSError, ValueError):
+            return False
+    return True
+
+
+@pytest.fixture(scope="session")
+def node_client():
+    node, npm = shutil.which("node"), shutil.which("npm")
+    if node is None or npm is None:
+        pytest.fail("node and npm (Node 20+) are needed for the JavaScript compat test")
+    version = subprocess.run([node, "--version"], capture_output=True, text=True).stdout.strip()
+    assert int(version.lstrip("v").split(".")[0]) >= 20, f"Node 20+ needed, found {version}"
+    if not _installed_matches_lock():
+        cmd = [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"]
+        if not (JS_DIR / "package-lock.json").is_file():
+            cmd[1] = "install"
+        r = subprocess.run(cmd, cwd=JS_DIR, capture_output=True, text=True, timeout=NPM_TIMEOUT_S)
+        assert r.returncode == 0, f"{' '.join(cmd)} failed:\n{r.stdout}\n{r.stderr}"
+        assert _installed_matches_lock(), "npm did not install the locked versions"
+    pkg = json.loads((JS_DIR / "node_modules/@huggingface/hub/package.json").read_text())
+    assert pkg["version"] == json.loads((JS_DIR / "package.json").read_text())["dependencies"]["@huggingface/hub"]
+    return node
+
+
+def run_roundtrip(node, server, token, repo, tmp_path, **env_extra):
+    env = _clean_env()
+    env.update({"HUB_URL": server.url, "HF_TOKEN": token, "REPO": repo,
+                "NODE_NO_WARNINGS": "1"})
+    env.update(env_extra)
+    r = subprocess.run([node, str(JS_DIR / "roundtrip.mjs")], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=NODE_TIMEOUT_S)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise AssertionError(f"roundtrip.mjs printed no result (exit {r.returncode})\n"
+                             f"stdout:\n{r.stdout[-4000:]}\nstderr:\n{r.stderr[-4000:]}")
+    out = json.loads(lines[-1])
+    out["_exit"] = r.returncode
+    out["_stderr"] = r.stderr[-4000:]
+    return out
+
+
+def _assert_local_only(out):
+    refused = [q for q in out.get("requests", []) if q.get("refused")]
+    assert not refused, f"the client tried to leave 127.0.0.1: {refused}"
+
+
+def test_js_upload_and_download_through_xet(server, node_client, tmp_path):
+    token = server.make_credential("alice")
+    mark = server.log_mark()
+    out = run_roundtrip(node_client, server, token, "alice/js-roundtrip", tmp_path,
+                        BIG_BYTES=str(3 * MiB + 17))
+    print("\nroundtrip.mjs:", json.dumps({k: v for k, v in out.items() if k != "requests"}, indent=1))
+    _assert_local_only(out)
+    reqs = server.requests_since(mark)
+    assert out["ok"] and out["_exit"] == 0, out
+
+    files = {f["path"]: f for f in out["files"]}
+    assert set(files) == {"README.txt", "data/nested/random.bin"}
+    for f in files.values():
+        assert f["downloaded_sha256"] == f["sha256"] and f["downloaded_size"] == f["size"], f
+    big = files["data/nested/random.bin"]
+    assert big["xet"] and big["blob_class"] == "XetBlob", big
+    assert out["missing_is_null"] is True
+    listed = {e["path"]: e for e in out["listed"]}
+    assert listed["data/nested/random.bin"]["xetHash"] == big["xet_hash"]
+
+    # The Xet path, not plain LFS: the LFS batch answered "xet", the bytes
+    # went to the CAS as xorbs and a shard, and came back from it.
+    ok = lambda m, pat: [e for e in reqs if e["method"] == m and pat.match(e["path"]) and e["status"] in ("200", "206")]  # noqa: E731
+    assert ok("POST", re.compile(r"^/alice/js-roundtrip\.git/info/lfs/objects/batch$")), reqs
+    xorbs = ok("POST", XORB_POST)
+    assert xorbs and sum(int(e["bytes_in"]) for e in xorbs) >= big["size"], reqs
+    assert ok("POST", SHARD_POST), reqs
+    assert ok("GET", re.compile(r"^/api/models/alice/js-roundtrip/xet-read-token/[0-9a-f]{40}$")), reqs
+    assert ok("GET", RECONSTRUCTION), reqs
+    assert ok("GET", FETCH), reqs
+    assert all(e.get("tenant") in ("alice", None) for e in reqs)
+
+
+def test_js_downloads_what_hf_uploaded(server, node_client, tmp_path):
+    """downloadFile through Xet, for files the Python client uploaded."""
+    token = server.make_credential("dana")
+    hub = HubClient(server.url, token, tmp_path / "hf")
+    src = tmp_path / "src"
+    (src / "deep").mkdir(parents=True)
+    (src / "hello.txt").write_text("hello from hf upload\n" * 20)
+    write_random(src / "deep/weights.bin", 2 * MiB + 4097, "js-download")
+    hub.hf_ok("repos", "create", "js-download")
+    hub.hf_ok("upload", "dana/js-download", src)
+    expect = [{"path": p, "sha256": sha256_file(src / p)} for p in ("hello.txt", "deep/weights.bin")]
+
+    mark = server.log_mark()
+    out = run_roundtrip(node_client, server, token, "dana/js-download", tmp_path,
+                        EXPECT=json.dumps(expect))
+    print("\nroundtrip.mjs (download only):",
+          json.dumps({k: v for k, v in out.items() if k != "requests"}, indent=1))
+    _assert_local_only(out)
+    assert out["ok"] and out["_exit"] == 0, out
+    files = {f["path"]: f for f in out["files"]}
+    assert files["deep/weights.bin"]["xet"] and files["deep/weights.bin"]["blob_class"] == "XetBlob"
+    assert not files["hello.txt"]["xet"]
+    reqs = server.requests_since(mark)
+    assert [e for e in reqs if RECONSTRUCTION.match(e["path"]) and e["status"] == "200"], reqs
+    assert [e for e in reqs if FETCH.match(e["path"]) and e["status"] in ("200", "206")], reqs
