@@ -1,0 +1,269 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"openxet/xet"
+)
+
+func fileBucket(dir string) string {
+	return "file://" + filepath.Join(dir, "bucket") + "?create_dir=1&metadata=skip&no_tmp_dir=1"
+}
+
+func mustOpen(tb testing.TB, dir, bucket string) *Store {
+	tb.Helper()
+	s, err := Open(context.Background(), Config{IndexPath: filepath.Join(dir, "index.db"), BucketURL: bucket})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
+func chunksOf(seed uint64, n, size int) [][]byte {
+	r := rand.New(rand.NewPCG(seed, 1))
+	out := make([][]byte, n)
+	for i := range out {
+		out[i] = make([]byte, size)
+		for j := range out[i] {
+			out[i][j] = byte(r.Uint32())
+		}
+	}
+	return out
+}
+
+// putFile stores xorbs and registers one file of them for tenant.
+func putFile(tb testing.TB, s *Store, tenant string, quota int64, xorbs ...[][]byte) xet.FileInfo {
+	tb.Helper()
+	ctx := context.Background()
+	var f xet.FileInfo
+	var leaves []xet.Leaf
+	var cas []xet.CASInfo
+	for _, chunks := range xorbs {
+		body, info := xet.BuildXorb(chunks, false)
+		if _, err := s.PutXorb(ctx, tenant, info, body[:info.StreamLen], quota); err != nil {
+			tb.Fatal(err)
+		}
+		hashes := make([]xet.Hash, len(info.Chunks))
+		for i, c := range info.Chunks {
+			hashes[i] = c.Hash
+			leaves = append(leaves, xet.Leaf{Hash: c.Hash, Size: uint64(c.Size)})
+		}
+		f.Terms = append(f.Terms, xet.Term{Xorb: info.Hash, UnpackedBytes: uint32(info.UncompressedSize()), ChunkEnd: uint32(len(info.Chunks))})
+		f.Verification = append(f.Verification, xet.RangeHash(hashes))
+		cas = append(cas, xet.CASInfoFromXorb(info))
+	}
+	f.Hash = xet.FileHash(leaves)
+	f.Flags = xet.FileFlagVerification
+	sha := xet.Hash{1, 2, byte(len(leaves))}
+	f.SHA256 = &sha
+	f.Flags |= xet.FileFlagMetadataExt
+	sh := &xet.Shard{Files: []xet.FileInfo{f}, Xorbs: cas}
+	body := sh.MarshalUpload()
+	parsed, err := xet.ParseShard(body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := s.VerifyShard(ctx, parsed); err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := s.PutShard(ctx, tenant, body, parsed); err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// dump is every row of every index table, as sorted text.
+func dump(tb testing.TB, s *Store) map[string][]string {
+	tb.Helper()
+	out := map[string][]string{}
+	for _, t := range indexTables {
+		rows, err := s.db.Query(`SELECT * FROM ` + t)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		cols, _ := rows.Columns()
+		for rows.Next() {
+			vals := make([]any, len(cols))
+			ptrs := make([]any, len(cols))
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			rows.Scan(ptrs...)
+			var parts []string
+			for i, v := range vals {
+				if cols[i] == "created" { // owner and shard times come back from the records
+					continue
+				}
+				parts = append(parts, fmt.Sprintf("%s=%v", cols[i], v))
+			}
+			out[t] = append(out[t], strings.Join(parts, " "))
+		}
+		rows.Close()
+		sort.Strings(out[t])
+	}
+	return out
+}
+
+// populate makes a store with every kind of state reindex must rebuild.
+func populate(tb testing.TB, s *Store) {
+	tb.Helper()
+	ctx := context.Background()
+	for _, t := range []string{"alice", "bob"} {
+		if _, _, err := s.CreateCredential(ctx, t, []string{ScopeWrite}); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	c, _, _ := s.CreateCredential(ctx, "carol", []string{ScopeRead})
+	if _, err := s.RevokeCredential(ctx, c.ID); err != nil {
+		tb.Fatal(err)
+	}
+	putFile(tb, s, "alice", Unlimited, chunksOf(1, 3, 10_000), chunksOf(2, 2, 5_000))
+	putFile(tb, s, "bob", Unlimited, chunksOf(1, 3, 10_000)) // the same first xorb: bob owns it too
+	putFile(tb, s, "bob", Unlimited, chunksOf(3, 1, 100))
+	if err := s.PutTenantLimits(ctx, "alice", []byte(`{"quota_bytes":1000000}`)); err != nil {
+		tb.Fatal(err)
+	}
+	r, err := s.CreateRepo(ctx, RepoID{Tenant: "alice", Type: "model", Name: "demo"}, false)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	head, _ := s.Resolve(ctx, r.RepoID, "main")
+	if _, err := s.Commit(ctx, r.RepoID, "main", head.SHA, "add", "", []TreeEntry{{Path: "a.txt", SizeBytes: 2, SHA256: "x", GitOID: "y"}}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func TestReindexRebuildsEverything(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	populate(t, s)
+	before := dump(t, s)
+	if len(before["xorb_owners"]) != 4 || len(before["files"]) != 3 || len(before["credentials"]) != 3 {
+		t.Fatalf("populate made %v", before)
+	}
+	s.Close()
+
+	index := filepath.Join(dir, "index.db")
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(index + suffix)
+	}
+	var stages []string
+	err := Reindex(context.Background(), ReindexConfig{IndexPath: index, BucketURL: fileBucket(dir), Progress: func(stage string, done, total int) {
+		if done == total {
+			stages = append(stages, stage)
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stages) < 6 {
+		t.Fatalf("progress stages %v", stages)
+	}
+	s2 := mustOpen(t, dir, fileBucket(dir))
+	if diff := cmp.Diff(before, dump(t, s2)); diff != "" {
+		t.Fatalf("rebuilt index differs (-before +after):\n%s", diff)
+	}
+	// Running it again is safe.
+	s2.Close()
+	if err := Reindex(context.Background(), ReindexConfig{IndexPath: index, BucketURL: fileBucket(dir)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReindexCheckFindsTamperedCounter(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	populate(t, s)
+	cfg := ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir)}
+	diffs, err := CheckIndex(context.Background(), cfg)
+	if err != nil || len(diffs) != 0 {
+		t.Fatalf("clean index: %v %v", diffs, err)
+	}
+	if _, err := s.db.Exec(`UPDATE tenants SET usage_bytes = usage_bytes + 1 WHERE name = 'bob'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.Exec(`DELETE FROM files WHERE tenant = 'alice'`); err != nil {
+		t.Fatal(err)
+	}
+	diffs, err = CheckIndex(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Reported in the order of the compared tables: tenants before files.
+	if len(diffs) != 2 || diffs[0].Table != "tenants" || diffs[0].Key != "bob" || diffs[1].Table != "files" {
+		t.Fatalf("differences %v", diffs)
+	}
+}
+
+func TestReindexRefusesWhileServed(t *testing.T) {
+	dir := t.TempDir()
+	mustOpen(t, dir, fileBucket(dir)) // holds the shared lock
+	err := Reindex(context.Background(), ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir)})
+	if err == nil || !strings.Contains(err.Error(), ErrIndexInUse.Error()) {
+		t.Fatalf("reindex under a server: %v", err)
+	}
+}
+
+// TestStoreConformance runs the store's contract against every bucket
+// driver the tests can reach.
+func TestStoreConformance(t *testing.T) {
+	for name, bucket := range map[string]func(dir string) string{
+		"file": fileBucket,
+		"mem":  func(string) string { return "mem://" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := mustOpen(t, dir, bucket(dir))
+			ctx := context.Background()
+			body, info := xet.BuildXorb(chunksOf(9, 2, 1000), false)
+			for i, want := range []bool{true, false} {
+				got, err := s.PutXorb(ctx, "alice", info, body[:info.StreamLen], Unlimited)
+				if err != nil || got != want {
+					t.Fatalf("put %d: %v %v", i, got, err)
+				}
+			}
+			if u, _ := s.Usage(ctx, "alice"); u != info.StreamLen {
+				t.Fatalf("usage %d", u)
+			}
+			// Over quota: nothing this call wrote remains.
+			body2, info2 := xet.BuildXorb(chunksOf(10, 2, 1000), false)
+			before := dump(t, s)
+			_, err := s.PutXorb(ctx, "alice", info2, body2[:info2.StreamLen], info.StreamLen+10)
+			var oq *OverQuotaError
+			if !errors.As(err, &oq) || oq.UsageBytes != info.StreamLen {
+				t.Fatalf("over quota: %v", err)
+			}
+			if diff := cmp.Diff(before, dump(t, s)); diff != "" {
+				t.Fatalf("refused put changed the index:\n%s", diff)
+			}
+			if ok, _ := s.Bucket().Exists(ctx, xorbKey(info2.Hash.String())); ok {
+				t.Fatal("refused put left its xorb object")
+			}
+			if ok, _ := s.Bucket().Exists(ctx, xorbOwnerKey(info2.Hash.String(), "alice")); ok {
+				t.Fatal("refused put left its owner record")
+			}
+			r, err := s.OpenXorbRange(ctx, info.Hash, 0, info.StreamLen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Close()
+			if _, err := s.XorbChunks(ctx, info2.Hash); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("absent xorb: %v", err)
+			}
+			if _, err := s.File(ctx, "alice", info.Hash); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("absent file: %v", err)
+			}
+		})
+	}
+}
