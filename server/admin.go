@@ -188,7 +188,7 @@ func (s *Server) putLimits(c echo.Context) error {
 	if !d.empty() {
 		doc, _ = json.Marshal(d)
 	}
-	if err := s.store.PutTenantLimits(c.Request().Context(), t, doc); err != nil {
+	if err := s.store.PutTenantLimits(c.Request().Context(), t, doc, d.QuotaBytes); err != nil {
 		return err
 	}
 	s.effective.Invalidate(t)
@@ -200,7 +200,7 @@ func (s *Server) deleteLimits(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.PutTenantLimits(c.Request().Context(), t, nil); err != nil {
+	if err := s.store.PutTenantLimits(c.Request().Context(), t, nil, nil); err != nil {
 		return err
 	}
 	s.effective.Invalidate(t)

@@ -104,7 +104,7 @@ func (s *Server) postXorb(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	inserted, err := s.store.PutXorb(ctx, id.Tenant, info, body[:info.StreamLen], lim.QuotaBytes)
+	inserted, err := s.store.PutXorb(ctx, id.Tenant, info, body[:info.StreamLen], s.cfg.Limits.QuotaBytes)
 	if err != nil {
 		return err
 	}

@@ -127,8 +127,8 @@ func TestTenantsDoNotShareBuckets(t *testing.T) {
 		tok, limit string
 	}{
 		{a1, ""}, {a1, ""}, {a1, "credential"}, // a1 spent its own burst of 2
-		{a2, ""},          // the tenant bucket (3) has one left, a2's own is fresh
-		{a2, "tenant"},    // alice's tenant bucket is empty
+		{a2, ""},           // the tenant bucket (3) has one left, a2's own is fresh
+		{a2, "tenant"},     // alice's tenant bucket is empty
 		{b1, ""}, {b1, ""}, // bob is untouched by alice
 		{b1, "credential"},
 	}

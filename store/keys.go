@@ -48,6 +48,7 @@ type shardOwnerRecord struct {
 }
 
 type tenantLimitsRecord struct {
-	Tenant string          `json:"tenant"`
-	Limits json.RawMessage `json:"limits"` // the caller's JSON document
+	Tenant     string          `json:"tenant"`
+	Limits     json.RawMessage `json:"limits"` // the caller's JSON document
+	QuotaBytes *int64          `json:"quota_bytes,omitempty"`
 }

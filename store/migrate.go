@@ -102,6 +102,8 @@ CREATE TABLE refs (
 	PRIMARY KEY (tenant, type, name, ref)
 ) WITHOUT ROWID;
 `,
+	// 3: the quota override the owner transaction enforces (NULL: default).
+	`ALTER TABLE tenants ADD COLUMN quota_bytes INTEGER;`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

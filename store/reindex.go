@@ -173,7 +173,7 @@ func (b *builder) limits() error {
 		if err := b.readJSON(key, &rec); err != nil {
 			return err
 		}
-		return setTenantLimits(b.ctx, tx, rec.Tenant, rec.Limits)
+		return setTenantLimits(b.ctx, tx, rec.Tenant, rec.Limits, rec.QuotaBytes)
 	})
 }
 
@@ -272,7 +272,7 @@ func (b *builder) repos() error {
 // compared lists, per table, the key columns and the value columns that a
 // check compares.
 var compared = []struct{ table, key, value string }{
-	{"tenants", "name", "usage_bytes || ' limits=' || COALESCE(limits, '')"},
+	{"tenants", "name", "usage_bytes || ' quota=' || COALESCE(quota_bytes, 'default') || ' limits=' || COALESCE(limits, '')"},
 	{"xorbs", "hash", "stream_len || ' ' || hex(chunks)"},
 	{"xorb_owners", "xorb || '/' || tenant", "size"},
 	{"shard_owners", "shard || '/' || tenant", "''"},

@@ -131,7 +131,7 @@ func populate(tb testing.TB, s *Store) {
 	putFile(tb, s, "alice", Unlimited, chunksOf(1, 3, 10_000), chunksOf(2, 2, 5_000))
 	putFile(tb, s, "bob", Unlimited, chunksOf(1, 3, 10_000)) // the same first xorb: bob owns it too
 	putFile(tb, s, "bob", Unlimited, chunksOf(3, 1, 100))
-	if err := s.PutTenantLimits(ctx, "alice", []byte(`{"quota_bytes":1000000}`)); err != nil {
+	if err := s.PutTenantLimits(ctx, "alice", []byte(`{"quota_bytes":1000000}`), ptr(int64(1000000))); err != nil {
 		tb.Fatal(err)
 	}
 	r, err := s.CreateRepo(ctx, RepoID{Tenant: "alice", Type: "model", Name: "demo"}, false)
@@ -267,3 +267,5 @@ func TestStoreConformance(t *testing.T) {
 		})
 	}
 }
+
+func ptr[T any](v T) *T { return &v }

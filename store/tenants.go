@@ -52,9 +52,12 @@ func (s *Store) TenantLimits(ctx context.Context, tenant string) (doc []byte, ok
 	return []byte(lim.String), true, nil
 }
 
-// PutTenantLimits stores a tenant's overrides document (JSON): the
-// tenant-limits record in the bucket, then the index. A nil doc deletes it.
-func (s *Store) PutTenantLimits(ctx context.Context, tenant string, doc []byte) error {
+// PutTenantLimits stores a tenant's overrides document (JSON) and its quota
+// override (nil: the default applies): the tenant-limits record in the
+// bucket, then the index. A nil doc deletes both. The quota override is
+// what the transaction that records a new owner enforces, so a quota set
+// through one process holds on every process at once.
+func (s *Store) PutTenantLimits(ctx context.Context, tenant string, doc []byte, quotaBytes *int64) error {
 	if err := ValidTenant(tenant); err != nil {
 		return err
 	}
@@ -67,20 +70,27 @@ func (s *Store) PutTenantLimits(ctx context.Context, tenant string, doc []byte) 
 		if !json.Valid(doc) {
 			return fmt.Errorf("limits of %s: not a JSON document", tenant)
 		}
-		rec, _ := json.Marshal(tenantLimitsRecord{Tenant: tenant, Limits: doc})
+		rec, _ := json.Marshal(tenantLimitsRecord{Tenant: tenant, Limits: doc, QuotaBytes: quotaBytes})
 		if err := s.bucket.WriteAll(ctx, key, rec, nil); err != nil {
 			return fmt.Errorf("write limits of %s: %w", tenant, err)
 		}
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error { return setTenantLimits(ctx, tx, tenant, doc) })
+	if doc == nil {
+		quotaBytes = nil
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error { return setTenantLimits(ctx, tx, tenant, doc, quotaBytes) })
 }
 
-func setTenantLimits(ctx context.Context, tx *sql.Tx, tenant string, doc []byte) error {
-	var v any
+func setTenantLimits(ctx context.Context, tx *sql.Tx, tenant string, doc []byte, quotaBytes *int64) error {
+	var v, q any
 	if doc != nil {
 		v = string(doc)
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO tenants(name, limits) VALUES (?, ?) ON CONFLICT(name) DO UPDATE SET limits = excluded.limits`, tenant, v)
+	if quotaBytes != nil {
+		q = *quotaBytes
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO tenants(name, limits, quota_bytes) VALUES (?, ?, ?)
+		ON CONFLICT(name) DO UPDATE SET limits = excluded.limits, quota_bytes = excluded.quota_bytes`, tenant, v, q)
 	if err != nil {
 		return fmt.Errorf("index limits of %s: %w", tenant, err)
 	}

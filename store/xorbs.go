@@ -48,11 +48,14 @@ func (s *Store) HasXorb(ctx context.Context, h xet.Hash) (bool, error) {
 // PutXorb records a validated xorb for tenant: the chunk stream as the xorb
 // object (when not stored yet), the owner record, then in one index
 // transaction the xorb row, the owner row and, only when the owner row is
-// new, the tenant's usage counter, which must stay within quotaBytes
-// (Unlimited for none). It reports whether the owner row is new.
+// new, the tenant's usage counter, which must stay within the tenant's
+// quota: its override in the index if it has one, else defaultQuotaBytes
+// (Unlimited for none). The index, not a node's cache, decides, so a quota
+// is exact across every process sharing it. It reports whether the owner
+// row is new.
 //
 // On *OverQuotaError nothing this call wrote remains.
-func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, stream []byte, quotaBytes int64) (inserted bool, err error) {
+func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, stream []byte, defaultQuotaBytes int64) (inserted bool, err error) {
 	if int64(len(stream)) != info.StreamLen {
 		return false, fmt.Errorf("put xorb %s: stream of %d bytes, layout says %d", info.Hash, len(stream), info.StreamLen)
 	}
@@ -88,7 +91,7 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var e error
-		inserted, e = recordXorbOwner(ctx, tx, tenant, h, info.Chunks, size, quotaBytes, s.now().Unix())
+		inserted, e = recordXorbOwner(ctx, tx, tenant, h, info.Chunks, size, defaultQuotaBytes, s.now().Unix())
 		return e
 	})
 	if err != nil {
@@ -109,7 +112,7 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 }
 
 // recordXorbOwner is the one place that changes a usage counter.
-func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, chunks []xet.XorbChunk, size, quotaBytes, now int64) (bool, error) {
+func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, chunks []xet.XorbChunk, size, defaultQuotaBytes, now int64) (bool, error) {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO xorbs(hash, stream_len, chunks) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, h, size, encodeChunks(chunks)); err != nil {
 		return false, fmt.Errorf("insert xorb %s: %w", h, err)
 	}
@@ -123,14 +126,15 @@ func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, chunks [
 	if _, err := tx.ExecContext(ctx, `INSERT INTO tenants(name) VALUES (?) ON CONFLICT DO NOTHING`, tenant); err != nil {
 		return false, fmt.Errorf("insert tenant: %w", err)
 	}
-	res, err = tx.ExecContext(ctx, `UPDATE tenants SET usage_bytes = usage_bytes + ?1 WHERE name = ?2 AND (?3 < 0 OR usage_bytes + ?1 <= ?3)`, size, tenant, quotaBytes)
+	res, err = tx.ExecContext(ctx, `UPDATE tenants SET usage_bytes = usage_bytes + ?1
+		WHERE name = ?2 AND (COALESCE(quota_bytes, ?3) < 0 OR usage_bytes + ?1 <= COALESCE(quota_bytes, ?3))`, size, tenant, defaultQuotaBytes)
 	if err != nil {
 		return false, fmt.Errorf("update usage: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		var usage int64
-		tx.QueryRowContext(ctx, `SELECT usage_bytes FROM tenants WHERE name = ?`, tenant).Scan(&usage)
-		return false, &OverQuotaError{Tenant: tenant, QuotaBytes: quotaBytes, UsageBytes: usage, SizeBytes: size}
+		var usage, quota int64
+		tx.QueryRowContext(ctx, `SELECT usage_bytes, COALESCE(quota_bytes, ?) FROM tenants WHERE name = ?`, defaultQuotaBytes, tenant).Scan(&usage, &quota)
+		return false, &OverQuotaError{Tenant: tenant, QuotaBytes: quota, UsageBytes: usage, SizeBytes: size}
 	}
 	return true, nil
 }
