@@ -138,6 +138,12 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "hashes are 64 hex digits", cause: err}
 	case errors.Is(err, store.ErrBadTenant):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "tenant names match [a-z0-9][a-z0-9._-]{0,62}", cause: err}
+	case errors.Is(err, store.ErrRepoExists), errors.Is(err, store.ErrRefMoved):
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another change got there first; read the current state and retry", cause: err}
+	case errors.Is(err, store.ErrIndexInUse):
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the index is being rebuilt; retry shortly", cause: err}
+	case errors.Is(err, store.ErrBadRepoName):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "repo names match [A-Za-z0-9][A-Za-z0-9._-]{0,95}", cause: err}
 	case errors.Is(err, errBadRequest):
 		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), cause: err}
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
@@ -153,7 +159,7 @@ func errText(err error) string { return err.Error() }
 func quotaExceeded(tenant string, quota, usage, size int64, cause error) *apiError {
 	return &apiError{Status: 403, Code: "quota_exceeded", cause: cause,
 		Message: fmt.Sprintf("tenant %s: this upload of %s would pass the storage quota of %s (%s stored)", tenant, humanBytes(size), humanBytes(quota), humanBytes(usage)),
-		Hint:    fmt.Sprintf("Delete data, or ask an operator to raise the quota: openxet limits set --tenant %s --quota <size>", tenant),
+		Hint:    fmt.Sprintf("Ask an operator to raise the quota: openxet limits set --tenant %s --quota <size>", tenant),
 		Fields:  map[string]any{"quota": quota, "usage": usage, "size": size}}
 }
 

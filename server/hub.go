@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/base64"
@@ -167,7 +168,8 @@ func (s *Server) createRepo(c echo.Context) error {
 		ns, req.Name = before, after
 	}
 	if ns != id.Tenant {
-		return refuse(errForbidden, "a credential of tenant %s cannot create repos in namespace %s", id.Tenant, ns)
+		return &apiError{Status: 403, Code: "forbidden", Message: fmt.Sprintf("a credential of tenant %s cannot create repos in namespace %s", id.Tenant, ns),
+			Hint: "a namespace is a tenant; use a credential of tenant " + ns}
 	}
 	typ := req.Type
 	if typ == "" {
@@ -302,7 +304,7 @@ func (s *Server) createBranch(c echo.Context) error {
 // treeItems lists the files and (derived) folders under dir.
 func treeItems(cm store.Commit, dir string, recursive bool) []map[string]any {
 	dir = strings.Trim(dir, "/")
-	var items []map[string]any
+	items := []map[string]any{}
 	seenDirs := map[string]bool{}
 	addDir := func(p string) {
 		if !seenDirs[p] {
@@ -499,8 +501,12 @@ func (s *Server) commit(c echo.Context) error {
 	}
 	id := identityOf(c)
 	ctx := c.Request().Context()
+	if c.Request().ContentLength > maxCommitBytes {
+		return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body of %d bytes is over the %d-byte limit", c.Request().ContentLength, maxCommitBytes),
+			Hint: "commit fewer or smaller regular files; large files go through Xet"}
+	}
 	reserve := c.Request().ContentLength
-	if reserve < 0 || reserve > maxCommitBytes {
+	if reserve < 0 {
 		reserve = maxCommitBytes
 	}
 	res, err := s.budget.Reserve(ctx, budgetKey(id), reserve)
@@ -511,7 +517,8 @@ func (s *Server) commit(c echo.Context) error {
 
 	var header commitOp
 	var ops []commitOp
-	sc := bufio.NewScanner(io.LimitReader(c.Request().Body, maxCommitBytes+1))
+	body := &countingReader{r: io.LimitReader(c.Request().Body, maxCommitBytes+1)}
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 64<<10), maxCommitBytes)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
@@ -527,6 +534,10 @@ func (s *Server) commit(c echo.Context) error {
 			continue
 		}
 		ops = append(ops, op)
+	}
+	if body.n > maxCommitBytes {
+		return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body is over the %d-byte limit", maxCommitBytes),
+			Hint: "commit fewer or smaller regular files; large files go through Xet"}
 	}
 	if err := sc.Err(); err != nil {
 		return refuse(errBadRequest, "reading the commit: %v", err)
@@ -560,7 +571,8 @@ func (s *Server) commit(c echo.Context) error {
 				return refuse(errBadRequest, "file %s: content is not base64", p)
 			}
 			if len(data) > maxRegularFileBytes {
-				return refuse(errBodyTooLarge, "file %s of %d bytes is over the %d bytes a regular file may have; upload it through Xet", p, len(data), maxRegularFileBytes)
+				return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("file %s of %d bytes is over the %d bytes a regular file may have", p, len(data), maxRegularFileBytes),
+					Hint: "upload large files through Xet (preupload answers lfs for files over 64KiB)"}
 			}
 			sum := sha256.Sum256(data)
 			sha := hex.EncodeToString(sum[:])
@@ -742,6 +754,7 @@ func (s *Server) lfsBatch(c echo.Context) error {
 	tok, exp := s.casTokenFor(id, store.ScopeWrite)
 	href := s.base(c) + "/api/" + r.Type + "s/" + r.Tenant + "/" + r.Name + "/xet-write-token/main"
 	objects := make([]map[string]any, 0, len(req.Objects))
+	sessionID := randomID()
 	var newBytes int64
 	for _, o := range req.Objects {
 		obj := map[string]any{"oid": o.OID, "size": o.Size}
@@ -752,11 +765,30 @@ func (s *Server) lfsBatch(c echo.Context) error {
 		newBytes += o.Size
 		obj["actions"] = map[string]any{"upload": map[string]any{"href": href, "header": map[string]string{
 			"X-Xet-Cas-Url": s.base(c), "X-Xet-Access-Token": tok, "X-Xet-Token-Expiration": strconv.FormatInt(exp, 10),
-			"X-Xet-Session-Id": c.Response().Header().Get(echo.HeaderXRequestID)}}}
+			"X-Xet-Session-Id": sessionID}}}
 		objects = append(objects, obj)
 	}
 	if err := s.quotaForNew(c, r.Tenant, newBytes); err != nil {
 		return err
 	}
 	return c.Blob(http.StatusOK, "application/vnd.git-lfs+json", mustJSON(map[string]any{"transfer": "xet", "objects": objects, "hash_algo": "sha256"}))
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// randomID is a fresh 128-bit id in hex.
+func randomID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

@@ -244,7 +244,21 @@ func (b *builder) shardOwners() error {
 }
 
 func (b *builder) repos() error {
+	keys, err := listKeys(b.ctx, b.bucket, "repos/")
+	if err != nil {
+		return err
+	}
+	live := map[string]bool{} // repo folders that still have their repo.json
+	for _, k := range keys {
+		if dir, ok := strings.CutSuffix(k, "repo.json"); ok {
+			live[dir] = true
+		}
+	}
 	return b.each("repos", "repos/", func(tx *sql.Tx, key string) error {
+		parts := strings.SplitN(key, "/", 5) // repos/{tenant}/{type}/{name}/…
+		if len(parts) < 5 || !live[strings.Join(parts[:4], "/")+"/"] {
+			return nil // left behind by an interrupted delete
+		}
 		switch {
 		case strings.HasSuffix(key, "/repo.json"):
 			var r Repo

@@ -33,12 +33,15 @@ var ErrRefMoved = errors.New("ref moved")
 // RepoTypes are the repo types the Hub API knows.
 var RepoTypes = []string{"model", "dataset", "space"}
 
+// ErrBadRepoName means a repo name is not of the allowed form.
+var ErrBadRepoName = errors.New("invalid repo name")
+
 var repoNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$`)
 
 // ValidRepoName checks a repo name (the part after the namespace).
 func ValidRepoName(name string) error {
 	if !repoNameRE.MatchString(name) || strings.Contains(name, "..") || strings.HasSuffix(name, ".git") {
-		return fmt.Errorf("%w: repo name %q (want [A-Za-z0-9][A-Za-z0-9._-]{0,95})", ErrBadTenant, name)
+		return fmt.Errorf("%w: %q (want [A-Za-z0-9][A-Za-z0-9._-]{0,95}, not ending in .git)", ErrBadRepoName, name)
 	}
 	return nil
 }
@@ -299,23 +302,15 @@ func (s *Store) Commit(ctx context.Context, id RepoID, ref, parent string, summa
 	return c, nil
 }
 
-// DeleteRepo removes a repo's records (its files stay owned by the tenant).
+// DeleteRepo removes a repo's records (its files stay owned by the tenant):
+// the index rows first, then the bucket records, so a crash between the two
+// leaves the bucket ahead of the index (reindex brings the repo back) and
+// never the other way round.
 func (s *Store) DeleteRepo(ctx context.Context, id RepoID) error {
 	if _, err := s.Repo(ctx, id); err != nil {
 		return err
 	}
-	keys, err := listKeys(ctx, s.bucket, id.prefix())
-	if err != nil {
-		return err
-	}
-	// repo.json last, so a crash leaves a repo reindex still knows.
-	sort.Slice(keys, func(i, j int) bool { return strings.HasSuffix(keys[j], "/repo.json") })
-	for _, k := range keys {
-		if err := s.bucket.Delete(ctx, k); err != nil && !isNotFound(err) {
-			return fmt.Errorf("delete %s: %w", k, err)
-		}
-	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		for _, t := range []string{"repos", "refs", "commits"} {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name); err != nil {
 				return err
@@ -323,6 +318,21 @@ func (s *Store) DeleteRepo(ctx context.Context, id RepoID) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	keys, err := listKeys(ctx, s.bucket, id.prefix())
+	if err != nil {
+		return err
+	}
+	// repo.json first: without it reindex ignores the rest.
+	sort.Slice(keys, func(i, j int) bool { return strings.HasSuffix(keys[i], "/repo.json") })
+	for _, k := range keys {
+		if err := s.bucket.Delete(ctx, k); err != nil && !isNotFound(err) {
+			return fmt.Errorf("delete %s: %w", k, err)
+		}
+	}
+	return nil
 }
 
 // PutBlob stores a small regular file's content under its SHA-256.
