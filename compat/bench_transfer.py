@@ -1,0 +1,112 @@
+"""Upload and download throughput of the stock hf_xet client: against a real
+`openxet serve` on loopback, and against hf_xet's own in-process `local://`
+store, in the same run on the same data. Prints a table and JSON.
+
+    .venv/bin/python compat/bench_transfer.py [--mib 512] [--runs 3]
+
+Each operation runs in a fresh interpreter with a fresh HF_XET_CACHE, so the
+client cannot dedup against its cache. The ratio openxet/local is the figure
+to trust; absolute MB/s drift with the machine.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+DRIVER = os.path.join(HERE, "xet_driver.py")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_driver(args, env):
+    t0 = time.perf_counter()
+    r = subprocess.run([sys.executable, DRIVER], input=json.dumps(args), capture_output=True, text=True, env=env, timeout=1800)
+    dt = time.perf_counter() - t0
+    out = json.loads([ln for ln in r.stdout.splitlines() if ln.startswith("{")][-1])
+    if not out.get("ok"):
+        raise RuntimeError(f"{args['op']} failed: {out}\n{r.stderr[-2000:]}")
+    return out["result"], dt
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=512, help="MiB of random data per run")
+    ap.add_argument("--runs", type=int, default=3)
+    opts = ap.parse_args()
+    work = tempfile.mkdtemp(prefix="openxet-bench-")
+    binary = os.path.join(work, "openxet")
+    subprocess.run(["go", "build", "-o", binary, "."], cwd=ROOT, check=True)
+    data_dir, port = os.path.join(work, "data"), free_port()
+    srv = subprocess.Popen([binary, "serve", "--data-dir", data_dir, "--listen", f"127.0.0.1:{port}", "--log-level", "warn"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        admin = None
+        for line in srv.stdout:
+            m = re.search(r"store it now\): (\S+)", line)
+            if m:
+                admin = m.group(1)
+                break
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                urllib.request.urlopen(url + "/readyz", timeout=1)
+                break
+            except Exception:
+                time.sleep(0.05)
+        req = urllib.request.Request(url + "/api/openxet/v1/admin/credentials", method="POST",
+                                     data=json.dumps({"tenant": "bench", "scopes": ["write"]}).encode(),
+                                     headers={"Authorization": "Bearer " + admin, "Content-Type": "application/json"})
+        token = json.load(urllib.request.urlopen(req))["token"]
+        size = opts.mib << 20
+        results = {"openxet": {"upload": [], "download": []}, "local": {"upload": [], "download": []}}
+        for run in range(opts.runs):
+            src = os.path.join(work, f"src-{run}.bin")
+            with open(src, "wb") as f:
+                h = __import__("hashlib").shake_128(f"bench-{run}".encode())
+                f.write(h.digest(size))
+            for target, endpoint, tok in (("openxet", url, token), ("local", "local://" + os.path.join(work, f"local-{run}"), None)):
+                env = dict(os.environ, HF_XET_TELEMETRY_ENABLED="false", HF_XET_CACHE=os.path.join(work, f"cache-{target}-{run}-up"),
+                           HF_HOME=os.path.join(work, "hfhome"))
+                up, dt_up = run_driver({"op": "upload_files", "paths": [src], "endpoint": endpoint, "token": tok}, env)
+                env["HF_XET_CACHE"] = os.path.join(work, f"cache-{target}-{run}-down")
+                dst = os.path.join(work, f"dst-{target}-{run}.bin")
+                _, dt_down = run_driver({"op": "download_files", "endpoint": endpoint, "token": tok,
+                                         "files": [{"dest": dst, "hash": up[0]["hash"], "file_size": size}]}, env)
+                if os.path.getsize(dst) != size:
+                    raise RuntimeError("short download")
+                os.remove(dst)
+                results[target]["upload"].append(size / dt_up / 1e6)
+                results[target]["download"].append(size / dt_down / 1e6)
+            os.remove(src)
+        summary = {t: {op: round(statistics.median(v), 1) for op, v in ops.items()} for t, ops in results.items()}
+        print(f"hf_xet 1.8.0, {opts.mib} MiB random data, median of {opts.runs} runs (MB/s, includes client start-up and hashing)")
+        print(f"{'target':10} {'upload':>10} {'download':>10}")
+        for t in ("openxet", "local"):
+            print(f"{t:10} {summary[t]['upload']:>10} {summary[t]['download']:>10}")
+        print(f"{'ratio':10} {summary['openxet']['upload'] / summary['local']['upload']:>10.2f} "
+              f"{summary['openxet']['download'] / summary['local']['download']:>10.2f}")
+        print(json.dumps({"mib": opts.mib, "runs": opts.runs, "raw": results, "median": summary}))
+    finally:
+        srv.send_signal(signal.SIGTERM)
+        srv.wait(timeout=30)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
