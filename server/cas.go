@@ -359,12 +359,12 @@ func (s *Server) getReconstructionV2(c echo.Context) error {
 // it was signed for.
 func (s *Server) getFetch(c echo.Context) error {
 	ip := c.RealIP()
-	if d := s.authFailures.Check(ip, s.now()); !d.Allowed {
-		return s.refused(&limits.RateError{Limit: "auth_failures", Decision: d})
+	if err := s.gate.CheckAuth(ip, s.now()); err != nil {
+		return err
 	}
 	g, err := s.signer.parseFetchURL(c.Param("xorb"), c.QueryParams(), s.now())
 	if err != nil {
-		s.authFailures.Fail(ip, s.now())
+		s.gate.AuthFailed(ip, s.now())
 		return err
 	}
 	e, err := s.creds.get(c.Request().Context(), g.CredentialID)

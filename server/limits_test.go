@@ -180,14 +180,14 @@ func TestInFlightLimitReleasesOnDrop(t *testing.T) {
 	}
 	fmt.Fprintf(conn, "POST /v1/xorbs/default/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\nab",
 		strings.Repeat("cd", 32), tok)
-	waitFor(t, "the upload to be in flight", func() bool { return e.srv.inFlight.Count(key) == 1 })
+	waitFor(t, "the upload to be in flight", func() bool { return e.srv.gate.InFlight.Count(key) == 1 })
 	r := e.probe(tok)
 	wantError(t, r, 429, "rate_limited")
 	if r.json(t)["limit"] != "in_flight" || r.Header.Get("Retry-After") != "1" {
 		t.Fatalf("in-flight refusal: %s %v", r.Body, r.Header)
 	}
 	conn.Close() // the client goes away mid-request
-	waitFor(t, "the slot to be freed", func() bool { return e.srv.inFlight.Count(key) == 0 })
+	waitFor(t, "the slot to be freed", func() bool { return e.srv.gate.InFlight.Count(key) == 0 })
 	if r := e.probe(tok); r.Status != 404 {
 		t.Fatalf("after the drop: %d %s", r.Status, r.Body)
 	}

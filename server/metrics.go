@@ -2,6 +2,8 @@ package server
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"openxet/limits"
 )
 
 // metrics are registered on the registry the caller passes in; no global
@@ -9,7 +11,6 @@ import (
 type metrics struct {
 	requests      *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
-	refusals      *prometheus.CounterVec
 	uploadedBytes prometheus.Counter
 	servedBytes   prometheus.Counter
 }
@@ -19,13 +20,14 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "openxet_http_requests_total", Help: "HTTP requests by route and status class."}, []string{"route", "status"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "openxet_http_request_duration_seconds", Help: "HTTP request duration by route.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"route"}),
-		refusals:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "openxet_rate_limit_refusals_total", Help: "Requests refused by a rate limit, by limit."}, []string{"limit"}),
 		uploadedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "openxet_xorb_bytes_stored_total", Help: "Bytes of new xorbs stored."}),
 		servedBytes:   prometheus.NewCounter(prometheus.CounterOpts{Name: "openxet_fetch_bytes_served_total", Help: "Bytes served through fetch URLs."}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.refusals, m.uploadedBytes, m.servedBytes)
-	for _, l := range []string{"credential", "tenant", "in_flight", "auth_failures"} {
-		m.refusals.WithLabelValues(l)
+	reg.MustRegister(m.requests, m.duration, m.uploadedBytes, m.servedBytes)
+	for _, l := range limits.LimitNames() {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "openxet_rate_limit_refusals_total",
+			Help: "Requests refused by a rate limit, by limit.", ConstLabels: prometheus.Labels{"limit": l}},
+			func() float64 { return float64(s.gate.Refusals.Load(l)) }))
 	}
 	st := func(name, help string, f func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))

@@ -2,11 +2,8 @@ package server
 
 import (
 	"errors"
-	"time"
 
 	"github.com/labstack/echo/v4"
-
-	"openxet/limits"
 )
 
 // guard authenticates a request, checks that its credential has scope, and
@@ -16,18 +13,18 @@ func (s *Server) guard(scope string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			ip := c.RealIP()
-			if d := s.authFailures.Check(ip, s.now()); !d.Allowed {
-				return s.refused(&limits.RateError{Limit: "auth_failures", Decision: d})
+			if err := s.gate.CheckAuth(ip, s.now()); err != nil {
+				return err
 			}
 			tok, ok := bearer(c.Request().Header.Get("Authorization"))
 			if !ok {
-				s.authFailures.Fail(ip, s.now())
+				s.gate.AuthFailed(ip, s.now())
 				return refuse(errUnauthorized, "missing Authorization: Bearer token")
 			}
 			id, err := s.authenticate(c.Request().Context(), tok)
 			if err != nil {
 				if errors.Is(err, errUnauthorized) {
-					s.authFailures.Fail(ip, s.now())
+					s.gate.AuthFailed(ip, s.now())
 				}
 				return err
 			}
@@ -45,39 +42,17 @@ func (s *Server) guard(scope string) echo.MiddlewareFunc {
 	}
 }
 
-// admit runs the credential limiter, the tenant limiter and the in-flight cap
-// for one request. A request refused by one of them uses up none of the
-// others' allowance: each is peeked before any is charged.
+// admit runs the credential limiter, the tenant limiter and the in-flight
+// cap for one request (limits.Gate: a refusal by one gives back what the
+// others spent). The caller calls release when the request ends.
 func (s *Server) admit(c echo.Context, id *identity) (release func(), err error) {
 	lim, err := s.limitsFor(c, id.Tenant)
 	if err != nil {
 		return nil, err
 	}
-	now := s.now()
-	if d := s.credLimiter.Peek(id.CredentialKey, lim.CredentialRate, now); !d.Allowed {
-		return nil, s.refused(&limits.RateError{Limit: "credential", Decision: d})
-	}
-	if d := s.tenantLimiter.Peek(id.Tenant, lim.TenantRate, now); !d.Allowed {
-		return nil, s.refused(&limits.RateError{Limit: "tenant", Decision: d})
-	}
-	if !s.inFlight.Acquire(id.CredentialKey, lim.MaxInFlightPerCredential) {
-		d := limits.Decision{RetryAfter: time.Second, Limit: limits.Rate{Burst: lim.MaxInFlightPerCredential}}
-		return nil, s.refused(&limits.RateError{Limit: "in_flight", Decision: d})
-	}
-	if d := s.credLimiter.Allow(id.CredentialKey, lim.CredentialRate, now); !d.Allowed {
-		s.inFlight.Release(id.CredentialKey)
-		return nil, s.refused(&limits.RateError{Limit: "credential", Decision: d})
-	}
-	if d := s.tenantLimiter.Allow(id.Tenant, lim.TenantRate, now); !d.Allowed {
-		s.inFlight.Release(id.CredentialKey)
-		return nil, s.refused(&limits.RateError{Limit: "tenant", Decision: d})
+	if _, err := s.gate.Admit(id.CredentialKey, id.Tenant, lim, s.now()); err != nil {
+		return nil, err
 	}
 	key := id.CredentialKey
-	return func() { s.inFlight.Release(key) }, nil
-}
-
-// refused counts a rate refusal for metrics and returns it.
-func (s *Server) refused(e *limits.RateError) error {
-	s.metrics.refusals.WithLabelValues(e.Limit).Inc()
-	return e
+	return func() { s.gate.Done(key) }, nil
 }

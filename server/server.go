@@ -69,16 +69,13 @@ type Server struct {
 	now   func() time.Time
 	echo  *echo.Echo
 
-	signer        signer
-	creds         *credentialCache
-	effective     *limits.Effective
-	credLimiter   *limits.Table
-	tenantLimiter *limits.Table
-	inFlight      *limits.InFlight
-	authFailures  *limits.AuthFailures
-	pending       *limits.Pending
-	budget        *budget.Budget
-	metrics       *metrics
+	signer    signer
+	creds     *credentialCache
+	effective *limits.Effective
+	gate      *limits.Gate
+	pending   *limits.Pending
+	budget    *budget.Budget
+	metrics   *metrics
 
 	publicURL string
 }
@@ -108,19 +105,17 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 		return nil, err
 	}
 	s := &Server{
-		cfg:           cfg,
-		store:         st,
-		log:           log,
-		reg:           reg,
-		now:           time.Now,
-		signer:        signer{key: cfg.SigningKey},
-		credLimiter:   limits.NewTable(maxLimiterKeys),
-		tenantLimiter: limits.NewTable(maxLimiterKeys),
-		inFlight:      limits.NewInFlight(),
-		authFailures:  limits.NewAuthFailures(max(cfg.AuthFailuresPerMinute, 1), maxIPKeys),
-		pending:       &limits.Pending{},
-		budget:        budget.New(cfg.Budget),
-		publicURL:     strings.TrimRight(cfg.PublicURL, "/"),
+		cfg:    cfg,
+		store:  st,
+		log:    log,
+		reg:    reg,
+		now:    time.Now,
+		signer: signer{key: cfg.SigningKey},
+		gate: limits.NewGate(limits.GateConfig{MaxCredentials: maxLimiterKeys, MaxTenants: maxLimiterKeys, MaxIPs: maxIPKeys,
+			AuthFailuresPerMinute: max(cfg.AuthFailuresPerMinute, 1)}),
+		pending:   &limits.Pending{},
+		budget:    budget.New(cfg.Budget),
+		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 	}
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
