@@ -294,43 +294,45 @@ func (s *Server) fetchExpiry() int64 {
 	return s.now().Add(s.cfg.FetchURLTTL).Truncate(time.Minute).Unix()
 }
 
-// getReconstruction answers GET /v1/reconstructions/{file}.
-func (s *Server) getReconstruction(c echo.Context) error {
+// answerReconstruction writes a reconstruction answer: the terms, and
+// under key one entry per fetch range of each xorb, shaped by entry.
+func (s *Server) answerReconstruction(c echo.Context, key string, entry func(fr xet.FetchRange, url string) any) error {
 	rec, release, err := s.reconstruction(c)
 	if err != nil {
 		return err
 	}
 	defer release()
 	id, base, exp := identityOf(c), s.base(c), s.fetchExpiry()
+	byXorb := make(map[string][]any, len(rec.Fetch))
+	for x, frs := range rec.Fetch {
+		list := make([]any, len(frs))
+		for i, fr := range frs {
+			list[i] = entry(fr, s.grant(id, x, fr, exp, base))
+		}
+		byXorb[x.String()] = list
+	}
+	return c.JSON(http.StatusOK, map[string]any{
+		"offset_into_first_range": rec.OffsetIntoFirstRange,
+		"terms":                   termsJSON(rec),
+		key:                       byXorb,
+	})
+}
+
+// getReconstruction answers GET /v1/reconstructions/{file}.
+func (s *Server) getReconstruction(c echo.Context) error {
 	type fetchJSON struct {
 		Range    chunkRange `json:"range"`
 		URL      string     `json:"url"`
 		URLRange byteRange  `json:"url_range"`
 	}
-	fetch := make(map[string][]fetchJSON, len(rec.Fetch))
-	for x, frs := range rec.Fetch {
-		list := make([]fetchJSON, len(frs))
-		for i, fr := range frs {
-			list[i] = fetchJSON{Range: chunkRange{fr.ChunkStart, fr.ChunkEnd}, URL: s.grant(id, x, fr, exp, base), URLRange: byteRange{fr.ByteStart, fr.ByteEnd}}
-		}
-		fetch[x.String()] = list
-	}
-	return c.JSON(http.StatusOK, map[string]any{
-		"offset_into_first_range": rec.OffsetIntoFirstRange,
-		"terms":                   termsJSON(rec),
-		"fetch_info":              fetch,
+	return s.answerReconstruction(c, "fetch_info", func(fr xet.FetchRange, url string) any {
+		return fetchJSON{Range: chunkRange{fr.ChunkStart, fr.ChunkEnd}, URL: url, URLRange: byteRange{fr.ByteStart, fr.ByteEnd}}
 	})
 }
 
 // getReconstructionV2 answers GET /v2/reconstructions/{file}: one URL per
 // fetch range.
 func (s *Server) getReconstructionV2(c echo.Context) error {
-	rec, release, err := s.reconstruction(c)
-	if err != nil {
-		return err
-	}
-	defer release()
-	id, base, exp := identityOf(c), s.base(c), s.fetchExpiry()
 	type rangeJSON struct {
 		Chunks chunkRange `json:"chunks"`
 		Bytes  byteRange  `json:"bytes"`
@@ -339,18 +341,8 @@ func (s *Server) getReconstructionV2(c echo.Context) error {
 		URL    string      `json:"url"`
 		Ranges []rangeJSON `json:"ranges"`
 	}
-	xorbs := make(map[string][]xorbJSON, len(rec.Fetch))
-	for x, frs := range rec.Fetch {
-		list := make([]xorbJSON, len(frs))
-		for i, fr := range frs {
-			list[i] = xorbJSON{URL: s.grant(id, x, fr, exp, base), Ranges: []rangeJSON{{Chunks: chunkRange{fr.ChunkStart, fr.ChunkEnd}, Bytes: byteRange{fr.ByteStart, fr.ByteEnd}}}}
-		}
-		xorbs[x.String()] = list
-	}
-	return c.JSON(http.StatusOK, map[string]any{
-		"offset_into_first_range": rec.OffsetIntoFirstRange,
-		"terms":                   termsJSON(rec),
-		"xorbs":                   xorbs,
+	return s.answerReconstruction(c, "xorbs", func(fr xet.FetchRange, url string) any {
+		return xorbJSON{URL: url, Ranges: []rangeJSON{{Chunks: chunkRange{fr.ChunkStart, fr.ChunkEnd}, Bytes: byteRange{fr.ByteStart, fr.ByteEnd}}}}
 	})
 }
 
