@@ -58,6 +58,7 @@ func NewApp(stdout, stderr io.Writer, env Env) *cli.App {
 			reindexCommand(env),
 			limitsCommand(env),
 			credentialsCommand(env),
+			loadCommand(env),
 			{
 				Name:  "version",
 				Usage: "print the version",

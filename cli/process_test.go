@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -47,8 +48,27 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	url    string
-	stdout *bytes.Buffer
-	stderr *bytes.Buffer
+	stdout *syncBuffer
+	stderr *syncBuffer
+}
+
+// syncBuffer is a bytes.Buffer the child's output copier writes while the
+// test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func freeAddr(t *testing.T) string {
@@ -70,7 +90,7 @@ func startServe(t *testing.T, dataDir string, extra ...string) *proc {
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Args[0] = "openxet"
 	cmd.Env = append(os.Environ(), "OPENXET_TEST_MAIN=1")
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, stdout: &bytes.Buffer{}, stderr: &bytes.Buffer{}}
+	p := &proc{t: t, cmd: cmd, url: "http://" + addr, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -404,7 +404,10 @@ func (s *Server) getFetch(c echo.Context) error {
 	h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/*", start, end))
 	c.Response().WriteHeader(http.StatusPartialContent)
 	buf := make([]byte, fetchBufferBytes)
-	written, err := io.CopyBuffer(struct{ io.Writer }{c.Response()}, r, buf)
+	// Both sides are wrapped so that CopyBuffer uses buf, the memory this
+	// request reserved, instead of a WriterTo/ReaderFrom with a buffer of
+	// its own (the blob reader's WriteTo allocates 1MiB per call).
+	written, err := io.CopyBuffer(struct{ io.Writer }{c.Response()}, struct{ io.Reader }{r}, buf)
 	s.metrics.servedBytes.Add(float64(written))
 	if err != nil {
 		s.log.Warn("fetch aborted", "xorb", g.Xorb, "written", written, "err", err)

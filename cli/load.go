@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"openxet/load"
+)
+
+// loadCommand is `openxet load`: a load scenario against a running server.
+func loadCommand(env Env) *cli.Command {
+	scenarios := make([]string, len(load.Scenarios))
+	for i, s := range load.Scenarios {
+		scenarios[i] = string(s)
+	}
+	size := func(name string, def int64, usage string) cli.Flag {
+		return &cli.StringFlag{Name: name, Value: FormatSize(def), Usage: usage}
+	}
+	return &cli.Command{
+		Name:      "load",
+		Usage:     "run a load scenario against a running server and report fairness, latency and memory",
+		UsageText: "openxet load --scenario many_tenants|abuse [--server URL] [--duration 60s] [--report FILE] [--json]",
+		Description: "Creates its own tenants and credentials through the admin API (admin token in OPENXET_TOKEN),\n" +
+			"drives real protocol traffic (xorb and shard uploads, reconstructions, fetch-URL range reads,\n" +
+			"dedup queries), checks every downloaded byte against what was uploaded, and revokes its\n" +
+			"credentials at the end. Every loop stops by itself.\n\n" +
+			"  many_tenants  honest tenants at moderate rates within the default limits, one phase\n" +
+			"  abuse         the same honest tenants alone (baseline), then beside one tenant that floods\n" +
+			"                requests, holds hundreds of slow reads open and uploads over its quota, and\n" +
+			"                a client address (--spray-addr) that sprays bad tokens\n\n" +
+			"The run fails (exit 1) only on correctness: an honest request refused (403, 429, 503) or\n" +
+			"answered wrongly, a downloaded byte that differs, a limit that let more through than it\n" +
+			"allows, or server RSS over its memory budget plus --rss-overhead. Timings never fail it.\n" +
+			"Only loopback servers are loaded unless --allow-remote is given.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario to run: " + strings.Join(scenarios, " or ")},
+			&cli.StringFlag{Name: "server", Usage: "base URL of the server (env OPENXET_SERVER, default http://" + DefaultListen + ")"},
+			&cli.StringFlag{Name: "token", Usage: "admin token (env OPENXET_TOKEN; prefer the env var, flags show in ps)"},
+			&cli.StringFlag{Name: "metrics", Usage: "URL of the server's Prometheus metrics, scraped with the admin token (default <server>/metrics)"},
+			&cli.BoolFlag{Name: "allow-remote", Usage: "allow a --server that is not a loopback address"},
+			&cli.DurationFlag{Name: "duration", Value: load.DefaultDuration, Usage: "length of each phase (abuse runs two)"},
+			&cli.IntFlag{Name: "tenants", Value: load.DefaultTenants, Usage: "honest tenants"},
+			&cli.IntFlag{Name: "credentials-per-tenant", Value: load.DefaultCredentialsPerTenant, Usage: "credentials per honest tenant, each running its own loop"},
+			&cli.DurationFlag{Name: "think-min", Value: load.DefaultThinkMin, Usage: "shortest wait between two operations of one credential"},
+			&cli.DurationFlag{Name: "think-max", Value: load.DefaultThinkMax, Usage: "longest wait between two operations of one credential"},
+			size("xorb-min", load.DefaultXorbMinBytes, "smallest honest xorb"),
+			size("xorb-max", load.DefaultXorbMaxBytes, "largest honest xorb"),
+			&cli.StringFlag{Name: "rss-overhead", Value: FormatSize(load.DefaultRSSOverheadBytes), Usage: "resident memory the server may use beyond its memory budget before the run fails, or off"},
+			&cli.DurationFlag{Name: "drain-timeout", Value: load.DefaultDrainTimeout, Usage: "time operations still running at the end get to finish; one still running after it fails the run"},
+			&cli.Uint64Flag{Name: "seed", Usage: "seed for the generated data and choices; 0 takes one from the clock"},
+			&cli.Float64Flag{Name: "flood-rate", Value: load.DefaultFloodRate, Usage: "abuse: requests per second of the flooding credential"},
+			&cli.IntFlag{Name: "readers", Value: load.DefaultReaders, Usage: "abuse: slow reads of the big xorb held open at once"},
+			size("big-xorb", load.DefaultBigXorbBytes, "abuse: size of the xorb the slow reads fetch"),
+			size("read-rate", load.DefaultReadBytesPerSecond, "abuse: bytes per second each slow read consumes"),
+			size("quota-headroom", load.DefaultQuotaHeadroomBytes, "abuse: the abuser's quota is its usage after setup plus this"),
+			&cli.Float64Flag{Name: "quota-rate", Value: load.DefaultQuotaRate, Usage: "abuse: over-quota uploads per second"},
+			&cli.Float64Flag{Name: "spray-rate", Value: load.DefaultSprayRate, Usage: "abuse: bad-token requests per second"},
+			&cli.StringFlag{Name: "spray-addr", Value: load.DefaultSprayAddr, Usage: "abuse: local address the bad tokens come from (must differ from the honest tenants'), or none"},
+			&cli.IntFlag{Name: "auth-failures-per-minute", Value: load.DefaultAuthFailuresPerMinute, Usage: "abuse: the server's limits.auth_failures_per_minute, to check the sprayer against"},
+			&cli.StringFlag{Name: "report", Usage: "write a self-contained HTML report with plots to this file"},
+			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of tables"},
+		},
+		Action: func(c *cli.Context) error {
+			cfg, err := loadConfigFrom(c, env)
+			if err != nil {
+				return cli.Exit(err.Error(), 2)
+			}
+			cfg.Progress = c.App.ErrWriter
+			rep, err := load.Run(c.Context, cfg)
+			if err != nil {
+				code := 1
+				if errors.Is(err, load.ErrRemote) {
+					code = 2
+				}
+				return cli.Exit(err.Error(), code)
+			}
+			if path := c.String("report"); path != "" {
+				if err := writeReport(path, rep); err != nil {
+					return cli.Exit(err.Error(), 1)
+				}
+				fmt.Fprintf(c.App.ErrWriter, "load: report written to %s\n", path)
+			}
+			if c.Bool("json") {
+				enc := json.NewEncoder(c.App.Writer)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else if err := rep.WriteText(c.App.Writer); err != nil {
+				return err
+			}
+			switch {
+			case !rep.OK:
+				return cli.Exit(fmt.Sprintf("load %s: %d correctness failures", rep.Scenario, rep.Failed()), 1)
+			case rep.Interrupted:
+				return cli.Exit("load: interrupted", 1)
+			}
+			return nil
+		},
+	}
+}
+
+// loadConfigFrom reads the flags and environment into a load.Config.
+func loadConfigFrom(c *cli.Context, env Env) (load.Config, error) {
+	cfg := load.Config{
+		Scenario:             load.Scenario(c.String("scenario")),
+		Server:               c.String("server"),
+		MetricsURL:           c.String("metrics"),
+		AdminToken:           c.String("token"),
+		AllowRemote:          c.Bool("allow-remote"),
+		Duration:             c.Duration("duration"),
+		Tenants:              c.Int("tenants"),
+		CredentialsPerTenant: c.Int("credentials-per-tenant"),
+		ThinkMin:             c.Duration("think-min"),
+		ThinkMax:             c.Duration("think-max"),
+		DrainTimeout:         c.Duration("drain-timeout"),
+		Seed:                 c.Uint64("seed"),
+		Abuser: load.AbuserConfig{
+			FloodRate:             c.Float64("flood-rate"),
+			Readers:               c.Int("readers"),
+			QuotaRate:             c.Float64("quota-rate"),
+			SprayRate:             c.Float64("spray-rate"),
+			SprayAddr:             c.String("spray-addr"),
+			AuthFailuresPerMinute: c.Int("auth-failures-per-minute"),
+		},
+	}
+	if cfg.Server == "" {
+		cfg.Server, _ = env("OPENXET_SERVER")
+	}
+	if cfg.Server == "" {
+		cfg.Server = "http://" + DefaultListen
+	}
+	if cfg.AdminToken == "" {
+		cfg.AdminToken, _ = env("OPENXET_TOKEN")
+	}
+	if cfg.AdminToken == "" {
+		return cfg, errors.New("an admin token is needed: set OPENXET_TOKEN (or --token)")
+	}
+	sizes := []struct {
+		flag string
+		dst  *int64
+	}{
+		{"xorb-min", &cfg.XorbMinBytes}, {"xorb-max", &cfg.XorbMaxBytes},
+		{"big-xorb", &cfg.Abuser.BigXorbBytes}, {"read-rate", &cfg.Abuser.ReadBytesPerSecond},
+		{"quota-headroom", &cfg.Abuser.QuotaHeadroomBytes},
+	}
+	for _, s := range sizes {
+		n, err := ParseSize(c.String(s.flag))
+		if err != nil {
+			return cfg, fmt.Errorf("--%s: %w", s.flag, err)
+		}
+		*s.dst = n
+	}
+	if v := c.String("rss-overhead"); strings.EqualFold(v, "off") {
+		cfg.RSSOverheadBytes = -1
+	} else {
+		n, err := ParseSize(v)
+		if err != nil {
+			return cfg, fmt.Errorf("--rss-overhead: %w", err)
+		}
+		cfg.RSSOverheadBytes = n
+	}
+	// Zero means "default" to load.Config; say so rather than surprise.
+	if cfg.Abuser.Readers == 0 {
+		return cfg, errors.New("--readers: want at least 1")
+	}
+	return cfg, cfg.WithDefaults().Validate()
+}
+
+// writeReport writes the HTML report next to its final name and renames it
+// into place, so a reader never sees half a file.
+func writeReport(path string, rep *load.Report) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".openxet-load-*.html")
+	if err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := rep.WriteHTML(tmp); err != nil {
+		tmp.Close()
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("report: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/urfave/cli/v2"
+
+	"openxet/budget"
+	"openxet/limits"
+	"openxet/load"
+	"openxet/server"
+	"openxet/store"
+)
+
+// runLoadCommand runs `openxet load args...` through loadCommand alone
+// (until the command is registered in NewApp) and returns the exit code
+// and output.
+func runLoadCommand(t *testing.T, env map[string]string, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	app := &cli.App{
+		Name: "openxet", Writer: &stdout, ErrWriter: &stderr,
+		ExitErrHandler: func(*cli.Context, error) {},
+		Commands:       []*cli.Command{loadCommand(func(k string) (string, bool) { v, ok := env[k]; return v, ok })},
+	}
+	err := app.RunContext(context.Background(), append([]string{"openxet", "load"}, args...))
+	code := 0
+	if err != nil {
+		code = 1
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			code = ec.ExitCode()
+		}
+		stderr.WriteString(err.Error())
+	}
+	return code, stdout.String(), stderr.String()
+}
+
+// loadTestServer is an in-process server with default limits and its
+// admin token.
+func loadTestServer(t *testing.T) (url, token string) {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.Open(context.Background(), store.Config{
+		IndexPath: filepath.Join(dir, "index.db"),
+		BucketURL: "file://" + filepath.Join(dir, "bucket") + "?create_dir=1&metadata=skip&no_tmp_dir=1",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := server.New(server.Config{
+		Limits:                limits.DefaultLimits(),
+		AuthFailuresPerMinute: 60,
+		Budget:                budget.Config{TotalBytes: 512 << 20, CredentialShare: 0.25, TenantShare: 0.5, Wait: time.Second},
+		MetricsOnMain:         true,
+	}, st, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		st.Close()
+	})
+	_, tok, err := st.CreateCredential(context.Background(), "admin", []string{"admin"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hs.URL, tok
+}
+
+func TestLoadCommandRefusals(t *testing.T) {
+	tok := map[string]string{"OPENXET_TOKEN": "hf_oxt_x"}
+	cases := []struct {
+		name string
+		env  map[string]string
+		args []string
+		says string
+	}{
+		{"remote server", tok, []string{"--scenario", "abuse", "--server", "http://203.0.113.9:8080"}, "--allow-remote"},
+		{"no token", nil, []string{"--scenario", "abuse"}, "OPENXET_TOKEN"},
+		{"unknown scenario", tok, []string{"--scenario", "stampede"}, "many_tenants or abuse"},
+		{"bad size", tok, []string{"--scenario", "abuse", "--xorb-max", "lots"}, "--xorb-max"},
+		{"no readers", tok, []string{"--scenario", "abuse", "--readers", "0"}, "--readers"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, _, stderr := runLoadCommand(t, c.env, c.args...)
+			if code != 2 || !strings.Contains(stderr, c.says) {
+				t.Errorf("exit %d, stderr %q; want 2 and a message about %s", code, stderr, c.says)
+			}
+		})
+	}
+}
+
+func TestLoadCommandRuns(t *testing.T) {
+	url, tok := loadTestServer(t)
+	report := filepath.Join(t.TempDir(), "report.html")
+	code, stdout, stderr := runLoadCommand(t, map[string]string{"OPENXET_TOKEN": tok},
+		"--scenario", "many_tenants", "--server", url, "--duration", "700ms", "--tenants", "3",
+		"--think-min", "30ms", "--think-max", "90ms", "--xorb-min", "8KiB", "--xorb-max", "64KiB",
+		"--rss-overhead", "off", "--json", "--report", report)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	var r load.Report
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
+	}
+	if !r.OK || r.Scenario != "many_tenants" || len(r.Phases) != 1 || r.Phases[0].Honest.Ops == 0 {
+		t.Errorf("report: ok %v scenario %s phases %d", r.OK, r.Scenario, len(r.Phases))
+	}
+	page, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(page, []byte("<svg")) || !bytes.Contains(page, []byte("Result: OK")) {
+		t.Errorf("the HTML report lacks its plots or result")
+	}
+	if !strings.Contains(stderr, "report written to") {
+		t.Errorf("stderr %q does not say where the report went", stderr)
+	}
+}

@@ -1,0 +1,157 @@
+package load
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// admin talks to the server's admin API and metrics with the admin token.
+// Its requests are not recorded: they are not load.
+type admin struct {
+	base, metrics, token string
+	hc                   *http.Client
+}
+
+// tenantLimits is the part of GET /api/openxet/v1/admin/tenants/{t}/limits
+// the run reads.
+type tenantLimits struct {
+	QuotaBytes                  int64   `json:"quota_bytes"`
+	UsageBytes                  int64   `json:"usage_bytes"`
+	TenantRequestsPerSecond     float64 `json:"tenant_requests_per_second"`
+	TenantBurst                 int     `json:"tenant_burst"`
+	CredentialRequestsPerSecond float64 `json:"credential_requests_per_second"`
+	CredentialBurst             int     `json:"credential_burst"`
+	MaxInFlightPerCredential    int     `json:"max_in_flight_per_credential"`
+}
+
+// credential is one the run made.
+type credential struct {
+	ID    string `json:"id"`
+	Token string `json:"token"`
+}
+
+func (a *admin) call(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, a.base+"/api/openxet/v1/admin"+path, body)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := a.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer res.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(res.Body, 4<<20))
+	if res.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: %s %s", method, path, res.Status, bytes.TrimSpace(data))
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+func (a *admin) createCredential(ctx context.Context, tenant string) (credential, error) {
+	var c credential
+	err := a.call(ctx, "POST", "/credentials", map[string]any{"tenant": tenant, "scopes": []string{"write"}}, &c)
+	if err == nil && c.Token == "" {
+		err = fmt.Errorf("POST /credentials: the answer has no token")
+	}
+	return c, err
+}
+
+func (a *admin) revoke(ctx context.Context, id string) error {
+	return a.call(ctx, "DELETE", "/credentials/"+url.PathEscape(id), nil, nil)
+}
+
+func (a *admin) limits(ctx context.Context, tenant string) (tenantLimits, error) {
+	var l tenantLimits
+	err := a.call(ctx, "GET", "/tenants/"+url.PathEscape(tenant)+"/limits", nil, &l)
+	return l, err
+}
+
+func (a *admin) setQuota(ctx context.Context, tenant string, quota int64) (tenantLimits, error) {
+	var l tenantLimits
+	err := a.call(ctx, "PUT", "/tenants/"+url.PathEscape(tenant)+"/limits", map[string]any{"quota_bytes": quota}, &l)
+	return l, err
+}
+
+// Metric names the run reads from /metrics.
+const (
+	metricRSS      = "process_resident_memory_bytes"
+	metricReserved = "openxet_memory_reserved_bytes"
+	metricBudget   = "openxet_memory_budget_bytes"
+)
+
+// scrape reads the server's metrics and returns the value of each gauge or
+// counter without labels (and the sum over labels for those with labels).
+func (a *admin) scrape(ctx context.Context) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", a.metrics, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+a.token)
+	res, err := a.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(res.Body, 1<<20))
+		return nil, fmt.Errorf("GET %s: %s", a.metrics, res.Status)
+	}
+	return parseMetrics(io.LimitReader(res.Body, 16<<20))
+}
+
+// parseMetrics reads the Prometheus text format into name → value, summing
+// the series of a family (histograms and summaries give their sample count).
+func parseMetrics(r io.Reader) (map[string]float64, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(r)
+	if err != nil {
+		return nil, fmt.Errorf("parse metrics: %w", err)
+	}
+	out := make(map[string]float64, len(fams))
+	for name, f := range fams {
+		var v float64
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.Gauge != nil:
+				v += m.GetGauge().GetValue()
+			case m.Counter != nil:
+				v += m.GetCounter().GetValue()
+			case m.Untyped != nil:
+				v += m.GetUntyped().GetValue()
+			case m.Histogram != nil:
+				v += float64(m.GetHistogram().GetSampleCount())
+			case m.Summary != nil:
+				v += float64(m.GetSummary().GetSampleCount())
+			}
+		}
+		out[name] = v
+	}
+	return out, nil
+}

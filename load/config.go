@@ -1,0 +1,318 @@
+package load
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Scenario names a load scenario.
+type Scenario string
+
+// The scenarios Run knows.
+const (
+	// ManyTenants runs honest tenants only, at moderate rates within the
+	// default limits, for one phase of Config.Duration.
+	ManyTenants Scenario = "many_tenants"
+	// Abuse runs the same honest tenants for one phase alone (the baseline)
+	// and one phase beside an abusive tenant and a bad-token sprayer, each
+	// Config.Duration long.
+	Abuse Scenario = "abuse"
+)
+
+// Scenarios lists the scenarios in the order the help text shows them.
+var Scenarios = []Scenario{ManyTenants, Abuse}
+
+// Defaults for Config fields left zero.
+const (
+	DefaultDuration             = 60 * time.Second
+	DefaultTenants              = 200
+	DefaultCredentialsPerTenant = 2
+	DefaultThinkMin             = 400 * time.Millisecond
+	DefaultThinkMax             = time.Second
+	DefaultXorbMinBytes         = 64 << 10
+	DefaultXorbMaxBytes         = 1 << 20
+	DefaultScrapeInterval       = time.Second
+	// DefaultRSSOverheadBytes is what the server's resident memory may use
+	// beyond its memory budget before a run fails: the Go runtime and its
+	// garbage not yet collected (GOGC=100 lets the heap grow to twice what
+	// is live), the SQLite page cache, goroutine stacks and per-connection
+	// buffers, none of which the budget counts.
+	DefaultRSSOverheadBytes = 256 << 20
+	DefaultDrainTimeout     = 60 * time.Second
+	DefaultRequestTimeout   = 2 * time.Minute
+
+	DefaultFloodRate             = 5000
+	DefaultFloodWorkers          = 32
+	DefaultReaders               = 320
+	DefaultBigXorbBytes          = 32 << 20
+	DefaultReadBytesPerSecond    = 64 << 10
+	DefaultQuotaHeadroomBytes    = 4 << 20
+	DefaultQuotaXorbBytes        = 1 << 20
+	DefaultQuotaWorkers          = 2
+	DefaultQuotaRate             = 20
+	DefaultSprayRate             = 200
+	DefaultSprayWorkers          = 1
+	DefaultSprayAddr             = "127.0.0.2"
+	DefaultAuthFailuresPerMinute = 60
+)
+
+// chunkBytes is the size of the chunks the generated xorbs are cut into
+// (the stock client's average; the last chunk of a xorb is shorter).
+const chunkBytes = 64 << 10
+
+// Config says what to run against which server. Zero fields take the
+// Default… values (see WithDefaults).
+type Config struct {
+	Scenario Scenario
+	// Server is the base URL of the openxet server, without a trailing slash.
+	Server string
+	// MetricsURL is where the server's Prometheus metrics are scraped with
+	// the admin token; "" means Server + "/metrics".
+	MetricsURL string
+	// AdminToken is a credential with the admin scope; the run creates its
+	// tenants' credentials with it and revokes them at the end.
+	AdminToken string
+	// AllowRemote lets Server be an address that is not loopback.
+	AllowRemote bool
+
+	// Duration is the length of each measured phase (Abuse has two).
+	Duration             time.Duration
+	Tenants              int
+	CredentialsPerTenant int
+	// Each credential of an honest tenant waits a uniform random time in
+	// [ThinkMin, ThinkMax] between the end of one operation and the next.
+	ThinkMin, ThinkMax time.Duration
+	// Honest xorbs are uniform random sizes in [XorbMinBytes, XorbMaxBytes].
+	XorbMinBytes, XorbMaxBytes int64
+
+	ScrapeInterval time.Duration
+	// RSSOverheadBytes: the run fails when the server's peak resident memory
+	// is over its memory budget plus this; < 0 disables the check.
+	RSSOverheadBytes int64
+	// DrainTimeout bounds the wait for operations still running when the
+	// last phase ends; one still running after it is a failure.
+	DrainTimeout   time.Duration
+	RequestTimeout time.Duration
+	// Seed makes the generated data reproducible; 0 picks one from the clock.
+	Seed uint64
+
+	Abuser AbuserConfig
+
+	// Progress receives one line per stage; nil discards them.
+	Progress io.Writer
+}
+
+// AbuserConfig shapes the abusive tenant of the Abuse scenario. It has one
+// credential per attack so that each can be told apart in the report.
+type AbuserConfig struct {
+	// FloodRate is the requests per second the flooding credential sends
+	// (far over its rate limit), from FloodWorkers goroutines.
+	FloodRate    float64
+	FloodWorkers int
+	// Readers concurrent fetch-URL reads of one BigXorbBytes xorb, each
+	// consumed at ReadBytesPerSecond so that it stays open.
+	Readers            int
+	BigXorbBytes       int64
+	ReadBytesPerSecond int64
+	// The abuser's quota is set to its usage after setup plus
+	// QuotaHeadroomBytes; QuotaWorkers then upload new QuotaXorbBytes xorbs
+	// at QuotaRate per second in all, with Expect: 100-continue.
+	QuotaHeadroomBytes int64
+	QuotaXorbBytes     int64
+	QuotaWorkers       int
+	QuotaRate          float64
+	// SprayWorkers send SprayRate requests per second in all with made-up
+	// tokens and forged fetch URLs, from the local address SprayAddr (the
+	// server keys auth failures by peer IP, so it must differ from the
+	// honest tenants' address; "none" turns the sprayer off). The server
+	// checks an IP's allowance before it verifies a token and spends it
+	// after a failure, so concurrent sprayers can each pass one check
+	// when the allowance refills; one sprayer (the default) makes the
+	// auth-failure envelope exact.
+	SprayRate    float64
+	SprayWorkers int
+	SprayAddr    string
+	// AuthFailuresPerMinute is the server's auth_failures_per_minute, used
+	// to check that the sprayer was held to it.
+	AuthFailuresPerMinute int
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	def := func(p *time.Duration, v time.Duration) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defInt := func(p *int, v int) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defI64 := func(p *int64, v int64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	defF := func(p *float64, v float64) {
+		if *p == 0 {
+			*p = v
+		}
+	}
+	c.Server = strings.TrimRight(c.Server, "/")
+	if c.MetricsURL == "" && c.Server != "" {
+		c.MetricsURL = c.Server + "/metrics"
+	}
+	def(&c.Duration, DefaultDuration)
+	defInt(&c.Tenants, DefaultTenants)
+	defInt(&c.CredentialsPerTenant, DefaultCredentialsPerTenant)
+	def(&c.ThinkMin, DefaultThinkMin)
+	def(&c.ThinkMax, DefaultThinkMax)
+	defI64(&c.XorbMinBytes, DefaultXorbMinBytes)
+	defI64(&c.XorbMaxBytes, DefaultXorbMaxBytes)
+	def(&c.ScrapeInterval, DefaultScrapeInterval)
+	defI64(&c.RSSOverheadBytes, DefaultRSSOverheadBytes)
+	def(&c.DrainTimeout, DefaultDrainTimeout)
+	def(&c.RequestTimeout, DefaultRequestTimeout)
+	a := &c.Abuser
+	defF(&a.FloodRate, DefaultFloodRate)
+	defInt(&a.FloodWorkers, DefaultFloodWorkers)
+	defInt(&a.Readers, DefaultReaders)
+	defI64(&a.BigXorbBytes, DefaultBigXorbBytes)
+	defI64(&a.ReadBytesPerSecond, DefaultReadBytesPerSecond)
+	defI64(&a.QuotaHeadroomBytes, DefaultQuotaHeadroomBytes)
+	defI64(&a.QuotaXorbBytes, DefaultQuotaXorbBytes)
+	defInt(&a.QuotaWorkers, DefaultQuotaWorkers)
+	defF(&a.QuotaRate, DefaultQuotaRate)
+	defF(&a.SprayRate, DefaultSprayRate)
+	defInt(&a.SprayWorkers, DefaultSprayWorkers)
+	if a.SprayAddr == "" {
+		a.SprayAddr = DefaultSprayAddr
+	}
+	defInt(&a.AuthFailuresPerMinute, DefaultAuthFailuresPerMinute)
+	return c
+}
+
+// Validate reports every problem with c (after WithDefaults).
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	switch c.Scenario {
+	case ManyTenants, Abuse:
+	default:
+		bad("scenario %q: want many_tenants or abuse", c.Scenario)
+	}
+	if u, err := url.Parse(c.Server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("server %q: want an http:// or https:// URL", c.Server)
+	}
+	if c.AdminToken == "" {
+		bad("an admin token is needed (OPENXET_TOKEN)")
+	}
+	if c.Duration < 100*time.Millisecond {
+		bad("duration %v: want at least 100ms", c.Duration)
+	}
+	if c.Tenants < 1 || c.Tenants > 10_000 {
+		bad("tenants %d: want 1 to 10000", c.Tenants)
+	}
+	if c.CredentialsPerTenant < 1 || c.CredentialsPerTenant > 16 {
+		bad("credentials per tenant %d: want 1 to 16", c.CredentialsPerTenant)
+	}
+	if c.ThinkMin < 0 || c.ThinkMax < c.ThinkMin {
+		bad("think time %v–%v: want 0 <= min <= max", c.ThinkMin, c.ThinkMax)
+	}
+	if c.XorbMinBytes < 1 || c.XorbMaxBytes < c.XorbMinBytes || c.XorbMaxBytes > 64<<20 {
+		bad("xorb sizes %d–%d: want 1 <= min <= max <= 64MiB", c.XorbMinBytes, c.XorbMaxBytes)
+	}
+	a := c.Abuser
+	if a.FloodRate < 0 || a.FloodWorkers < 1 || a.Readers < 0 || a.QuotaWorkers < 0 || a.SprayWorkers < 1 || a.SprayRate < 0 || a.QuotaRate < 0 {
+		bad("abuser: rates and counts must not be negative")
+	}
+	if a.BigXorbBytes < 1 || a.BigXorbBytes > 64<<20 || a.QuotaXorbBytes < 1 || a.QuotaXorbBytes > 64<<20 {
+		bad("abuser xorb sizes: want 1 byte to 64MiB")
+	}
+	if a.ReadBytesPerSecond < 1 {
+		bad("abuser read rate: want at least 1 byte per second")
+	}
+	if a.SprayAddr != "none" && net.ParseIP(a.SprayAddr) == nil {
+		bad("spray address %q: want an IP address or none", a.SprayAddr)
+	}
+	return errors.Join(errs...)
+}
+
+// ErrRemote is returned by CheckTarget for a server that is not on loopback.
+var ErrRemote = errors.New("not a loopback address")
+
+// targets remembers which hosts CheckTarget accepted, for the fetch URLs
+// of every download (they carry the server's public URL, which may name
+// another host than the one the run was pointed at).
+type targets struct {
+	allowRemote bool
+	mu          sync.Mutex
+	checked     map[string]error
+}
+
+// check is CheckTarget for rawURL, remembered by host; with allowRemote
+// every URL passes.
+func (t *targets) check(ctx context.Context, rawURL string) error {
+	if t.allowRemote {
+		return nil
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	err, ok := t.checked[u.Host]
+	t.mu.Unlock()
+	if ok {
+		return err
+	}
+	err = CheckTarget(ctx, rawURL)
+	t.mu.Lock()
+	if t.checked == nil {
+		t.checked = map[string]error{}
+	}
+	t.checked[u.Host] = err
+	t.mu.Unlock()
+	return err
+}
+
+// CheckTarget refuses a server URL whose host is not a loopback address
+// (every address a name resolves to must be), so that a load run is never
+// pointed at someone else's server by accident.
+func CheckTarget(ctx context.Context, server string) error {
+	u, err := url.Parse(server)
+	if err != nil {
+		return err
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil {
+		if !ip.IsLoopback() {
+			return fmt.Errorf("%s: %w", host, ErrRemote)
+		}
+		return nil
+	}
+	addrs, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+	if err != nil {
+		return fmt.Errorf("resolve %s: %w", host, err)
+	}
+	for _, a := range addrs {
+		if !a.IP.IsLoopback() {
+			return fmt.Errorf("%s resolves to %s: %w", host, a.IP, ErrRemote)
+		}
+	}
+	if len(addrs) == 0 {
+		return fmt.Errorf("%s resolves to nothing: %w", host, ErrRemote)
+	}
+	return nil
+}

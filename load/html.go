@@ -1,0 +1,416 @@
+package load
+
+import (
+	"fmt"
+	"html"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+)
+
+// WriteHTML writes the report as one self-contained HTML page: the tables
+// of WriteText and three inline SVG plots (latency over time per class,
+// throughput per tenant, server memory against the budget). It loads
+// nothing from anywhere: no scripts, no external styles or fonts.
+func (r *Report) WriteHTML(w io.Writer) error {
+	var b strings.Builder
+	esc := html.EscapeString
+	b.WriteString("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n")
+	fmt.Fprintf(&b, "<title>openxet load: %s</title>\n", esc(r.Scenario))
+	b.WriteString(`<style>
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:2em auto;max-width:1100px;padding:0 1em;color:#222}
+h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.6em 0}td,th{padding:.25em .7em;border-bottom:1px solid #eee;text-align:right}
+th{background:#f6f6f6}td:first-child,th:first-child{text-align:left}
+.ok{color:#17752d;font-weight:bold}.fail{color:#b3261e;font-weight:bold}.muted{color:#666}
+svg{display:block;margin:.6em 0;background:#fff}svg text{font:11px system-ui,Helvetica,Arial,sans-serif;fill:#333}
+code{background:#f3f3f3;padding:0 .25em}
+</style></head><body>
+`)
+	fmt.Fprintf(&b, "<h1>openxet load: %s</h1>\n", esc(r.Scenario))
+	s := r.Settings
+	fmt.Fprintf(&b, "<p class=\"muted\">%s · run %s · seed %d · started %s<br>%d tenants × %d credentials, one operation per credential every %s–%s, xorbs %s–%s, %d phase(s) of %.1fs</p>\n",
+		esc(r.Server), esc(r.RunID), r.Seed, esc(r.Started.Format("2006-01-02 15:04:05 MST")),
+		s.Tenants, s.CredentialsPerTenant, fmtMs(s.ThinkMinMs), fmtMs(s.ThinkMaxMs), fmtBytes(s.XorbMinBytes), fmtBytes(s.XorbMaxBytes), len(r.Phases), s.PhaseSeconds)
+	if r.OK {
+		b.WriteString("<p class=\"ok\">Result: OK — no honest request refused, every downloaded byte matched.</p>\n")
+	} else {
+		fmt.Fprintf(&b, "<p class=\"fail\">Result: FAIL — %d correctness failures.</p>\n<ul>\n", r.Failed())
+		for _, k := range slices.Sorted(maps.Keys(r.Failures)) {
+			fmt.Fprintf(&b, "<li>%d × %s</li>\n", r.Failures[k], esc(k))
+		}
+		for _, m := range r.FailureMessages {
+			fmt.Fprintf(&b, "<li class=\"muted\">%s</li>\n", esc(m))
+		}
+		b.WriteString("</ul>\n")
+	}
+
+	b.WriteString("<h2>Phases</h2>\n<table><tr><th>phase</th><th>class</th><th>requests</th><th>ops/s</th><th>MiB/s</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>403/429/503</th><th>Jain (ops)</th></tr>\n")
+	for _, p := range r.Phases {
+		row := func(class string, c ClassReport, jain string) {
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%.2f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%d</td><td>%s</td></tr>\n",
+				esc(p.Name), class, c.Requests, opsCell(c), c.BytesPerSecond/(1<<20), c.Latency.P50ms, c.Latency.P95ms, c.Latency.P99ms, c.Latency.Maxms, refusedCount(c), jain)
+		}
+		row(classHonest, p.Honest, fmt.Sprintf("%.4f", p.JainOps))
+		if p.Abuser != nil {
+			row(classAbuser, *p.Abuser, "")
+		}
+	}
+	b.WriteString("</table>\n")
+
+	b.WriteString("<h2>Honest latency by route (ms)</h2>\n<table><tr><th>route</th>")
+	for _, p := range r.Phases {
+		fmt.Fprintf(&b, "<th>%s p50</th><th>p95</th><th>p99</th><th>requests</th>", esc(p.Name))
+	}
+	b.WriteString("</tr>\n")
+	for _, route := range honestRoutes {
+		fmt.Fprintf(&b, "<tr><td>%s</td>", route)
+		for _, p := range r.Phases {
+			rr, _ := findRoute(p.Honest.Routes, route)
+			fmt.Fprintf(&b, "<td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%d</td>", rr.Latency.P50ms, rr.Latency.P95ms, rr.Latency.P99ms, rr.Latency.Count)
+		}
+		b.WriteString("</tr>\n")
+	}
+	b.WriteString("</table>\n")
+
+	if c := r.Comparison; c != nil {
+		b.WriteString("<h2>Honest tenants beside the abuser vs alone</h2>\n<table><tr><th></th><th>alone</th><th>beside the abuser</th><th>ratio</th></tr>\n")
+		fmt.Fprintf(&b, "<tr><td>p99 latency, all requests</td><td>%.1f ms</td><td>%.1f ms</td><td>×%.2f</td></tr>\n", c.BaselineP99ms, c.AbuseP99ms, c.P99Ratio)
+		for _, rc := range c.Routes {
+			fmt.Fprintf(&b, "<tr><td>p99 %s</td><td>%.1f ms</td><td>%.1f ms</td><td>×%.2f</td></tr>\n", rc.Route, rc.BaselineP99ms, rc.AbuseP99ms, rc.Ratio)
+		}
+		fmt.Fprintf(&b, "<tr><td>p99, second half of each phase</td><td>%.1f ms</td><td>%.1f ms</td><td>×%.2f</td></tr>\n", c.BaselineSecondHalfP99ms, c.AbuseSecondHalfP99ms, c.SecondHalfP99Ratio)
+		fmt.Fprintf(&b, "<tr><td>throughput</td><td>%.1f ops/s</td><td>%.1f ops/s</td><td>×%.3f</td></tr>\n", c.BaselineOpsPerS, c.AbuseOpsPerS, c.ThroughputRatio)
+		fmt.Fprintf(&b, "<tr><td>bytes</td><td>%.2f MiB/s</td><td>%.2f MiB/s</td><td>×%.3f</td></tr>\n", c.BaselineBytesPS/(1<<20), c.AbuseBytesPS/(1<<20), c.BytesRatio)
+		fmt.Fprintf(&b, "<tr><td>Jain's index (ops)</td><td>%.4f</td><td>%.4f</td><td></td></tr>\n</table>\n", c.BaselineJainOps, c.AbuseJainOps)
+	}
+	if a := r.Abuser; a != nil {
+		fmt.Fprintf(&b, "<h2>Abuser %s</h2>\n<table><tr><th>attack</th><th>requests</th><th>answers</th></tr>\n", esc(a.Tenant))
+		for _, at := range a.Attacks {
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%d</td><td>%s</td></tr>\n", at.Attack, at.Requests, esc(fmtCounts(at.Statuses)))
+		}
+		fmt.Fprintf(&b, "</table>\n<p>Refusals by code: %s</p>\n", esc(fmtCounts(a.Refusals)))
+		fmt.Fprintf(&b, "<p>Flood: %d requests admitted in %.1fs, the credential limit allows %d.", a.Flood.Admitted, a.Flood.Seconds, a.Flood.Allowed)
+		if a.Spray != nil {
+			fmt.Fprintf(&b, " Bad tokens checked: %d in %.1fs, the auth-failure limit allows %d.", a.Spray.Admitted, a.Spray.Seconds, a.Spray.Allowed)
+		}
+		fmt.Fprintf(&b, " Held reads open at once: %d (%s read). Quota %s, usage %s, quota uploads stored: %d.</p>\n",
+			a.HeldPeak, fmtBytes(a.HeldBytes), fmtBytes(a.QuotaBytes), fmtBytes(a.UsageBytes), a.QuotaStored)
+	}
+
+	b.WriteString("<h2>Latency over time</h2>\n")
+	b.WriteString(latencyChart(r))
+	b.WriteString("<h2>Throughput per tenant</h2>\n")
+	b.WriteString(tenantChart(r))
+	b.WriteString("<h2>Server memory</h2>\n")
+	m := r.Memory
+	if m.Measured {
+		fmt.Fprintf(&b, "<p>Peak RSS %s against a budget of %s (%s); peak reserved %s.</p>\n",
+			fmtBytes(m.PeakRSSBytes), fmtBytes(m.BudgetBytes), html.EscapeString(m.limitText()), fmtBytes(m.PeakReservedBytes))
+		b.WriteString(memoryChart(r))
+	} else {
+		b.WriteString("<p class=\"muted\">Not measured.</p>\n")
+	}
+	if len(r.Notes) > 0 || r.Interrupted {
+		b.WriteString("<h2>Notes</h2>\n<ul>\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "<li>%s</li>\n", esc(n))
+		}
+		if r.Interrupted {
+			b.WriteString("<li>The run was interrupted; figures cover what ran.</li>\n")
+		}
+		b.WriteString("</ul>\n")
+	}
+	b.WriteString("</body></html>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Plot geometry, in SVG user units.
+const (
+	plotW, plotH                     = 1000, 320
+	padL, padR, padT, padB           = 70, 150, 20, 40
+	colorHonest, colorAbuser         = "#1f77b4", "#d62728"
+	colorRSS, colorReserved, colorOK = "#9467bd", "#2ca02c", "#555"
+)
+
+var phaseColors = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd"}
+
+// plot is a line chart with optional log y axis, shaded phases and
+// horizontal reference lines.
+type plot struct {
+	xLabel, yLabel string
+	logY           bool
+	x0, x1, y0, y1 float64
+	lines          []plotLine
+	rules          []plotRule
+	bands          []plotBand
+	yFormat        func(float64) string
+}
+
+type plotLine struct {
+	name, color string
+	dashed      bool
+	xs, ys      []float64
+}
+
+type plotRule struct {
+	name, color string
+	y           float64
+}
+
+type plotBand struct {
+	label  string
+	x0, x1 float64
+}
+
+func (p *plot) sx(x float64) float64 {
+	if p.x1 == p.x0 {
+		return padL
+	}
+	return padL + (x-p.x0)/(p.x1-p.x0)*(plotW-padL-padR)
+}
+
+func (p *plot) sy(y float64) float64 {
+	lo, hi, v := p.y0, p.y1, y
+	if p.logY {
+		lo, hi, v = math.Log10(lo), math.Log10(hi), math.Log10(max(y, p.y0))
+	}
+	if hi == lo {
+		return plotH - padB
+	}
+	return plotH - padB - (v-lo)/(hi-lo)*(plotH-padT-padB)
+}
+
+// yTicks returns tick values: powers of ten (and 2, 5 between) on a log
+// axis, 1-2-5 steps on a linear one.
+func (p *plot) yTicks() []float64 {
+	var out []float64
+	if p.logY {
+		for e := math.Floor(math.Log10(p.y0)); e <= math.Ceil(math.Log10(p.y1)); e++ {
+			for _, m := range []float64{1, 2, 5} {
+				v := m * math.Pow(10, e)
+				if v >= p.y0*0.999 && v <= p.y1*1.001 {
+					out = append(out, v)
+				}
+			}
+		}
+		return out
+	}
+	return niceTicks(p.y0, p.y1, 6)
+}
+
+// niceTicks returns about n round values covering [lo, hi].
+func niceTicks(lo, hi float64, n int) []float64 {
+	if hi <= lo {
+		return []float64{lo}
+	}
+	raw := (hi - lo) / float64(n)
+	mag := math.Pow(10, math.Floor(math.Log10(raw)))
+	step := mag
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*mag >= raw {
+			step = m * mag
+			break
+		}
+	}
+	var out []float64
+	for v := math.Ceil(lo/step) * step; v <= hi+step*1e-9; v += step {
+		out = append(out, v)
+	}
+	return out
+}
+
+func (p *plot) svg(title string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="%s">`+"\n", plotW, plotH, html.EscapeString(title))
+	for i, bd := range p.bands {
+		x0, x1 := p.sx(bd.x0), p.sx(bd.x1)
+		fill := "#f4f4f4"
+		if i%2 == 1 {
+			fill = "#fbeeee"
+		}
+		fmt.Fprintf(&b, `<rect x="%.1f" y="%d" width="%.1f" height="%d" fill="%s"/>`+"\n", x0, padT, max(x1-x0, 0), plotH-padT-padB, fill)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d">%s</text>`+"\n", x0+4, padT+12, html.EscapeString(bd.label))
+	}
+	yf := p.yFormat
+	if yf == nil {
+		yf = func(v float64) string { return trimFloat(v) }
+	}
+	for _, t := range p.yTicks() {
+		y := p.sy(t)
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e3e3e3"/>`, padL, plotW-padR, y, y)
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n", padL-6, y+4, yf(t))
+	}
+	for _, t := range niceTicks(p.x0, p.x1, 10) {
+		x := p.sx(t)
+		fmt.Fprintf(&b, `<line x1="%.1f" x2="%.1f" y1="%d" y2="%d" stroke="#999"/>`, x, x, plotH-padB, plotH-padB+4)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x, plotH-padB+16, trimFloat(t))
+	}
+	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#999"/>`+"\n", padL, plotW-padR, plotH-padB, plotH-padB)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", (plotW-padR+padL)/2, plotH-6, html.EscapeString(p.xLabel))
+	fmt.Fprintf(&b, `<text transform="translate(14 %d) rotate(-90)" text-anchor="middle">%s</text>`+"\n", (plotH-padB+padT)/2, html.EscapeString(p.yLabel))
+	legend := 0
+	item := func(name, color string, dashed bool) {
+		y := padT + 14 + 16*legend
+		dash := ""
+		if dashed {
+			dash = ` stroke-dasharray="5 3"`
+		}
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="%s" stroke-width="2"%s/><text x="%d" y="%d">%s</text>`+"\n",
+			plotW-padR+10, plotW-padR+30, y-4, y-4, color, dash, plotW-padR+34, y, html.EscapeString(name))
+		legend++
+	}
+	for _, rl := range p.rules {
+		y := p.sy(rl.y)
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="2 3" stroke-width="1.5"/>`+"\n", padL, plotW-padR, y, y, rl.color)
+		item(rl.name, rl.color, true)
+	}
+	for _, l := range p.lines {
+		var pts []string
+		for i := range l.xs {
+			if p.logY && l.ys[i] <= 0 {
+				continue
+			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", p.sx(l.xs[i]), p.sy(l.ys[i])))
+		}
+		dash := ""
+		if l.dashed {
+			dash = ` stroke-dasharray="5 3"`
+		}
+		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="1.6"%s points="%s"/>`+"\n", l.color, dash, strings.Join(pts, " "))
+		item(l.name, l.color, l.dashed)
+	}
+	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+func trimFloat(v float64) string {
+	s := fmt.Sprintf("%.3f", v)
+	s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	if s == "-0" {
+		s = "0"
+	}
+	return s
+}
+
+func phaseBands(r *Report) []plotBand {
+	var out []plotBand
+	for _, p := range r.Phases {
+		out = append(out, plotBand{label: p.Name, x0: p.StartSeconds, x1: p.StartSeconds + p.DurationSeconds})
+	}
+	return out
+}
+
+// latencyChart plots p50 and p99 over time for each class, log scale.
+func latencyChart(r *Report) string {
+	p := &plot{xLabel: "seconds since start", yLabel: "latency (ms, log scale)", logY: true, bands: phaseBands(r)}
+	lo, hi := math.Inf(1), 0.0
+	p.x0, p.x1 = math.Inf(1), math.Inf(-1)
+	for _, s := range r.Timeline {
+		color := colorHonest
+		if s.Class == classAbuser {
+			color = colorAbuser
+		}
+		var xs, y50, y99 []float64
+		for _, bk := range s.Buckets {
+			p.x0, p.x1 = min(p.x0, bk.AtSeconds), max(p.x1, bk.AtSeconds)
+			if bk.Count == 0 {
+				continue
+			}
+			xs = append(xs, bk.AtSeconds)
+			y50 = append(y50, bk.P50ms)
+			y99 = append(y99, bk.P99ms)
+			if bk.P50ms > 0 {
+				lo = min(lo, bk.P50ms)
+			}
+			hi = max(hi, bk.P99ms)
+		}
+		p.lines = append(p.lines, plotLine{name: s.Class + " p99", color: color, xs: xs, ys: y99}, plotLine{name: s.Class + " p50", color: color, dashed: true, xs: xs, ys: y50})
+	}
+	if len(p.lines) == 0 || hi == 0 {
+		return "<p class=\"muted\">No requests were timed.</p>\n"
+	}
+	for _, bd := range p.bands {
+		p.x0, p.x1 = min(p.x0, bd.x0), max(p.x1, bd.x1)
+	}
+	p.y0 = math.Pow(10, math.Floor(math.Log10(max(lo, 0.01))))
+	p.y1 = math.Pow(10, math.Ceil(math.Log10(hi)))
+	if p.y1 <= p.y0 {
+		p.y1 = p.y0 * 10
+	}
+	return p.svg("latency over time per class")
+}
+
+// memoryChart plots RSS and reserved bytes over time against the budget.
+func memoryChart(r *Report) string {
+	m := r.Memory
+	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
+	p := &plot{xLabel: "seconds since start", yLabel: "MiB", bands: phaseBands(r)}
+	var xs, rss, res []float64
+	for _, s := range m.Samples {
+		xs = append(xs, s.AtSeconds)
+		rss = append(rss, mib(s.RSSBytes))
+		res = append(res, mib(s.ReservedBytes))
+	}
+	if len(xs) == 0 {
+		return ""
+	}
+	p.x0, p.x1 = xs[0], xs[len(xs)-1]
+	p.y0 = 0
+	p.y1 = max(mib(m.LimitBytes), mib(m.PeakRSSBytes)) * 1.08
+	p.rules = []plotRule{{name: "budget", color: colorOK, y: mib(m.BudgetBytes)}}
+	if m.LimitBytes > m.BudgetBytes {
+		p.rules = append(p.rules, plotRule{name: "budget + overhead", color: colorAbuser, y: mib(m.LimitBytes)})
+	}
+	p.lines = []plotLine{{name: "RSS", color: colorRSS, xs: xs, ys: rss}, {name: "reserved", color: colorReserved, xs: xs, ys: res}}
+	return p.svg("server memory against the budget")
+}
+
+// tenantChart draws one bar per tenant and phase: completed operations
+// per second.
+func tenantChart(r *Report) string {
+	if len(r.Phases) == 0 || len(r.Phases[0].Tenants) == 0 {
+		return "<p class=\"muted\">No tenants.</p>\n"
+	}
+	n := len(r.Phases[0].Tenants)
+	hi := 0.0
+	for _, p := range r.Phases {
+		for _, t := range p.Tenants {
+			hi = max(hi, t.OpsPerSecond)
+		}
+	}
+	if hi == 0 {
+		hi = 1
+	}
+	ticks := niceTicks(0, hi*1.1, 5)
+	top := ticks[len(ticks)-1]
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %d %d" width="100%%" role="img" aria-label="throughput per tenant">`+"\n", plotW, plotH)
+	sy := func(v float64) float64 { return plotH - padB - v/top*(plotH-padT-padB) }
+	for _, t := range ticks {
+		fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%.1f" y2="%.1f" stroke="#e3e3e3"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
+			padL, plotW-padR, sy(t), sy(t), padL-6, sy(t)+4, trimFloat(t))
+	}
+	slot := float64(plotW-padL-padR) / float64(n)
+	bw := slot / float64(len(r.Phases)) * 0.9
+	for pi, p := range r.Phases {
+		color := phaseColors[pi%len(phaseColors)]
+		for i, t := range p.Tenants {
+			x := padL + float64(i)*slot + float64(pi)*bw
+			y := sy(t.OpsPerSecond)
+			fmt.Fprintf(&b, `<rect x="%.2f" y="%.1f" width="%.2f" height="%.1f" fill="%s"><title>%s %s: %.2f ops/s</title></rect>`+"\n",
+				x, y, max(bw, 0.5), plotH-padB-y, color, html.EscapeString(t.Tenant), html.EscapeString(p.Name), t.OpsPerSecond)
+		}
+		y := padT + 14 + 32*pi
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="20" height="8" fill="%s"/><text x="%d" y="%d">%s</text><text x="%d" y="%d">Jain %.4f</text>`+"\n",
+			plotW-padR+10, y-8, color, plotW-padR+34, y, html.EscapeString(p.Name), plotW-padR+34, y+13, p.JainOps)
+	}
+	fmt.Fprintf(&b, `<line x1="%d" x2="%d" y1="%d" y2="%d" stroke="#999"/>`+"\n", padL, plotW-padR, plotH-padB, plotH-padB)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">tenants (%d, in creation order)</text>`+"\n", (plotW-padR+padL)/2, plotH-12, n)
+	fmt.Fprintf(&b, `<text transform="translate(14 %d) rotate(-90)" text-anchor="middle">completed operations per second</text>`+"\n", (plotH-padB+padT)/2)
+	b.WriteString("</svg>\n")
+	return b.String()
+}

@@ -1,0 +1,560 @@
+package load
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the outcome of a run: what was measured and whether the server
+// behaved correctly. It encodes as the --json output.
+type Report struct {
+	Scenario string    `json:"scenario"`
+	Server   string    `json:"server"`
+	RunID    string    `json:"run_id"`
+	Started  time.Time `json:"started"`
+	Seed     uint64    `json:"seed"`
+	Settings Settings  `json:"settings"`
+
+	Phases     []PhaseReport `json:"phases"`
+	Comparison *Comparison   `json:"comparison,omitempty"`
+	Abuser     *AbuserReport `json:"abuser,omitempty"`
+	Memory     MemoryReport  `json:"memory"`
+	// Timeline is the latency over time of each class of requests.
+	Timeline []Series `json:"timeline"`
+
+	// Failures counts correctness failures by kind; any makes OK false.
+	Failures        map[string]int `json:"failures"`
+	FailureMessages []string       `json:"failure_messages,omitempty"`
+	Notes           []string       `json:"notes,omitempty"`
+	Interrupted     bool           `json:"interrupted,omitempty"`
+	OK              bool           `json:"ok"`
+}
+
+// Settings is the shape of the load that ran.
+type Settings struct {
+	Tenants              int     `json:"tenants"`
+	CredentialsPerTenant int     `json:"credentials_per_tenant"`
+	PhaseSeconds         float64 `json:"phase_seconds"`
+	ThinkMinMs           float64 `json:"think_min_ms"`
+	ThinkMaxMs           float64 `json:"think_max_ms"`
+	XorbMinBytes         int64   `json:"xorb_min_bytes"`
+	XorbMaxBytes         int64   `json:"xorb_max_bytes"`
+	RSSOverheadBytes     int64   `json:"rss_overhead_bytes"`
+
+	FloodRate          float64 `json:"flood_rate,omitempty"`
+	Readers            int     `json:"readers,omitempty"`
+	BigXorbBytes       int64   `json:"big_xorb_bytes,omitempty"`
+	ReadBytesPerSecond int64   `json:"read_bytes_per_second,omitempty"`
+	QuotaRate          float64 `json:"quota_rate,omitempty"`
+	SprayRate          float64 `json:"spray_rate,omitempty"`
+}
+
+// PhaseReport is one measured phase.
+type PhaseReport struct {
+	Name            string             `json:"name"`
+	StartSeconds    float64            `json:"start_s"`
+	DurationSeconds float64            `json:"duration_s"`
+	Honest          ClassReport        `json:"honest"`
+	Abuser          *ClassReport       `json:"abuser,omitempty"`
+	Tenants         []TenantThroughput `json:"tenants"`
+	// JainOps and JainBytes are Jain's fairness index over the honest
+	// tenants' operations per second and bytes per second.
+	JainOps   float64 `json:"jain_ops"`
+	JainBytes float64 `json:"jain_bytes"`
+	// SecondHalfHonestP99ms is the honest p99 over the second half of the
+	// phase, past any transient of its start.
+	SecondHalfHonestP99ms float64 `json:"second_half_honest_p99_ms"`
+}
+
+// ClassReport is what one class of requests (honest or abuser) got in a
+// phase.
+type ClassReport struct {
+	Requests int `json:"requests"`
+	// Ops and FailedOps count honest operations (upload, download, dedup).
+	Ops            int            `json:"ops,omitempty"`
+	FailedOps      int            `json:"failed_ops,omitempty"`
+	OpsPerSecond   float64        `json:"ops_per_second,omitempty"`
+	BytesPerSecond float64        `json:"bytes_per_second"`
+	Latency        LatencySummary `json:"latency"`
+	Routes         []RouteReport  `json:"routes"`
+	// Statuses counts answers by HTTP status ("0" = transport error).
+	Statuses map[string]int `json:"statuses"`
+	// Refusals counts answers of 400 and up, but 404, by "status code".
+	Refusals map[string]int `json:"refusals"`
+}
+
+// RouteReport is the latency and answers of one route.
+type RouteReport struct {
+	Route    string         `json:"route"`
+	Latency  LatencySummary `json:"latency"`
+	Statuses map[string]int `json:"statuses"`
+	Refusals map[string]int `json:"refusals,omitempty"`
+}
+
+// TenantThroughput is one honest tenant's completed work in a phase.
+type TenantThroughput struct {
+	Tenant         string  `json:"tenant"`
+	Ops            int     `json:"ops"`
+	OpsPerSecond   float64 `json:"ops_per_second"`
+	BytesPerSecond float64 `json:"bytes_per_second"`
+}
+
+// Comparison sets the honest tenants' figures beside the abuser against
+// their figures alone (abuse / baseline).
+type Comparison struct {
+	BaselineP99ms   float64           `json:"baseline_p99_ms"`
+	AbuseP99ms      float64           `json:"abuse_p99_ms"`
+	P99Ratio        float64           `json:"p99_ratio"`
+	BaselineOpsPerS float64           `json:"baseline_ops_per_second"`
+	AbuseOpsPerS    float64           `json:"abuse_ops_per_second"`
+	ThroughputRatio float64           `json:"throughput_ratio"`
+	BaselineBytesPS float64           `json:"baseline_bytes_per_second"`
+	AbuseBytesPS    float64           `json:"abuse_bytes_per_second"`
+	BytesRatio      float64           `json:"bytes_ratio"`
+	Routes          []RouteComparison `json:"routes"`
+	// The same p99 over the second half of each phase only.
+	BaselineSecondHalfP99ms float64 `json:"baseline_second_half_p99_ms"`
+	AbuseSecondHalfP99ms    float64 `json:"abuse_second_half_p99_ms"`
+	SecondHalfP99Ratio      float64 `json:"second_half_p99_ratio"`
+	BaselineJainOps         float64 `json:"baseline_jain_ops"`
+	AbuseJainOps            float64 `json:"abuse_jain_ops"`
+	BaselineRequests        int     `json:"baseline_requests"`
+	AbuseRequests           int     `json:"abuse_requests"`
+}
+
+// RouteComparison is one route's honest p99 in both phases.
+type RouteComparison struct {
+	Route         string  `json:"route"`
+	BaselineP99ms float64 `json:"baseline_p99_ms"`
+	AbuseP99ms    float64 `json:"abuse_p99_ms"`
+	Ratio         float64 `json:"ratio"`
+}
+
+// AbuserReport is what the abuser did and got.
+type AbuserReport struct {
+	Tenant string `json:"tenant"`
+	// Refusals counts the abuser's refusals by "status code", all attacks.
+	Refusals map[string]int  `json:"refusals"`
+	Attacks  []AttackReport  `json:"attacks"`
+	Flood    EnvelopeReport  `json:"flood"`
+	Spray    *EnvelopeReport `json:"spray,omitempty"`
+	// Hold reads: how many were open at once at most, and bytes consumed.
+	HeldPeak   int64 `json:"held_peak"`
+	HeldBytes  int64 `json:"held_bytes"`
+	QuotaBytes int64 `json:"quota_bytes"`
+	UsageBytes int64 `json:"usage_bytes"`
+	// QuotaStored counts quota uploads the server accepted as new.
+	QuotaStored int64 `json:"quota_stored"`
+}
+
+// AttackReport is one attack's answers.
+type AttackReport struct {
+	Attack   string         `json:"attack"`
+	Requests int            `json:"requests"`
+	Statuses map[string]int `json:"statuses"`
+	Refusals map[string]int `json:"refusals"`
+}
+
+// EnvelopeReport checks a rate limit's envelope: requests that got past it
+// in a window of Seconds must be at most Allowed = burst + rate·Seconds.
+type EnvelopeReport struct {
+	Limit    string  `json:"limit"`
+	Seconds  float64 `json:"seconds"`
+	Admitted int64   `json:"admitted"`
+	Allowed  int64   `json:"allowed"`
+}
+
+// MemoryReport is the server's memory over the run.
+type MemoryReport struct {
+	Measured          bool        `json:"measured"`
+	BudgetBytes       int64       `json:"budget_bytes"`
+	OverheadBytes     int64       `json:"overhead_bytes"`
+	LimitBytes        int64       `json:"limit_bytes"`
+	PeakRSSBytes      int64       `json:"peak_rss_bytes"`
+	PeakReservedBytes int64       `json:"peak_reserved_bytes"`
+	Samples           []MemSample `json:"samples"`
+}
+
+// MemSample is one scrape of the server's metrics.
+type MemSample struct {
+	AtSeconds     float64 `json:"at_s"`
+	RSSBytes      int64   `json:"rss_bytes"`
+	ReservedBytes int64   `json:"reserved_bytes"`
+	BudgetBytes   int64   `json:"budget_bytes"`
+}
+
+// Series is the latency over time of one class.
+type Series struct {
+	Class   string       `json:"class"`
+	Buckets []TimeBucket `json:"buckets"`
+}
+
+// phaseSpan is a measured phase: [start, end) since the run began.
+type phaseSpan struct {
+	name       string
+	start, end time.Duration
+}
+
+func (p phaseSpan) has(t time.Duration) bool { return t >= p.start && t < p.end }
+
+// classReport summarizes the requests (and, for honest, operations) of
+// one class in one phase.
+func classReport(class string, p phaseSpan, reqs []reqRecord, ops []opRecord, routes []string) ClassReport {
+	secs := (p.end - p.start).Seconds()
+	cr := ClassReport{Statuses: map[string]int{}, Refusals: map[string]int{}}
+	var all []time.Duration
+	byRoute := map[string][]time.Duration{}
+	rr := map[string]*RouteReport{}
+	var bytes int64
+	for _, r := range reqs {
+		if r.class != class || !p.has(r.start) {
+			continue
+		}
+		cr.Requests++
+		st := strconv.Itoa(int(r.status))
+		cr.Statuses[st]++
+		x := rr[r.route]
+		if x == nil {
+			x = &RouteReport{Route: r.route, Statuses: map[string]int{}, Refusals: map[string]int{}}
+			rr[r.route] = x
+		}
+		x.Statuses[st]++
+		if isRefusalStatus(int(r.status)) {
+			k := st + " " + r.code
+			cr.Refusals[k]++
+			x.Refusals[k]++
+		}
+		if r.status != 0 {
+			all = append(all, r.dur)
+			byRoute[r.route] = append(byRoute[r.route], r.dur)
+		}
+		if class != classHonest {
+			bytes += r.bytes
+		}
+	}
+	for _, o := range ops {
+		if !p.has(o.start) {
+			continue
+		}
+		cr.Ops++
+		if !o.ok {
+			cr.FailedOps++
+		}
+		bytes += o.bytes
+	}
+	cr.Latency = Summarize(all)
+	if secs > 0 {
+		cr.OpsPerSecond = float64(cr.Ops-cr.FailedOps) / secs
+		cr.BytesPerSecond = float64(bytes) / secs
+	}
+	for _, name := range routes {
+		if x := rr[name]; x != nil {
+			x.Latency = Summarize(byRoute[name])
+			if len(x.Refusals) == 0 {
+				x.Refusals = nil
+			}
+			cr.Routes = append(cr.Routes, *x)
+		}
+	}
+	return cr
+}
+
+// tenantThroughput is each honest tenant's completed operations in a phase.
+func tenantThroughput(names []string, p phaseSpan, ops []opRecord) []TenantThroughput {
+	secs := (p.end - p.start).Seconds()
+	out := make([]TenantThroughput, len(names))
+	bytes := make([]int64, len(names))
+	for i, n := range names {
+		out[i].Tenant = n
+	}
+	for _, o := range ops {
+		if !p.has(o.start) || !o.ok || o.tenant < 0 || int(o.tenant) >= len(names) {
+			continue
+		}
+		out[o.tenant].Ops++
+		bytes[o.tenant] += o.bytes
+	}
+	if secs > 0 {
+		for i := range out {
+			out[i].OpsPerSecond = float64(out[i].Ops) / secs
+			out[i].BytesPerSecond = float64(bytes[i]) / secs
+		}
+	}
+	return out
+}
+
+func jainOf(ts []TenantThroughput) (ops, bytes float64) {
+	o := make([]float64, len(ts))
+	b := make([]float64, len(ts))
+	for i, t := range ts {
+		o[i], b[i] = t.OpsPerSecond, t.BytesPerSecond
+	}
+	return Jain(o), Jain(b)
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}
+
+// compare builds the abuse-versus-baseline comparison of honest figures.
+func compare(base, ab PhaseReport) *Comparison {
+	c := &Comparison{
+		BaselineP99ms: base.Honest.Latency.P99ms, AbuseP99ms: ab.Honest.Latency.P99ms,
+		BaselineOpsPerS: base.Honest.OpsPerSecond, AbuseOpsPerS: ab.Honest.OpsPerSecond,
+		BaselineBytesPS: base.Honest.BytesPerSecond, AbuseBytesPS: ab.Honest.BytesPerSecond,
+		BaselineJainOps: base.JainOps, AbuseJainOps: ab.JainOps,
+		BaselineRequests: base.Honest.Requests, AbuseRequests: ab.Honest.Requests,
+		BaselineSecondHalfP99ms: base.SecondHalfHonestP99ms, AbuseSecondHalfP99ms: ab.SecondHalfHonestP99ms,
+	}
+	c.SecondHalfP99Ratio = ratio(c.AbuseSecondHalfP99ms, c.BaselineSecondHalfP99ms)
+	c.P99Ratio = ratio(c.AbuseP99ms, c.BaselineP99ms)
+	c.ThroughputRatio = ratio(c.AbuseOpsPerS, c.BaselineOpsPerS)
+	c.BytesRatio = ratio(c.AbuseBytesPS, c.BaselineBytesPS)
+	for _, r := range base.Honest.Routes {
+		rc := RouteComparison{Route: r.Route, BaselineP99ms: r.Latency.P99ms}
+		for _, a := range ab.Honest.Routes {
+			if a.Route == r.Route {
+				rc.AbuseP99ms = a.Latency.P99ms
+			}
+		}
+		rc.Ratio = ratio(rc.AbuseP99ms, rc.BaselineP99ms)
+		c.Routes = append(c.Routes, rc)
+	}
+	return c
+}
+
+// timeline buckets each class's request latencies over the measured span.
+func timeline(reqs []reqRecord, from, to time.Duration) []Series {
+	w := bucketWidth(to - from)
+	var out []Series
+	for _, class := range []string{classHonest, classAbuser} {
+		var s []Sample
+		for _, r := range reqs {
+			if r.class == class && r.status != 0 {
+				s = append(s, Sample{At: r.start, Dur: r.dur})
+			}
+		}
+		if len(s) > 0 {
+			out = append(out, Series{Class: class, Buckets: Bucketize(s, from, to, w)})
+		}
+	}
+	return out
+}
+
+// finish sets OK from the failures.
+func (r *Report) finish() { r.OK = r.Failed() == 0 }
+
+// Failed is the number of correctness failures.
+func (r *Report) Failed() int {
+	n := 0
+	for _, v := range r.Failures {
+		n += v
+	}
+	return n
+}
+
+// WriteText writes the report as readable tables.
+func (r *Report) WriteText(w io.Writer) error {
+	var b strings.Builder
+	s := r.Settings
+	fmt.Fprintf(&b, "openxet load: scenario %s against %s (run %s, seed %d)\n", r.Scenario, r.Server, r.RunID, r.Seed)
+	fmt.Fprintf(&b, "%d tenants × %d credentials, one operation per credential every %s–%s, xorbs %s–%s, %d phase(s) of %s\n",
+		s.Tenants, s.CredentialsPerTenant, fmtMs(s.ThinkMinMs), fmtMs(s.ThinkMaxMs), fmtBytes(s.XorbMinBytes), fmtBytes(s.XorbMaxBytes),
+		len(r.Phases), time.Duration(s.PhaseSeconds*float64(time.Second)).Round(100*time.Millisecond))
+	if r.Abuser != nil {
+		fmt.Fprintf(&b, "abuser %s: flood %.0f req/s, %d held reads of a %s xorb at %s/s each, quota uploads %.0f/s, bad tokens %.0f/s\n",
+			r.Abuser.Tenant, s.FloodRate, s.Readers, fmtBytes(s.BigXorbBytes), fmtBytes(s.ReadBytesPerSecond), s.QuotaRate, s.SprayRate)
+	}
+	b.WriteString("\n")
+
+	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "phase\tclass\trequests\tops/s\tMiB/s\tp50 ms\tp95 ms\tp99 ms\tmax ms\t403/429/503\tJain\t")
+	for _, p := range r.Phases {
+		row := func(class string, c ClassReport, jain string) {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%s\t\n", p.Name, class, c.Requests, opsCell(c), c.BytesPerSecond/(1<<20),
+				c.Latency.P50ms, c.Latency.P95ms, c.Latency.P99ms, c.Latency.Maxms, refusedCount(c), jain)
+		}
+		row(classHonest, p.Honest, fmt.Sprintf("%.4f", p.JainOps))
+		if p.Abuser != nil {
+			row(classAbuser, *p.Abuser, "")
+		}
+	}
+	tw.Flush()
+
+	b.WriteString("\nhonest latency by route (ms, p50 / p95 / p99)\n")
+	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	head := "route\t"
+	for _, p := range r.Phases {
+		head += p.Name + "\trequests\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, route := range honestRoutes {
+		line := route + "\t"
+		for _, p := range r.Phases {
+			rr, ok := findRoute(p.Honest.Routes, route)
+			if !ok {
+				line += "-\t0\t"
+				continue
+			}
+			line += fmt.Sprintf("%.1f / %.1f / %.1f\t%d\t", rr.Latency.P50ms, rr.Latency.P95ms, rr.Latency.P99ms, rr.Latency.Count)
+		}
+		fmt.Fprintln(tw, line)
+	}
+	tw.Flush()
+
+	for _, p := range r.Phases {
+		lo, hi := minMaxOps(p.Tenants)
+		fmt.Fprintf(&b, "\n%s: %d tenants, ops/s per tenant min %.2f max %.2f, Jain's index %.4f (ops) %.4f (bytes)", p.Name, len(p.Tenants), lo, hi, p.JainOps, p.JainBytes)
+	}
+	b.WriteString("\n")
+
+	if c := r.Comparison; c != nil {
+		fmt.Fprintf(&b, "\nhonest beside the abuser vs alone: p99 %.1f ms vs %.1f ms (×%.2f), throughput %.1f vs %.1f ops/s (×%.3f), %.2f vs %.2f MiB/s (×%.3f)\n",
+			c.AbuseP99ms, c.BaselineP99ms, c.P99Ratio, c.AbuseOpsPerS, c.BaselineOpsPerS, c.ThroughputRatio, c.AbuseBytesPS/(1<<20), c.BaselineBytesPS/(1<<20), c.BytesRatio)
+		for _, rc := range c.Routes {
+			fmt.Fprintf(&b, "  %-15s p99 %8.1f ms vs %8.1f ms (×%.2f)\n", rc.Route, rc.AbuseP99ms, rc.BaselineP99ms, rc.Ratio)
+		}
+		fmt.Fprintf(&b, "  second half of each phase only: p99 %.1f ms vs %.1f ms (×%.2f)\n", c.AbuseSecondHalfP99ms, c.BaselineSecondHalfP99ms, c.SecondHalfP99Ratio)
+	}
+	if a := r.Abuser; a != nil {
+		fmt.Fprintf(&b, "\nabuser refusals (all attacks): %s\n", fmtCounts(a.Refusals))
+		for _, at := range a.Attacks {
+			fmt.Fprintf(&b, "  %-13s %7d requests; statuses %s\n", at.Attack, at.Requests, fmtCounts(at.Statuses))
+			if len(at.Refusals) > 0 {
+				fmt.Fprintf(&b, "  %-13s refusals %s\n", "", fmtCounts(at.Refusals))
+			}
+		}
+		fmt.Fprintf(&b, "  flood admitted %d in %.1fs, the credential limit allows %d\n", a.Flood.Admitted, a.Flood.Seconds, a.Flood.Allowed)
+		if a.Spray != nil {
+			fmt.Fprintf(&b, "  bad tokens checked %d in %.1fs, the auth-failure limit allows %d\n", a.Spray.Admitted, a.Spray.Seconds, a.Spray.Allowed)
+		}
+		fmt.Fprintf(&b, "  held reads open at once: %d (read %s); quota %s, usage %s, quota uploads stored %d\n",
+			a.HeldPeak, fmtBytes(a.HeldBytes), fmtBytes(a.QuotaBytes), fmtBytes(a.UsageBytes), a.QuotaStored)
+	}
+	m := r.Memory
+	if m.Measured {
+		fmt.Fprintf(&b, "\nserver memory: peak RSS %s, budget %s, %s; peak reserved %s (%.0f%% of budget)\n",
+			fmtBytes(m.PeakRSSBytes), fmtBytes(m.BudgetBytes), m.limitText(), fmtBytes(m.PeakReservedBytes),
+			100*float64(m.PeakReservedBytes)/max(float64(m.BudgetBytes), 1))
+	} else {
+		b.WriteString("\nserver memory: not measured\n")
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "note: %s\n", n)
+	}
+	if r.Interrupted {
+		b.WriteString("note: the run was interrupted; figures cover what ran\n")
+	}
+	if r.OK {
+		b.WriteString("\nresult: OK (no honest request refused, every downloaded byte matched)\n")
+	} else {
+		fmt.Fprintf(&b, "\nresult: FAIL (%d correctness failures)\n", r.Failed())
+		for _, k := range slices.Sorted(maps.Keys(r.Failures)) {
+			fmt.Fprintf(&b, "  %6d  %s\n", r.Failures[k], k)
+		}
+		for _, msg := range r.FailureMessages {
+			fmt.Fprintf(&b, "  - %s\n", msg)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// isRefusalStatus reports whether an answer refused the request: 4xx and
+// 5xx except 404, which answers a question (no such chunk, file).
+func isRefusalStatus(s int) bool { return s >= 400 && s != 404 }
+
+func opsCell(c ClassReport) string {
+	if c.Ops == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", c.OpsPerSecond)
+}
+
+func refusedCount(c ClassReport) int {
+	n := 0
+	for k, v := range c.Refusals {
+		if strings.HasPrefix(k, "403 ") || strings.HasPrefix(k, "429 ") || strings.HasPrefix(k, "503 ") {
+			n += v
+		}
+	}
+	return n
+}
+
+func findRoute(rs []RouteReport, name string) (RouteReport, bool) {
+	for _, r := range rs {
+		if r.Route == name {
+			return r, true
+		}
+	}
+	return RouteReport{}, false
+}
+
+func minMaxOps(ts []TenantThroughput) (lo, hi float64) {
+	for i, t := range ts {
+		if i == 0 || t.OpsPerSecond < lo {
+			lo = t.OpsPerSecond
+		}
+		hi = max(hi, t.OpsPerSecond)
+	}
+	return lo, hi
+}
+
+// fmtCounts prints counts largest first: "429 rate_limited/credential 123, …".
+func fmtCounts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := slices.Collect(maps.Keys(m))
+	sort.Slice(keys, func(i, j int) bool {
+		if m[keys[i]] != m[keys[j]] {
+			return m[keys[i]] > m[keys[j]]
+		}
+		return keys[i] < keys[j]
+	})
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s ×%d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
+
+// limitText says what the RSS was checked against.
+func (m MemoryReport) limitText() string {
+	if m.OverheadBytes < 0 {
+		return "no RSS check"
+	}
+	return fmt.Sprintf("limit %s (budget + %s overhead)", fmtBytes(m.LimitBytes), fmtBytes(m.OverheadBytes))
+}
+
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30 && n%(1<<30) == 0:
+		return fmt.Sprintf("%dGiB", n>>30)
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2fGiB", float64(n)/(1<<30))
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%dMiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20))
+	case n >= 1<<10 && n%(1<<10) == 0:
+		return fmt.Sprintf("%dKiB", n>>10)
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%dB", n)
+}
+
+func fmtMs(v float64) string {
+	return time.Duration(v * float64(time.Millisecond)).String()
+}
