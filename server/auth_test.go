@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"openxet/store"
+	"strings"
 	"testing"
 
 	"openxet/xet"
@@ -54,8 +55,16 @@ func TestAuthRefusals(t *testing.T) {
 		}
 	}
 	wantError(t, e.do("GET", "/metrics", write, nil), 403, "forbidden")
-	if r := e.do("GET", "/metrics", e.admin, nil); r.Status != 200 {
+	r := e.do("GET", "/metrics", e.admin, nil)
+	if r.Status != 200 {
 		t.Fatalf("metrics: %d", r.Status)
+	}
+	for _, want := range []string{`openxet_refusals_total{code="unauthorized"} 6`, `openxet_refusals_total{code="forbidden"}`,
+		`openxet_rate_limit_refusals_total{limit="auth_failures"} 0`, `openxet_memory_refusals_total{reason="busy",share="credential"} 0`,
+		`openxet_memory_budget_bytes 1.073741824e+09`, "openxet_memory_waits_total 0"} {
+		if !strings.Contains(string(r.Body), want) {
+			t.Errorf("metrics lack %s", want)
+		}
 	}
 }
 

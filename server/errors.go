@@ -240,6 +240,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		ae = &apiError{Status: 404, Code: "not_found", Message: "no such route", cause: err}
 	}
 	setRefusal(c, ae)
+	s.metrics.refusalCodes.WithLabelValues(ae.Code).Inc()
 	if ae.Status >= 500 && ae.Code == "internal" {
 		s.log.Error("internal error", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 	}

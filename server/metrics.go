@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"openxet/budget"
 	"openxet/limits"
 )
 
@@ -13,6 +14,7 @@ type metrics struct {
 	duration      *prometheus.HistogramVec
 	uploadedBytes prometheus.Counter
 	servedBytes   prometheus.Counter
+	refusalCodes  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
@@ -22,8 +24,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"route"}),
 		uploadedBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "openxet_xorb_bytes_stored_total", Help: "Bytes of new xorbs stored."}),
 		servedBytes:   prometheus.NewCounter(prometheus.CounterOpts{Name: "openxet_fetch_bytes_served_total", Help: "Bytes served through fetch URLs."}),
+		refusalCodes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "openxet_refusals_total",
+			Help: "Refused requests by error code (the fixed set of docs/api.md)."}, []string{"code"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.uploadedBytes, m.servedBytes)
+	reg.MustRegister(m.requests, m.duration, m.uploadedBytes, m.servedBytes, m.refusalCodes)
 	for _, l := range limits.LimitNames() {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "openxet_rate_limit_refusals_total",
 			Help: "Requests refused by a rate limit, by limit.", ConstLabels: prometheus.Labels{"limit": l}},
@@ -35,5 +39,21 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	st("openxet_memory_reserved_bytes", "Bytes of the memory budget reserved now.", func() float64 { return float64(s.budget.Stats().ReservedBytes) })
 	st("openxet_memory_reserved_high_water_bytes", "Highest reserved bytes seen.", func() float64 { return float64(s.budget.Stats().HighWaterBytes) })
 	st("openxet_memory_budget_bytes", "The memory budget.", func() float64 { return float64(s.cfg.Budget.TotalBytes) })
+	st("openxet_memory_waiting", "Reservations queued for memory now.", func() float64 { return float64(s.budget.Stats().Waiting) })
+	counter := func(name, help string, labels prometheus.Labels, f func(budget.Stats) uint64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return float64(f(s.budget.Stats())) }))
+	}
+	counter("openxet_memory_waits_total", "Reservations that had to wait for memory.", nil, func(st budget.Stats) uint64 { return st.Waited })
+	for share, pick := range map[string]func(budget.ByShare) uint64{
+		budget.ShareBudget:     func(b budget.ByShare) uint64 { return b.Budget },
+		budget.ShareCredential: func(b budget.ByShare) uint64 { return b.Credential },
+		budget.ShareTenant:     func(b budget.ByShare) uint64 { return b.Tenant },
+	} {
+		counter("openxet_memory_refusals_total", "Reservations refused, by reason (busy: waited memory_wait; too_large: could never fit) and share kind.",
+			prometheus.Labels{"reason": "busy", "share": share}, func(st budget.Stats) uint64 { return pick(st.Busy) })
+		counter("openxet_memory_refusals_total", "Reservations refused, by reason (busy: waited memory_wait; too_large: could never fit) and share kind.",
+			prometheus.Labels{"reason": "too_large", "share": share}, func(st budget.Stats) uint64 { return pick(st.TooLarge) })
+	}
 	return m
 }

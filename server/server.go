@@ -232,9 +232,16 @@ func (s *Server) base(c echo.Context) string {
 // accepting, lets requests in progress finish (up to ShutdownTimeout) and
 // returns. The caller closes the store afterwards.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	// ReadTimeout bounds reading every request's body, not only the xorb
+	// and shard bodies readBody reads (it sets its own deadline): without
+	// it a client that stalls mid-body holds its connection for ever, even
+	// on routes that never read the body (net/http drains up to 256KiB of
+	// it before answering). net/http clears the deadline once the body is
+	// read, so long answers are not cut.
 	hs := &http.Server{
 		Handler:           s.echo,
 		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
+		ReadTimeout:       s.cfg.BodyReadTimeout,
 		IdleTimeout:       s.cfg.IdleTimeout,
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),

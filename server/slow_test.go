@@ -1,0 +1,324 @@
+package server
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"openxet/xet"
+)
+
+// The slow-client tests run the server through Server.Serve (newLiveEnv)
+// with short timeouts. Their clients pace their own writes with a ticker
+// (that is the behaviour under test, not a wait for a condition) and wait
+// for the server with blocking reads under a deadline.
+
+const (
+	slowHeaderTimeout = 300 * time.Millisecond
+	slowBodyTimeout   = 500 * time.Millisecond
+	slowIdleTimeout   = 500 * time.Millisecond
+	// slowBound is how long a test waits for a cut-off that should come
+	// after one of the timeouts above; generous for -race on 2 cores.
+	slowBound = 10 * time.Second
+)
+
+func slowEnv(t *testing.T) *testEnv {
+	return newLiveEnv(t, func(c *Config) {
+		c.ReadHeaderTimeout = slowHeaderTimeout
+		c.BodyReadTimeout = slowBodyTimeout
+		c.IdleTimeout = slowIdleTimeout
+		c.ShutdownTimeout = time.Second
+	})
+}
+
+// slowClient writes head at once, then trickle one byte per tick (if not
+// empty), and reports when and how the server ended the exchange: with a
+// response (its status) or by closing the connection (status 0).
+type slowResult struct {
+	status  int
+	body    []byte
+	elapsed time.Duration
+	err     error // the client gave up (slowBound passed) or could not connect
+}
+
+func (e *testEnv) slowClient(head []byte, trickle []byte, every, bound time.Duration) slowResult {
+	e.t.Helper()
+	conn, err := net.Dial("tcp", e.http.Listener.Addr().String())
+	if err != nil {
+		return slowResult{err: err}
+	}
+	defer conn.Close()
+	start := time.Now()
+	conn.SetReadDeadline(start.Add(bound))
+	if _, err := conn.Write(head); err != nil {
+		return slowResult{err: err}
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	if len(trickle) > 0 {
+		go func() {
+			tick := time.NewTicker(every)
+			defer tick.Stop()
+			for _, b := range trickle {
+				select {
+				case <-stop:
+					return
+				case <-tick.C:
+				}
+				if _, err := conn.Write([]byte{b}); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	elapsed := time.Since(start)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return slowResult{elapsed: elapsed, err: fmt.Errorf("still connected after %s", bound)}
+		}
+		// io.EOF, ECONNRESET: the server closed the connection.
+		return slowResult{elapsed: elapsed}
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	return slowResult{status: res.StatusCode, body: body, elapsed: elapsed}
+}
+
+// TestSlowHeaderClientsAreCutOff: a client that sends part of its headers
+// and stops, or sends them a byte at a time, is disconnected once
+// ReadHeaderTimeout has passed since it connected.
+func TestSlowHeaderClientsAreCutOff(t *testing.T) {
+	e := slowEnv(t)
+	tok := e.credential("alice", "read")
+	head := "GET /v1/reconstructions/" + fmt.Sprint(xet.Hash{}) + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok + "\r\n"
+	cases := map[string]struct {
+		head, trickle string
+	}{
+		"stalled":                     {head, ""},
+		"a byte every 50ms":           {"", head + "X-Slow: " + string(make([]byte, 1000))},
+		"never sends a byte":          {"", ""},
+		"stalled in the request line": {"GET /v1/reconstruc", ""},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := e.slowClient([]byte(c.head), []byte(c.trickle), 50*time.Millisecond, slowBound)
+			if r.err != nil {
+				t.Fatal(r.err)
+			}
+			// net/http closes the connection, or answers a plain 400 when
+			// part of a request had come.
+			if r.status != 0 && r.status != http.StatusBadRequest && r.status != http.StatusRequestTimeout {
+				t.Fatalf("answered %d %s", r.status, r.body)
+			}
+			if r.elapsed < slowHeaderTimeout/2 {
+				t.Fatalf("cut off after %s, before the %s header timeout", r.elapsed, slowHeaderTimeout)
+			}
+			t.Logf("cut off after %s", r.elapsed.Round(time.Millisecond))
+		})
+	}
+}
+
+// TestSlowBodyClientsAreCutOff: an upload whose body stops coming, or comes
+// a byte at a time, is refused once BodyReadTimeout has passed, leaves no
+// state, and gives back its in-flight slot and its memory.
+func TestSlowBodyClientsAreCutOff(t *testing.T) {
+	e := slowEnv(t)
+	tok := e.credential("alice", "write")
+	id, _, _ := parseTok(tok)
+	x, info := xet.BuildXorb(randomChunks(60, 2, 50_000), false)
+	f, cas := fileOf(info)
+	shard := (&xet.Shard{Files: []xet.FileInfo{f}, Xorbs: cas}).MarshalUpload()
+	uploads := []struct {
+		name, path string
+		body       []byte
+	}{
+		{"xorb", "/v1/xorbs/default/" + info.Hash.String(), x},
+		{"shard", "/v1/shards", shard},
+		{"v2 shard", "/v2/shards", shard},
+	}
+	before := e.snapshot()
+	for _, u := range uploads {
+		for _, trickle := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s trickle=%v", u.name, trickle), func(t *testing.T) {
+				head := fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n", u.path, tok, len(u.body))
+				first, rest := u.body[:100], []byte(nil)
+				if trickle {
+					rest = u.body[100:]
+				}
+				r := e.slowClient(append([]byte(head), first...), rest, 20*time.Millisecond, slowBound)
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				if r.status != 400 {
+					t.Fatalf("answer %d %s, want 400 bad_request", r.status, r.body)
+				}
+				wantError(t, response{Status: r.status, Body: r.body}, 400, "bad_request")
+				if r.elapsed < slowBodyTimeout/2 {
+					t.Fatalf("cut off after %s, before the %s body timeout", r.elapsed, slowBodyTimeout)
+				}
+				waitFor(t, "the in-flight slot to be freed", func() bool { return e.srv.gate.InFlight.Count(hashName(id)) == 0 })
+				waitFor(t, "the memory to be given back", func() bool { return e.srv.budget.Stats().ReservedBytes == 0 })
+				if diff := cmp.Diff(before, e.snapshot()); diff != "" {
+					t.Fatalf("state changed:\n%s", diff)
+				}
+			})
+		}
+	}
+}
+
+// TestSlowBodyOnOtherRoutes: every route that reads a body stops waiting
+// for a client that stalls in the middle of it.
+func TestSlowBodyOnOtherRoutes(t *testing.T) {
+	e := slowEnv(t)
+	tok := e.credential("alice", "write")
+	if r := e.do("POST", "/api/repos/create", tok, []byte(`{"name":"m"}`)); r.Status != 200 {
+		t.Fatalf("create repo: %d %s", r.Status, r.Body)
+	}
+	routes := []struct{ method, path, token string }{
+		{"POST", "/v1/telemetry", tok},
+		{"POST", "/api/validate-yaml", tok},
+		{"POST", "/api/repos/create", tok},
+		{"POST", "/api/models/alice/m/preupload/main", tok},
+		{"POST", "/api/models/alice/m/commit/main", tok},
+		{"PUT", "/api/openxet/v1/admin/tenants/alice/limits", e.admin},
+		{"POST", "/api/openxet/v1/admin/credentials", e.admin},
+		{"GET", "/healthz", ""},
+	}
+	// All at once, each given six times the body timeout.
+	results := make([]slowResult, len(routes))
+	var wg sync.WaitGroup
+	for i, rt := range routes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			head := fmt.Sprintf("%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 100000\r\n\r\n{\"", rt.method, rt.path, rt.token)
+			results[i] = e.slowClient([]byte(head), nil, 0, 6*slowBodyTimeout)
+		}()
+	}
+	wg.Wait()
+	for i, r := range results {
+		rt := routes[i]
+		if r.err != nil {
+			t.Errorf("%s %s: %v: a client that stalls mid-body holds the route (the server must bound body reads with BodyReadTimeout)", rt.method, rt.path, r.err)
+			continue
+		}
+		if r.elapsed < slowBodyTimeout/2 {
+			t.Errorf("%s %s: ended after %s, before the body timeout", rt.method, rt.path, r.elapsed)
+		}
+		t.Logf("%s %s: ended after %s (status %d)", rt.method, rt.path, r.elapsed.Round(time.Millisecond), r.status)
+	}
+}
+
+// TestIdleConnectionsDoNotStopService: a thousand connections that never
+// send a request, and a hundred that stalled in their headers, do not slow
+// other clients down; the server closes them all after ReadHeaderTimeout,
+// and a keep-alive connection after IdleTimeout.
+func TestIdleConnectionsDoNotStopService(t *testing.T) {
+	const idle, stalled = 1000, 100
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 2*(idle+stalled)+200 {
+		t.Skipf("open-file limit %d is too low for %d connections at both ends", lim.Cur, idle+stalled)
+	}
+	// The header timeout must outlast the service check below; 3 s does
+	// with room on a slow machine.
+	const headerTimeout = 3 * time.Second
+	e := newLiveEnv(t, func(c *Config) {
+		c.ReadHeaderTimeout = headerTimeout
+		c.IdleTimeout = slowIdleTimeout
+		c.ShutdownTimeout = time.Second
+	})
+	tok := e.credential("alice", "write")
+	opened := time.Now()
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := 0; i < idle+stalled; i++ {
+		c, err := net.Dial("tcp", e.http.Listener.Addr().String())
+		if err != nil {
+			if errors.Is(err, syscall.EMFILE) {
+				t.Skipf("out of file descriptors after %d connections", i)
+			}
+			t.Fatal(err)
+		}
+		if i >= idle {
+			fmt.Fprintf(c, "POST /v1/shards HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n", tok)
+		}
+		conns = append(conns, c)
+	}
+	// Service to another client: upload a file and read it back, every
+	// request answered well within the header timeout.
+	start := time.Now()
+	x1, _ := xet.BuildXorb(randomChunks(61, 3, 20_000), true)
+	f := e.upload(tok, x1)
+	r := e.do("GET", "/v1/reconstructions/"+f.Hash.String(), tok, nil)
+	if r.Status != 200 {
+		t.Fatalf("reconstruction: %d %s", r.Status, r.Body)
+	}
+	if got := e.assemble(r.Body); len(got) != int(f.Size()) {
+		t.Fatalf("read back %d bytes, want %d", len(got), f.Size())
+	}
+	for i := 0; i < 20; i++ {
+		if r := e.do("GET", "/healthz", "", nil); r.Status != 200 {
+			t.Fatalf("healthz: %d", r.Status)
+		}
+	}
+	served := time.Since(start)
+	if time.Since(opened) >= headerTimeout {
+		t.Fatalf("the service check took until %s after the idle connections opened, past the header timeout; it proves nothing", time.Since(opened))
+	}
+	t.Logf("with %d idle and %d stalled connections open, an upload, a download and 20 probes took %s", idle, stalled, served.Round(time.Millisecond))
+
+	// The server closes every one of them after the header timeout.
+	deadline := opened.Add(headerTimeout + slowBound)
+	buf := make([]byte, 1)
+	for i, c := range conns {
+		c.SetReadDeadline(deadline)
+		_, err := c.Read(buf)
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			t.Fatalf("connection %d still open %s after it was opened", i, time.Since(opened))
+		}
+	}
+	if elapsed := time.Since(opened); elapsed < headerTimeout/2 {
+		t.Fatalf("connections closed after %s, before the header timeout", elapsed)
+	}
+
+	// A keep-alive connection that goes idle after a request is closed
+	// after IdleTimeout.
+	conn, err := net.Dial("tcp", e.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprint(conn, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
+	if err != nil || res.StatusCode != 200 {
+		t.Fatalf("healthz: %v %v", res, err)
+	}
+	io.ReadAll(res.Body)
+	idleFrom := time.Now()
+	conn.SetReadDeadline(idleFrom.Add(slowBound))
+	if _, err := br.ReadByte(); err == nil {
+		t.Fatal("the server sent more after the answer")
+	} else if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("idle keep-alive connection still open after %s", slowBound)
+	} else if !errors.Is(err, io.EOF) && !errors.Is(err, syscall.ECONNRESET) {
+		t.Logf("idle connection ended with %v", err)
+	}
+	t.Logf("idle keep-alive connection closed after %s (IdleTimeout %s)", time.Since(idleFrom).Round(time.Millisecond), slowIdleTimeout)
+}
