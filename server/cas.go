@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -36,6 +37,36 @@ func contentLength(c echo.Context, max int64) (int64, error) {
 		return 0, refuse(errBodyTooLarge, "the body of %d bytes is over the %d-byte limit", n, max)
 	}
 	return n, nil
+}
+
+// answerBeforeBody prepares the answer to a request whose body has not been
+// read (a refusal or a xorb the tenant already owns) and returns what to do
+// once the answer is written. The answer goes out before any body byte is
+// read. A client that sent Expect: 100-continue never sends the body; the
+// connection closes. Any other client may still be sending: the body is
+// read and dropped after the answer, so that the client sees the answer
+// instead of a reset connection (and does not retry a transport error).
+// A body over the upload cap is not drained; the connection closes.
+func (s *Server) answerBeforeBody(c echo.Context) (after func()) {
+	req := c.Request()
+	if req.ContentLength == 0 || req.Method == http.MethodGet || req.Method == http.MethodHead {
+		return func() {}
+	}
+	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") || req.ContentLength > maxBodyBytes {
+		c.Response().Header().Set("Connection", "close")
+		return func() {}
+	}
+	rc := http.NewResponseController(c.Response().Writer)
+	if rc.EnableFullDuplex() != nil {
+		return func() {}
+	}
+	return func() {
+		rc.Flush()
+		if s.cfg.BodyReadTimeout > 0 {
+			rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
+		}
+		io.Copy(io.Discard, io.LimitReader(req.Body, maxBodyBytes))
+	}
 }
 
 // readBody reads exactly n bytes of the request body into memory the caller
@@ -70,10 +101,8 @@ func (s *Server) postXorb(c echo.Context) error {
 		return err
 	}
 	if owned {
-		// The body is not needed; closing the connection answers at once
-		// rather than after net/http drains it.
-		c.Response().Header().Set("Connection", "close")
-		return c.JSON(http.StatusOK, map[string]bool{"was_inserted": false})
+		defer s.answerBeforeBody(c)()
+		return writeJSON(c, http.StatusOK, map[string]bool{"was_inserted": false})
 	}
 	lim, err := s.limitsFor(c, id.Tenant)
 	if err != nil {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -248,12 +249,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	h := c.Response().Header()
-	if c.Request().ContentLength != 0 {
-		// A refused request may still have its body on the wire; closing the
-		// connection lets the answer go out at once instead of after net/http
-		// drains up to 256KiB of a body nobody will read.
-		h.Set("Connection", "close")
-	}
+	defer s.answerBeforeBody(c)()
 	if ae.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}
@@ -271,11 +267,24 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.NoContent(ae.Status)
 		return
 	}
-	c.JSON(ae.Status, ae.body())
+	writeJSON(c, ae.Status, ae.body())
 }
 
 // isHubPath reports whether a path belongs to the Hub API (where the hf CLI
 // prints X-Error-Message).
 func isHubPath(p string) bool {
 	return strings.HasPrefix(p, "/api/") || strings.Contains(p, "/resolve/") || strings.Contains(p, ".git/")
+}
+
+// writeJSON writes a complete JSON answer with its Content-Length, so that
+// the answer is whole on the wire once flushed, even while the handler goes
+// on (answerBeforeBody drains the request body after it).
+func writeJSON(c echo.Context, status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(b)))
+	return c.Blob(status, echo.MIMEApplicationJSON, b)
 }
