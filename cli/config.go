@@ -194,7 +194,7 @@ var settings = []setting{
 	{"server.fetch_url_ttl", "1h", "lifetime of the signed fetch URLs in reconstruction answers", durationSetter(func(c *Config) *time.Duration { return &c.FetchURLTTL }, time.Minute)},
 	{"server.read_header_timeout", "10s", "time a client has to send its request headers", durationSetter(func(c *Config) *time.Duration { return &c.ReadHeaderTimeout }, time.Second)},
 	{"server.idle_timeout", "120s", "how long an idle keep-alive connection stays open", durationSetter(func(c *Config) *time.Duration { return &c.IdleTimeout }, time.Second)},
-	{"server.body_read_timeout", "5m", "time a client has to send one request body (a xorb is up to 65MiB)", durationSetter(func(c *Config) *time.Duration { return &c.BodyReadTimeout }, time.Second)},
+	{"server.body_read_timeout", "5m", "time a client has to send a request body, on every route (a xorb is up to 65MiB)", durationSetter(func(c *Config) *time.Duration { return &c.BodyReadTimeout }, time.Second)},
 	{"server.shutdown_timeout", "30s", "how long shutdown waits for in-flight requests", durationSetter(func(c *Config) *time.Duration { return &c.ShutdownTimeout }, 0)},
 	{"server.max_header_bytes", "64KiB", "largest request header block accepted", func(c *Config, v string) error {
 		n, err := ParseSize(v)

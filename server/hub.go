@@ -449,12 +449,17 @@ func (s *Server) xetToken(scope string) echo.HandlerFunc {
 			return err
 		}
 		id := identityOf(c)
+		if id.viaCASToken {
+			// A CAS token must not mint its successor: a leaked one would
+			// then live until its credential is revoked.
+			return refuse(errForbidden, "CAS tokens are handed out for credentials only; send the hf_oxt_ credential")
+		}
 		tok, exp := s.casTokenFor(id, scope)
 		h := c.Response().Header()
 		h.Set("X-Xet-Cas-Url", s.base(c))
 		h.Set("X-Xet-Access-Token", tok)
 		h.Set("X-Xet-Token-Expiration", strconv.FormatInt(exp, 10))
-		_ = r
+		_ = r // the token is the tenant's; the repo only had to be visible
 		return c.JSON(http.StatusOK, map[string]any{"casUrl": s.base(c), "accessToken": tok, "exp": exp})
 	}
 }

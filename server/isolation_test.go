@@ -45,7 +45,6 @@ func TestTenantCannotSeeAnotherTenantsData(t *testing.T) {
 					"/alice/secret-model/resolve/main/README.md"} {
 					wantError(t, e.do("GET", path, tok, nil), 404, "not_found")
 				}
-				wantError(t, e.do("POST", "/api/models/alice/secret-model/xet-write-token/main", tok, nil), 405, "method_not_allowed")
 				wantError(t, e.do("GET", "/api/models/alice/secret-model/xet-write-token/main", tok, nil), 404, "not_found")
 				wantError(t, e.do("POST", "/api/models/alice/secret-model/commit/main", tok, []byte(`{}`)), 404, "not_found")
 				wantError(t, e.do("DELETE", "/api/repos/delete", tok, []byte(`{"name":"secret-model","organization":"alice"}`)), 404, "not_found")
@@ -260,10 +259,6 @@ func TestCASTokenCannotRenewItself(t *testing.T) {
 		t.Fatalf("write token: %d %s", r.Status, r.Body)
 	}
 	r = e.do("GET", "/api/models/alice/m/xet-write-token/main", tok.AccessToken, nil)
-	if r.Status == 200 {
-		t.Skip("BUG: a CAS token mints a fresh CAS token at /api/{type}/{ns}/{name}/xet-write-token (and xet-read-token), " +
-			"so a leaked token can be renewed for ever; the Hub routes should accept only credentials (refuse identity.viaCASToken with 403)")
-	}
 	wantError(t, r, 403, "forbidden")
 }
 

@@ -137,7 +137,11 @@ func recordShard(ctx context.Context, tx *sql.Tx, tenant, h string, size int64, 
 			sha = f.SHA256.String()
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO files(tenant, hash, size, sha256, terms, nterms, shard) VALUES (?, ?, ?, ?, ?, ?, ?)
-			ON CONFLICT(tenant, hash) DO UPDATE SET sha256 = COALESCE(excluded.sha256, files.sha256)`,
+			ON CONFLICT(tenant, hash) DO UPDATE SET
+				sha256 = COALESCE(files.sha256, excluded.sha256),
+				terms  = CASE WHEN excluded.shard < files.shard THEN excluded.terms ELSE files.terms END,
+				nterms = CASE WHEN excluded.shard < files.shard THEN excluded.nterms ELSE files.nterms END,
+				shard  = MIN(files.shard, excluded.shard)`,
 			tenant, f.Hash.String(), int64(size), sha, encodeTerms(f.Terms), len(f.Terms), h); err != nil {
 			return false, fmt.Errorf("insert file %s: %w", f.Hash, err)
 		}
@@ -172,7 +176,12 @@ func addDedup(ctx context.Context, tx *sql.Tx, tenant, shard string, xorb xet.Ha
 		}
 		chunk = &chunks[index].Hash
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO dedup(chunk, tenant, xorb, shard) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	// When a chunk is in several xorbs the smallest (xorb, shard) wins, so
+	// the row does not depend on the order shards arrive in (reindex
+	// replays them in key order).
+	_, err := tx.ExecContext(ctx, `INSERT INTO dedup(chunk, tenant, xorb, shard) VALUES (?, ?, ?, ?)
+		ON CONFLICT(chunk, tenant) DO UPDATE SET xorb = excluded.xorb, shard = excluded.shard
+		WHERE excluded.xorb < dedup.xorb OR (excluded.xorb = dedup.xorb AND excluded.shard < dedup.shard)`,
 		chunk.String(), tenant, xorb.String(), shard)
 	if err != nil {
 		return fmt.Errorf("insert dedup: %w", err)

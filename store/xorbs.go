@@ -62,18 +62,37 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 	unlock := s.xorbLock(info.Hash)
 	defer unlock()
 	h := info.Hash.String()
-	size := info.StreamLen
+	size, chunks := info.StreamLen, info.Chunks
 
-	createdObject := false
-	exists, err := s.bucket.Exists(ctx, xorbKey(h))
-	if err != nil {
+	// A xorb can be serialized in more than one way (compression is the
+	// uploader's choice). Once the index has a row for it, that row's
+	// layout describes the stored object and every owner is charged its
+	// size. Without a row, any object in the bucket is a leftover of an
+	// interrupted upload and this upload's bytes replace it, so the layout
+	// indexed below always matches the object.
+	var stored []byte
+	err = s.db.QueryRowContext(ctx, `SELECT stream_len, chunks FROM xorbs WHERE hash = ?`, h).Scan(&size, &stored)
+	indexed := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, fmt.Errorf("put xorb %s: %w", h, err)
 	}
-	if !exists {
+	if indexed {
+		if chunks, err = decodeChunks(stored); err != nil {
+			return false, fmt.Errorf("put xorb %s: %w", h, err)
+		}
+	} else {
+		size = info.StreamLen
+	}
+	createdObject := false
+	if !indexed {
+		existed, err := s.bucket.Exists(ctx, xorbKey(h))
+		if err != nil {
+			return false, fmt.Errorf("put xorb %s: %w", h, err)
+		}
 		if err := s.bucket.WriteAll(ctx, xorbKey(h), stream, nil); err != nil {
 			return false, fmt.Errorf("put xorb %s: %w", h, err)
 		}
-		createdObject = true
+		createdObject = !existed
 	}
 	createdOwner := false
 	ownerKey := xorbOwnerKey(h, tenant)
@@ -91,7 +110,7 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var e error
-		inserted, e = recordXorbOwner(ctx, tx, tenant, h, info.Chunks, size, defaultQuotaBytes, s.now().Unix())
+		inserted, e = recordXorbOwner(ctx, tx, tenant, h, chunks, size, defaultQuotaBytes, s.now().Unix())
 		return e
 	})
 	if err != nil {
@@ -107,7 +126,7 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 		}
 		return false, err
 	}
-	s.layouts.put(info.Hash, info.Chunks)
+	s.layouts.put(info.Hash, chunks)
 	return inserted, nil
 }
 
