@@ -15,28 +15,9 @@ import (
 )
 
 // LimitsDoc is a tenant's overrides as the admin API and the bucket record
-// carry them; a nil field is not overridden. QuotaBytes -1 means unlimited.
-type LimitsDoc struct {
-	QuotaBytes                  *int64   `json:"quota_bytes,omitempty"`
-	TenantRequestsPerSecond     *float64 `json:"tenant_requests_per_second,omitempty"`
-	TenantBurst                 *int     `json:"tenant_burst,omitempty"`
-	CredentialRequestsPerSecond *float64 `json:"credential_requests_per_second,omitempty"`
-	CredentialBurst             *int     `json:"credential_burst,omitempty"`
-	MaxInFlightPerCredential    *int     `json:"max_in_flight_per_credential,omitempty"`
-}
-
-func (d LimitsDoc) overrides() limits.Overrides {
-	return limits.Overrides{
-		QuotaBytes:                  d.QuotaBytes,
-		TenantRequestsPerSecond:     d.TenantRequestsPerSecond,
-		TenantBurst:                 d.TenantBurst,
-		CredentialRequestsPerSecond: d.CredentialRequestsPerSecond,
-		CredentialBurst:             d.CredentialBurst,
-		MaxInFlightPerCredential:    d.MaxInFlightPerCredential,
-	}
-}
-
-func (d LimitsDoc) empty() bool { return d == LimitsDoc{} }
+// carry them: limits.Overrides, whose JSON names are the [limits] keys. A
+// nil field is not overridden; quota_bytes -1 means unlimited.
+type LimitsDoc = limits.Overrides
 
 // overrideSource reads tenant overrides from the index for limits.Effective.
 type overrideSource struct{ st *store.Store }
@@ -50,7 +31,7 @@ func (o overrideSource) TenantOverrides(ctx context.Context, tenant string) (lim
 	if err := json.Unmarshal(doc, &d); err != nil {
 		return limits.Overrides{}, false, fmt.Errorf("limits of %s: %w", tenant, err)
 	}
-	return d.overrides(), true, nil
+	return d, true, nil
 }
 
 // EffectiveLimits is the admin view of one tenant.
@@ -103,7 +84,7 @@ func (s *Server) effectiveView(ctx context.Context, tenant string) (EffectiveLim
 			return EffectiveLimits{}, err
 		}
 	}
-	lim := d.overrides().Apply(s.cfg.Limits)
+	lim := d.Apply(s.cfg.Limits)
 	usage, err := s.store.Usage(ctx, tenant)
 	if err != nil {
 		return EffectiveLimits{}, err
@@ -181,11 +162,11 @@ func (s *Server) putLimits(c echo.Context) error {
 	if err := dec.Decode(&d); err != nil {
 		return refuse(errBadRequest, "the body is not a limits document: %v", err)
 	}
-	if err := d.overrides().Validate(); err != nil {
+	if err := d.Validate(); err != nil {
 		return refuse(errBadRequest, "%v", err)
 	}
 	var doc []byte
-	if !d.empty() {
+	if !d.IsZero() {
 		doc, _ = json.Marshal(d)
 	}
 	if err := s.store.PutTenantLimits(c.Request().Context(), t, doc, d.QuotaBytes); err != nil {
