@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/BurntSushi/toml"
+
+	"openxet/store"
 )
 
 // Config is every setting of `openxet serve`, read from defaults, a TOML
@@ -426,7 +428,7 @@ func (c *Config) fillDerived() {
 		if err != nil {
 			abs = filepath.Join(c.DataDir, "bucket")
 		}
-		c.Bucket = "file://" + abs + "?create_dir=1&metadata=skip&no_tmp_dir=1"
+		c.Bucket = store.FileBucketURL(abs)
 	}
 	if c.Index == "" {
 		c.Index = filepath.Join(c.DataDir, "index.db")

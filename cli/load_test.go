@@ -53,10 +53,7 @@ func runLoadCommand(t *testing.T, env map[string]string, args ...string) (int, s
 func loadTestServer(t *testing.T) (url, token string) {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(context.Background(), store.Config{
-		IndexPath: filepath.Join(dir, "index.db"),
-		BucketURL: "file://" + filepath.Join(dir, "bucket") + "?create_dir=1&metadata=skip&no_tmp_dir=1",
-	})
+	st, err := store.Open(context.Background(), store.DirConfig(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

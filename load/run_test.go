@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -52,10 +51,7 @@ func testServerConfig() server.Config {
 func startServer(t *testing.T, wrap func(http.Handler) http.Handler, mutate ...func(*server.Config)) testServer {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(context.Background(), store.Config{
-		IndexPath: filepath.Join(dir, "index.db"),
-		BucketURL: "file://" + filepath.Join(dir, "bucket") + "?create_dir=1&metadata=skip&no_tmp_dir=1",
-	})
+	st, err := store.Open(context.Background(), store.DirConfig(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

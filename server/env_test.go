@@ -9,7 +9,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -50,10 +49,7 @@ func testConfig() Config {
 func newTestEnv(t testing.TB, mutate ...func(*Config)) *testEnv {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := store.Open(context.Background(), store.Config{
-		IndexPath: filepath.Join(dir, "index.db"),
-		BucketURL: "file://" + filepath.Join(dir, "bucket") + "?create_dir=1&metadata=skip&no_tmp_dir=1",
-	})
+	st, err := store.Open(context.Background(), store.DirConfig(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,6 +91,19 @@ func (s *Store) Open(ctx context.Context) error {
 	return nil
 }
 
+// FileBucketURL is the URL of the file:// bucket in dir: created when
+// absent, no metadata sidecar files, temporary files beside their targets
+// (so a write is a rename within one file system).
+func FileBucketURL(dir string) string {
+	return "file://" + dir + "?create_dir=1&metadata=skip&no_tmp_dir=1"
+}
+
+// DirConfig is the layout of a data directory: the index at dir/index.db,
+// the bucket at dir/bucket.
+func DirConfig(dir string) Config {
+	return Config{IndexPath: filepath.Join(dir, "index.db"), BucketURL: FileBucketURL(filepath.Join(dir, "bucket"))}
+}
+
 // OpenBucket opens a gocloud.dev/blob bucket URL.
 func OpenBucket(ctx context.Context, bucketURL string) (*blob.Bucket, error) {
 	if _, err := url.Parse(bucketURL); err != nil {

@@ -17,7 +17,7 @@ import (
 )
 
 func fileBucket(dir string) string {
-	return "file://" + filepath.Join(dir, "bucket") + "?create_dir=1&metadata=skip&no_tmp_dir=1"
+	return FileBucketURL(filepath.Join(dir, "bucket"))
 }
 
 func mustOpen(tb testing.TB, dir, bucket string) *Store {

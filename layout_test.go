@@ -1,0 +1,46 @@
+package main
+
+import (
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestLayout keeps the dependency rules of design §1 and style.md: imports
+// point one way (cli → server → {limits, budget, store} → xet), only
+// server imports echo, only cli urfave/cli, only store database/sql and
+// gocloud.dev.
+func TestLayout(t *testing.T) {
+	allowed := map[string][]string{ // openxet packages each package may import
+		"xet":    {},
+		"limits": {},
+		"budget": {},
+		"store":  {"openxet/xet"},
+		"load":   {"openxet/xet"},
+		"server": {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget"},
+		"cli":    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/server", "openxet/load"},
+	}
+	owners := map[string]string{ // third-party import prefix → the one package that may use it
+		"github.com/labstack/echo": "server",
+		"github.com/urfave/cli":    "cli",
+		"database/sql":             "store",
+		"gocloud.dev":              "store",
+	}
+	for pkg, ok := range allowed {
+		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "./"+pkg).Output()
+		if err != nil {
+			t.Fatalf("go list ./%s: %v", pkg, err)
+		}
+		for _, imp := range strings.Fields(string(out)) {
+			if strings.HasPrefix(imp, "openxet/") && !slices.Contains(ok, imp) {
+				t.Errorf("%s imports %s, against design §1", pkg, imp)
+			}
+			for prefix, owner := range owners {
+				if strings.HasPrefix(imp, prefix) && owner != pkg {
+					t.Errorf("%s imports %s; only %s may", pkg, imp, owner)
+				}
+			}
+		}
+	}
+}
