@@ -17,9 +17,10 @@ func TestLayout(t *testing.T) {
 		"limits": {},
 		"budget": {},
 		"store":  {"openxet/xet"},
-		"load":   {"openxet/xet"},
+		"admin":  {},
+		"load":   {"openxet/xet", "openxet/admin"},
 		"server": {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget"},
-		"cli":    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/server", "openxet/load"},
+		"cli":    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/server", "openxet/load", "openxet/admin"},
 	}
 	owners := map[string]string{ // third-party import prefix → the one package that may use it
 		"github.com/labstack/echo": "server",

@@ -1,9 +1,7 @@
 package load
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -12,6 +10,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	adminapi "openxet/admin"
 )
 
 // admin talks to the server's admin API and metrics with the admin token.
@@ -40,36 +40,10 @@ type credential struct {
 }
 
 func (a *admin) call(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, _ := json.Marshal(in)
-		body = bytes.NewReader(b)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, a.base+"/api/openxet/v1/admin"+path, body)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	if in != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	res, err := a.hc.Do(req)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer res.Body.Close()
-	data, _ := io.ReadAll(io.LimitReader(res.Body, 4<<20))
-	if res.StatusCode >= 300 {
-		return fmt.Errorf("%s %s: %s %s", method, path, res.Status, bytes.TrimSpace(data))
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: decode answer: %w", method, path, err)
-		}
-	}
-	return nil
+	c := adminapi.Client{Base: a.base, Token: a.token, HTTP: a.hc}
+	return c.Do(ctx, method, path, in, out)
 }
 
 func (a *admin) createCredential(ctx context.Context, tenant string) (credential, error) {
