@@ -122,8 +122,20 @@ func recordShard(ctx context.Context, tx *sql.Tx, tenant, h string, size int64, 
 		return false, fmt.Errorf("insert shard owner: %w", err)
 	}
 	n, _ := res.RowsAffected()
+	// shard_xorbs lists every xorb the shard names, in its CAS blocks and in
+	// its files' terms, so a dedup answer built from any shard that
+	// registered a file offers all of that file's xorbs.
+	named := map[xet.Hash]bool{}
 	for _, c := range sh.Xorbs {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO shard_xorbs(shard, xorb) VALUES (?, ?) ON CONFLICT DO NOTHING`, h, c.Xorb.String()); err != nil {
+		named[c.Xorb] = true
+	}
+	for _, f := range sh.Files {
+		for _, t := range f.Terms {
+			named[t.Xorb] = true
+		}
+	}
+	for x := range named {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO shard_xorbs(shard, xorb) VALUES (?, ?) ON CONFLICT DO NOTHING`, h, x.String()); err != nil {
 			return false, fmt.Errorf("insert shard xorb: %w", err)
 		}
 	}
@@ -255,7 +267,7 @@ func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, 
 		return nil, fmt.Errorf("dedup %s: %w", chunk, err)
 	}
 	hashes := []string{xorb}
-	rows, err := s.db.QueryContext(ctx, `SELECT xorb FROM shard_xorbs WHERE shard = ? AND xorb != ? LIMIT ?`, shard, xorb, max-1)
+	rows, err := s.db.QueryContext(ctx, `SELECT xorb FROM shard_xorbs WHERE shard = ? AND xorb != ? ORDER BY xorb LIMIT ?`, shard, xorb, max-1)
 	if err != nil {
 		return nil, fmt.Errorf("dedup %s: %w", chunk, err)
 	}
