@@ -6,7 +6,6 @@ scenario runs hf_xet in its own interpreter with its own caches (conftest.XetCli
 """
 
 import array
-import hashlib
 import math
 import random
 import re
@@ -16,7 +15,7 @@ from pathlib import Path
 import lz4.frame
 import pytest
 
-from conftest import XetClient, XetError, http
+from conftest import XetClient, XetError, http, sha256_file, write_random
 
 KiB = 1 << 10
 MiB = 1 << 20
@@ -52,26 +51,6 @@ class File:
     sha256: str
 
 
-def _sha256_file(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while True:
-            b = f.read(4 * MiB)
-            if not b:
-                return h.hexdigest()
-            h.update(b)
-
-
-def _write_random(path, size, seed, block=8 * MiB):
-    rng = random.Random(seed)
-    with open(path, "wb") as f:
-        left = size
-        while left:
-            n = min(block, left)
-            f.write(rng.randbytes(n))
-            left -= n
-
-
 def _text_bytes(size, seed):
     """Compressible text-like bytes (LZ4 shrinks them)."""
     rng = random.Random(seed)
@@ -100,13 +79,13 @@ def dataset(tmp_path_factory):
         p = d / name
         p.parent.mkdir(parents=True, exist_ok=True)
         writer(p)
-        specs[name] = File(name, p, p.stat().st_size, _sha256_file(p))
+        specs[name] = File(name, p, p.stat().st_size, sha256_file(p))
 
     add("empty.bin", lambda p: p.write_bytes(b""))
     add("one.bin", lambda p: p.write_bytes(b"\x5a"))
-    add("r100k.bin", lambda p: _write_random(p, 100 * KiB, 1))
-    add("r10m.bin", lambda p: _write_random(p, 10 * MiB, 2))
-    add("r200m.bin", lambda p: _write_random(p, 200 * MiB, 3))
+    add("r100k.bin", lambda p: write_random(p, 100 * KiB, 1))
+    add("r10m.bin", lambda p: write_random(p, 10 * MiB, 2))
+    add("r200m.bin", lambda p: write_random(p, 200 * MiB, 3))
     base = random.Random(4).randbytes(8 * MiB)
     add("twin_a.bin", lambda p: p.write_bytes(base + random.Random(5).randbytes(64 * KiB)))
     add("twin_b.bin", lambda p: p.write_bytes(base + random.Random(6).randbytes(64 * KiB)))
@@ -116,7 +95,7 @@ def dataset(tmp_path_factory):
     rng = random.Random(9)
     for i in range(50):
         size = rng.randint(1 * KiB, 20 * KiB)
-        add(f"small/s{i:02d}.bin", lambda p, size=size, i=i: _write_random(p, size, 100 + i))
+        add(f"small/s{i:02d}.bin", lambda p, size=size, i=i: write_random(p, size, 100 + i))
     return specs
 
 
@@ -178,7 +157,7 @@ def _download_all(client, dataset, infos, names, dest):
         if not p.exists():
             bad.append(f"{n}: {p} was not written")
             continue
-        size, digest = p.stat().st_size, _sha256_file(p)
+        size, digest = p.stat().st_size, sha256_file(p)
         if size != want.size or digest != want.sha256:
             bad.append(f"{n}: got {size} bytes sha256 {digest}, want {want.size} {want.sha256}")
         else:
@@ -379,7 +358,7 @@ def test_read_scope_cannot_upload(server, dataset, tmp_path):
     token = server.make_credential("reader", "read")
     client = XetClient(server.url, token, tmp_path / "c")
     fresh = tmp_path / "fresh.bin"
-    _write_random(fresh, 300 * KiB, 77)  # data nobody stored: a xorb must be sent
+    write_random(fresh, 300 * KiB, 77)  # data nobody stored: a xorb must be sent
     mark = server.log_mark()
     with pytest.raises(XetError):
         client.upload_files([fresh])
@@ -579,4 +558,4 @@ def test_session_api_round_trip(server, alice, dataset, tmp_path):
     assert (out / "blob-legacy").read_bytes() == blob
     alice_dl = XetClient(server.url, alice.token, tmp_path / "a")
     alice_dl.session_download([(out / "r10m", alice.infos["r10m.bin"]["hash"], dataset["r10m.bin"].size)])
-    assert _sha256_file(out / "r10m") == dataset["r10m.bin"].sha256
+    assert sha256_file(out / "r10m") == dataset["r10m.bin"].sha256
