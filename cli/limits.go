@@ -47,50 +47,22 @@ func limitsCommand(env Env) *cli.Command {
 						return err
 					}
 					doc := cur.Overrides
-					if c.IsSet("quota") {
-						q, err := ParseQuota(c.String("quota"))
-						if err != nil {
-							return cli.Exit("--quota: "+err.Error(), 2)
+					for _, o := range overrideFlags {
+						if c.IsSet(o.flag) {
+							if err := o.set(c, &doc); err != nil {
+								return cli.Exit("--"+o.flag+": "+err.Error(), 2)
+							}
 						}
-						doc.QuotaBytes = &q
 					}
-					if c.IsSet("requests-per-second") {
-						v := c.Float64("requests-per-second")
-						doc.TenantRequestsPerSecond = &v
-					}
-					if c.IsSet("burst") {
-						v := c.Int("burst")
-						doc.TenantBurst = &v
-					}
-					if c.IsSet("credential-requests-per-second") {
-						v := c.Float64("credential-requests-per-second")
-						doc.CredentialRequestsPerSecond = &v
-					}
-					if c.IsSet("credential-burst") {
-						v := c.Int("credential-burst")
-						doc.CredentialBurst = &v
-					}
-					if c.IsSet("max-in-flight") {
-						v := c.Int("max-in-flight")
-						doc.MaxInFlightPerCredential = &v
-					}
+				resets:
 					for _, r := range c.StringSlice("reset") {
-						switch r {
-						case "quota":
-							doc.QuotaBytes = nil
-						case "requests-per-second":
-							doc.TenantRequestsPerSecond = nil
-						case "burst":
-							doc.TenantBurst = nil
-						case "credential-requests-per-second":
-							doc.CredentialRequestsPerSecond = nil
-						case "credential-burst":
-							doc.CredentialBurst = nil
-						case "max-in-flight":
-							doc.MaxInFlightPerCredential = nil
-						default:
-							return cli.Exit(fmt.Sprintf("--reset: unknown limit %q", r), 2)
+						for _, o := range overrideFlags {
+							if o.flag == r {
+								o.set(nil, &doc)
+								continue resets
+							}
 						}
+						return cli.Exit(fmt.Sprintf("--reset: unknown limit %q", r), 2)
 					}
 					var out server.EffectiveLimits
 					if err := a.do(c.Context, "PUT", path, doc, &out); err != nil {
@@ -141,6 +113,52 @@ func limitsCommand(env Env) *cli.Command {
 				},
 			},
 		},
+	}
+}
+
+// overrideFlags are the flags of `limits set`, each bound to its override;
+// set with a nil context drops the override (--reset).
+var overrideFlags = []struct {
+	flag string
+	set  func(c *cli.Context, d *server.LimitsDoc) error
+}{
+	{"quota", func(c *cli.Context, d *server.LimitsDoc) error {
+		if c == nil {
+			d.QuotaBytes = nil
+			return nil
+		}
+		q, err := ParseQuota(c.String("quota"))
+		d.QuotaBytes = &q
+		return err
+	}},
+	{"requests-per-second", floatOverride("requests-per-second", func(d *server.LimitsDoc) **float64 { return &d.TenantRequestsPerSecond })},
+	{"burst", intOverride("burst", func(d *server.LimitsDoc) **int { return &d.TenantBurst })},
+	{"credential-requests-per-second", floatOverride("credential-requests-per-second", func(d *server.LimitsDoc) **float64 { return &d.CredentialRequestsPerSecond })},
+	{"credential-burst", intOverride("credential-burst", func(d *server.LimitsDoc) **int { return &d.CredentialBurst })},
+	{"max-in-flight", intOverride("max-in-flight", func(d *server.LimitsDoc) **int { return &d.MaxInFlightPerCredential })},
+}
+
+func floatOverride(flag string, field func(*server.LimitsDoc) **float64) func(*cli.Context, *server.LimitsDoc) error {
+	return func(c *cli.Context, d *server.LimitsDoc) error {
+		if c == nil {
+			*field(d) = nil
+			return nil
+		}
+		v := c.Float64(flag)
+		*field(d) = &v
+		return nil
+	}
+}
+
+func intOverride(flag string, field func(*server.LimitsDoc) **int) func(*cli.Context, *server.LimitsDoc) error {
+	return func(c *cli.Context, d *server.LimitsDoc) error {
+		if c == nil {
+			*field(d) = nil
+			return nil
+		}
+		v := c.Int(flag)
+		*field(d) = &v
+		return nil
 	}
 }
 
