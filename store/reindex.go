@@ -215,7 +215,7 @@ func (b *builder) xorbOwners() error {
 		if err != nil {
 			return err
 		}
-		_, err = recordXorbOwner(b.ctx, tx, rec.Tenant, xorb, chunks, rec.SizeBytes, Unlimited, rec.Created)
+		_, err = recordXorbOwner(b.ctx, tx, rec.Tenant, xorb, chunks, rec.SizeBytes, restoreFacts, Unlimited, rec.Created)
 		return err
 	})
 }

@@ -269,3 +269,32 @@ func TestStoreConformance(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestReindexIgnoresQuotaBelowUsage: lowering a quota under a tenant's usage
+// is a normal admin action; a rebuild restores the owner records as they
+// are and never enforces a quota.
+func TestReindexIgnoresQuotaBelowUsage(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	populate(t, s)
+	ctx := context.Background()
+	if err := s.PutTenantLimits(ctx, "alice", []byte(`{"quota_bytes":1}`), ptr(int64(1))); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(t, s)
+	cfg := ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir)}
+	if diffs, err := CheckIndex(ctx, cfg); err != nil || len(diffs) != 0 {
+		t.Fatalf("check with alice's quota below her usage: differences %v, error %v", diffs, err)
+	}
+	s.Close()
+	if err := Reindex(ctx, cfg); err != nil {
+		t.Fatalf("reindex with alice's quota below her usage: %v", err)
+	}
+	s2 := mustOpen(t, dir, fileBucket(dir))
+	if diff := cmp.Diff(before, dump(t, s2)); diff != "" {
+		t.Fatalf("rebuilt index differs (-before +after):\n%s", diff)
+	}
+	if diffs, err := CheckIndex(ctx, cfg); err != nil || len(diffs) != 0 {
+		t.Fatalf("check after reindex: differences %v, error %v", diffs, err)
+	}
+}

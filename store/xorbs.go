@@ -110,7 +110,7 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var e error
-		inserted, e = recordXorbOwner(ctx, tx, tenant, h, chunks, size, defaultQuotaBytes, s.now().Unix())
+		inserted, e = recordXorbOwner(ctx, tx, tenant, h, chunks, size, enforceQuota, defaultQuotaBytes, s.now().Unix())
 		return e
 	})
 	if err != nil {
@@ -130,8 +130,18 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 	return inserted, nil
 }
 
-// recordXorbOwner is the one place that changes a usage counter.
-func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, chunks []xet.XorbChunk, size, defaultQuotaBytes, now int64) (bool, error) {
+// Whether recordXorbOwner enforces the tenant's quota: an upload does; a
+// rebuild from the bucket restores facts and never does (an admin may have
+// lowered a quota below the usage the owner records add up to).
+const (
+	enforceQuota = true
+	restoreFacts = false
+)
+
+// recordXorbOwner is the one place that changes a usage counter. With
+// enforce, the new owner row must keep the tenant within its quota: its
+// override in the index if it has one, else defaultQuotaBytes.
+func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, chunks []xet.XorbChunk, size int64, enforce bool, defaultQuotaBytes, now int64) (bool, error) {
 	if _, err := tx.ExecContext(ctx, `INSERT INTO xorbs(hash, stream_len, chunks) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, h, size, encodeChunks(chunks)); err != nil {
 		return false, fmt.Errorf("insert xorb %s: %w", h, err)
 	}
@@ -144,6 +154,12 @@ func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, chunks [
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO tenants(name) VALUES (?) ON CONFLICT DO NOTHING`, tenant); err != nil {
 		return false, fmt.Errorf("insert tenant: %w", err)
+	}
+	if !enforce {
+		if _, err := tx.ExecContext(ctx, `UPDATE tenants SET usage_bytes = usage_bytes + ? WHERE name = ?`, size, tenant); err != nil {
+			return false, fmt.Errorf("update usage: %w", err)
+		}
+		return true, nil
 	}
 	res, err = tx.ExecContext(ctx, `UPDATE tenants SET usage_bytes = usage_bytes + ?1
 		WHERE name = ?2 AND (COALESCE(quota_bytes, ?3) < 0 OR usage_bytes + ?1 <= COALESCE(quota_bytes, ?3))`, size, tenant, defaultQuotaBytes)
