@@ -109,6 +109,9 @@ func TestBusyIndex(t *testing.T) {
 	if !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("xorb write past the busy timeout: %v, want ErrUnavailable", err)
 	}
+	if ok, _ := impatient.Bucket().Exists(ctx, xorbOwnerKey(info.Hash.String(), "bob")); ok {
+		t.Fatal("a xorb write that failed its transaction left its owner record")
+	}
 
 	release()
 	for range writers {

@@ -68,9 +68,10 @@ func (s *Store) HasXorb(ctx context.Context, h xet.Hash) (bool, error) {
 // An owner record without its owner row (a crash between 2 and 3) is the
 // tenant's ownership as far as reindex is concerned; the tenant's next
 // upload of the xorb completes it, or removes it when the quota refuses.
-// On *OverQuotaError the owner record is removed and no row or counter
-// changed; the object stays, owned by nobody (the next upload of the xorb
-// adopts it; collection removes unowned objects after a grace period).
+// When the transaction fails (*OverQuotaError, ErrUnavailable, …) the owner
+// record is withdrawn and no row or counter changed; the object stays,
+// owned by nobody (the next upload of the xorb adopts it; collection removes
+// unowned objects after a grace period).
 func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, stream []byte, defaultQuotaBytes int64) (inserted bool, err error) {
 	if int64(len(stream)) != info.StreamLen {
 		return false, fmt.Errorf("put xorb %s: stream of %d bytes, layout says %d", info.Hash, len(stream), info.StreamLen)
@@ -105,11 +106,8 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 		inserted, x, e = recordXorbOwner(ctx, tx, tenant, h, x, enforceQuota, defaultQuotaBytes, s.now().Unix())
 		return e
 	})
-	if errors.Is(err, ErrOverQuota) {
-		s.withdrawOwnerRecord(context.WithoutCancel(ctx), tenant, info.Hash)
-	}
 	if err != nil {
-		// Any other failure leaves the record, as a crash would.
+		s.withdrawOwnerRecord(context.WithoutCancel(ctx), tenant, info.Hash, x.size)
 		return false, err
 	}
 	if inserted {
@@ -178,21 +176,19 @@ func (s *Store) writeOwnerRecord(ctx context.Context, tenant, h string, size int
 	return nil
 }
 
-// withdrawOwnerRecord removes the owner record of a refused upload. If the
-// index shows the ownership committed meanwhile (an upload of the same
-// xorb by the same tenant in another process), the record is put back.
-// Best effort: what it cannot do leaves a record that reindex counts, as
-// after a crash.
-func (s *Store) withdrawOwnerRecord(ctx context.Context, tenant string, h xet.Hash) {
+// withdrawOwnerRecord removes the owner record of an upload whose index
+// transaction failed (refused by the quota, or the index unavailable). If
+// the index shows the ownership committed after all (an upload of the same
+// xorb by the same tenant in another process), or cannot tell, the record
+// is put back: a record without its row only costs a difference that
+// reindex resolves as ownership, a row without its record would lose it.
+func (s *Store) withdrawOwnerRecord(ctx context.Context, tenant string, h xet.Hash, size int64) {
 	key := xorbOwnerKey(h.String(), tenant)
 	if err := s.bucket.Delete(ctx, key); err != nil && !isNotFound(err) {
 		return
 	}
-	if owned, err := s.OwnsXorb(ctx, tenant, h); err == nil && owned {
-		var size int64
-		if err := s.queryRow(ctx, `SELECT size FROM xorb_owners WHERE xorb = ? AND tenant = ?`, h.String(), tenant).Scan(&size); err == nil {
-			s.writeOwnerRecord(ctx, tenant, h.String(), size)
-		}
+	if owned, err := s.OwnsXorb(ctx, tenant, h); err != nil || owned {
+		s.writeOwnerRecord(ctx, tenant, h.String(), size)
 	}
 }
 
