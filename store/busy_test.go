@@ -5,11 +5,14 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"openxet/xet"
 )
@@ -127,5 +130,31 @@ func TestBusyIndex(t *testing.T) {
 		if strings.HasPrefix(row, "name=bob ") {
 			t.Fatalf("a refused write changed the index: %s", row)
 		}
+	}
+}
+
+// TestBucketFailureIsUnavailable: a bucket that fails under a write or a
+// read (here a file:// bucket whose xorb directory is a regular file) is
+// ErrUnavailable, and the failed write changed nothing in the index.
+func TestBucketFailureIsUnavailable(t *testing.T) {
+	dir := t.TempDir()
+	ctx := context.Background()
+	s := mustOpen(t, dir, fileBucket(dir))
+	body, info := xet.BuildXorb(chunksOf(7, 2, 3000), false)
+	if err := os.MkdirAll(filepath.Join(dir, "bucket", "xorbs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "bucket", "xorbs", "default"), []byte("not a directory"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(t, s)
+	if _, err := s.PutXorb(ctx, "alice", info, body[:info.StreamLen], Unlimited); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("write into a failing bucket: %v, want ErrUnavailable", err)
+	}
+	if diff := cmp.Diff(before, dump(t, s)); diff != "" {
+		t.Fatalf("a failed write changed the index:\n%s", diff)
+	}
+	if _, err := s.OpenXorbRange(ctx, info.Hash, 0, 10); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("read from a failing bucket: %v, want ErrUnavailable", err)
 	}
 }
