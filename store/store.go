@@ -113,6 +113,7 @@ func (s *Store) Open(ctx context.Context) error {
 		if s.objects != nil {
 			s.objects.Close()
 		}
+		s.db, s.wdb, s.objects = nil, nil, nil
 		s.unlock()
 		return err
 	}
