@@ -143,6 +143,10 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another change got there first; read the current state and retry", cause: err}
 	case errors.Is(err, store.ErrIndexInUse):
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the index is being rebuilt; retry shortly", cause: err}
+	case errors.Is(err, store.ErrUnavailable):
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: storeRetryAfterSeconds, cause: err,
+			Message: "the server's storage (index or bucket) is busy or cannot be reached",
+			Hint:    "retry after the delay in Retry-After; the request did not complete"}
 	case errors.Is(err, store.ErrBadRepoName):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "repo names match [A-Za-z0-9][A-Za-z0-9._-]{0,95}", cause: err}
 	case errors.Is(err, errBadRequest):
@@ -156,6 +160,11 @@ func toAPIError(err error) *apiError {
 }
 
 func errText(err error) string { return err.Error() }
+
+// storeRetryAfterSeconds is the Retry-After of store.ErrUnavailable: long
+// enough for a held write lock or a bucket hiccup to pass, short enough
+// that a client's retry loop keeps going.
+const storeRetryAfterSeconds = 2
 
 func quotaExceeded(tenant string, quota, usage, size int64, cause error) *apiError {
 	return &apiError{Status: 403, Code: "quota_exceeded", cause: cause,

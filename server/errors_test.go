@@ -36,6 +36,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{store.ErrRepoExists, 409, "conflict"},
 		{store.ErrRefMoved, 409, "conflict"},
 		{store.ErrIndexInUse, 503, "unavailable"},
+		{fmt.Errorf("%w: index: %w", store.ErrUnavailable, errors.New("database is locked (5) (SQLITE_BUSY)")), 503, "unavailable"},
 		{&store.OverQuotaError{Tenant: "a", QuotaBytes: 10, UsageBytes: 9, SizeBytes: 2}, 403, "quota_exceeded"},
 		{&limits.QuotaError{Tenant: "a", Quota: 10, Usage: 9, Size: 2, Verdict: limits.QuotaExceeded}, 403, "quota_exceeded"},
 		{&limits.QuotaError{Tenant: "a", Quota: 10, Usage: 1, Pending: 8, Size: 2, Verdict: limits.QuotaPending}, 503, "quota_pending"},
@@ -62,7 +63,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 			if ae.Message == "" {
 				t.Errorf("%v: no message", err)
 			}
-			if (ae.Status == 429 || ae.Code == "memory_busy" || ae.Code == "quota_pending") && ae.RetryAfter < 1 {
+			if (ae.Status == 429 || ae.Status == 503) && ae.RetryAfter < 1 {
 				t.Errorf("%v: no Retry-After", err)
 			}
 		}

@@ -136,7 +136,7 @@ func (s *Store) CreateCredential(ctx context.Context, tenant string, scopes []st
 
 func (s *Store) writeCredential(ctx context.Context, c Credential) error {
 	rec, _ := json.Marshal(c)
-	if err := s.bucket.WriteAll(ctx, credentialKey(c.ID), rec, nil); err != nil {
+	if _, err := s.writeObject(ctx, credentialKey(c.ID), rec, typeJSON, false); err != nil {
 		return fmt.Errorf("write credential %s: %w", c.ID, err)
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error { return upsertCredential(ctx, tx, c) })
@@ -178,7 +178,7 @@ func (s *Store) Credentials(ctx context.Context, tenant string) ([]Credential, e
 }
 
 func (s *Store) queryCredentials(ctx context.Context, where string, args ...any) ([]Credential, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT id, tenant, scopes, secret_sha256, created, revoked FROM credentials `+where, args...)
+	rows, err := s.query(ctx, `SELECT id, tenant, scopes, secret_sha256, created, revoked FROM credentials `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("credentials: %w", err)
 	}
@@ -192,7 +192,7 @@ func (s *Store) queryCredentials(ctx context.Context, where string, args ...any)
 			revoked sql.NullInt64
 		)
 		if err := rows.Scan(&c.ID, &c.Tenant, &scopes, &c.SecretSHA256, &created, &revoked); err != nil {
-			return nil, fmt.Errorf("credentials: %w", err)
+			return nil, fmt.Errorf("credentials: %w", dbErr(err))
 		}
 		c.Scopes = strings.Split(scopes, ",")
 		c.Created = time.Unix(created, 0).UTC()
@@ -201,7 +201,7 @@ func (s *Store) queryCredentials(ctx context.Context, where string, args ...any)
 		}
 		out = append(out, c)
 	}
-	return out, rows.Err()
+	return out, dbErr(rows.Err())
 }
 
 // RevokeCredential marks a credential revoked (bucket record, then index).
@@ -223,6 +223,6 @@ func (s *Store) RevokeCredential(ctx context.Context, id string) (Credential, er
 // CountCredentials returns how many credentials exist (revoked included).
 func (s *Store) CountCredentials(ctx context.Context) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM credentials`).Scan(&n)
+	err := s.queryRow(ctx, `SELECT COUNT(*) FROM credentials`).Scan(&n)
 	return n, err
 }

@@ -13,7 +13,23 @@
 //   - a new owner is written in the order xorb object, owner record in the
 //     bucket, index transaction, so a crash leaves the index behind the bucket,
 //     never ahead of it;
-//   - a refused write removes what it put in the bucket and leaves no row.
+//   - a xorb object is written only where none is (create-if-absent) and is
+//     never replaced or deleted by an upload, so the layout the index has
+//     for a xorb is the layout of the bytes in the bucket, across every
+//     process and host sharing them; an upload that finds an object indexes
+//     that object's layout;
+//   - a write refused by its quota withdraws its owner record and leaves no
+//     row or counter change; its object stays, owned by nobody, for the next
+//     upload of the xorb to adopt (collection removes unowned objects after
+//     a grace period);
+//   - an owner record without its owner row (a crash in between) counts as
+//     ownership for reindex; the tenant's next upload of the xorb completes
+//     it, or withdraws it when the quota refuses.
+//
+// Reads use a pool of connections; writes use one connection of their own,
+// so a writer waiting for SQLite's write lock never holds a connection that
+// a read needs. A wait past Config.BusyTimeout, or a bucket that fails in
+// transport, is ErrUnavailable.
 //
 // The package knows nothing of HTTP or of rate limits. Errors that callers
 // must tell apart are the sentinels and typed errors in errors.go.

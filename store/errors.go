@@ -3,6 +3,10 @@ package store
 import (
 	"errors"
 	"fmt"
+
+	"gocloud.dev/gcerrors"
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrNotFound means the thing asked for is not in the index (for a tenant,
@@ -21,6 +25,41 @@ var ErrInvalidShard = errors.New("invalid shard")
 
 // ErrIndexInUse means reindex found the index held open by a server.
 var ErrIndexInUse = errors.New("index in use")
+
+// ErrUnavailable means the index or the bucket could not be read or written
+// right now: SQLite stayed busy or locked past the busy timeout, or failed
+// on storage; the bucket failed in transport or in the service. The call
+// changed nothing it reports as done, and the same call may succeed later.
+// It wraps the cause (errors.Is/As reach both).
+var ErrUnavailable = errors.New("storage unavailable")
+
+// dbErr marks an index error with ErrUnavailable when a retry may cure it.
+func dbErr(err error) error {
+	var se *sqlite.Error
+	if !errors.As(err, &se) || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	switch se.Code() & 0xff { // the primary result code of an extended one
+	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL,
+		sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL:
+		return fmt.Errorf("%w: index: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// bucketErr marks an error of a bucket call with ErrUnavailable when it is a
+// transport or service failure (not NotFound, not a refused precondition,
+// argument or permission).
+func bucketErr(err error) error {
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	switch gcerrors.Code(err) {
+	case gcerrors.Unknown, gcerrors.Internal, gcerrors.ResourceExhausted, gcerrors.DeadlineExceeded:
+		return fmt.Errorf("%w: bucket: %w", ErrUnavailable, err)
+	}
+	return err
+}
 
 // OverQuotaError is returned when the index transaction that would record a
 // new owner finds that the tenant's usage plus the xorb would pass its quota.

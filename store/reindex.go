@@ -70,7 +70,7 @@ func CheckIndex(ctx context.Context, cfg ReindexConfig) ([]Difference, error) {
 	if _, err := os.Stat(cfg.IndexPath); err != nil {
 		return nil, fmt.Errorf("index %s: %w", cfg.IndexPath, err)
 	}
-	db, err := openDB(ctx, cfg.IndexPath)
+	db, err := openDB(ctx, cfg.IndexPath, DefaultBusyTimeout, true)
 	if err != nil {
 		return nil, err
 	}
@@ -95,13 +95,13 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 		return err
 	}
 	defer bucket.Close()
-	db, err := openDB(ctx, path)
+	db, err := openDB(ctx, path, DefaultBusyTimeout, true)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
 	b := &builder{ctx: ctx, bucket: bucket, db: db, progress: progress}
-	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.shardOwners, b.repos} {
+	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.unownedXorbs, b.shardOwners, b.repos} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -196,6 +196,12 @@ func (b *builder) xorbs() error {
 	})
 }
 
+// xorbOwners replays every owner record whose xorb object is stored (and
+// parsed in the xorbs step): the owner is charged the object's stream
+// length, and no quota is enforced (restoreFacts). A record is counted even
+// if the upload that wrote it never reached its index transaction (a
+// crash): PutXorb's next upload of the xorb by that tenant completes or
+// withdraws such a record, so the live index and a rebuild agree.
 func (b *builder) xorbOwners() error {
 	return b.each("xorb owners", prefixXorbOwners, func(tx *sql.Tx, key string) error {
 		xorb, _, _ := strings.Cut(strings.TrimPrefix(key, prefixXorbOwners), "/")
@@ -203,21 +209,29 @@ func (b *builder) xorbOwners() error {
 		if err := b.readJSON(key, &rec); err != nil {
 			return err
 		}
-		var blob []byte
-		err := tx.QueryRowContext(b.ctx, `SELECT chunks FROM xorbs WHERE hash = ?`, xorb).Scan(&blob)
+		var x xorbRecord
+		err := tx.QueryRowContext(b.ctx, `SELECT stream_len, chunks FROM xorbs WHERE hash = ?`, xorb).Scan(&x.size, &x.chunks)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil // an owner record whose xorb object is gone owns nothing
 		}
 		if err != nil {
 			return err
 		}
-		chunks, err := decodeChunks(blob)
-		if err != nil {
-			return err
-		}
-		_, err = recordXorbOwner(b.ctx, tx, rec.Tenant, xorb, chunks, rec.SizeBytes, Unlimited, rec.Created)
+		_, _, err = recordXorbOwner(b.ctx, tx, rec.Tenant, xorb, x, restoreFacts, Unlimited, rec.Created)
 		return err
 	})
+}
+
+// unownedXorbs drops the rows of xorb objects that no tenant owns (left by
+// an upload refused at its index transaction, or interrupted before its
+// owner record): the live index never has such a row, and the next upload
+// of the xorb adopts the object.
+func (b *builder) unownedXorbs() error {
+	_, err := b.db.ExecContext(b.ctx, `DELETE FROM xorbs WHERE NOT EXISTS (SELECT 1 FROM xorb_owners o WHERE o.xorb = xorbs.hash)`)
+	if err != nil {
+		return fmt.Errorf("unowned xorbs: %w", err)
+	}
+	return nil
 }
 
 func (b *builder) shardOwners() error {

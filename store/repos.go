@@ -138,7 +138,7 @@ func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool) (Repo, 
 	now := s.now().UTC()
 	r := Repo{RepoID: id, Private: private, Created: now.Truncate(time.Second)}
 	rec, _ := json.Marshal(r)
-	if err := s.bucket.WriteAll(ctx, id.prefix()+"repo.json", rec, nil); err != nil {
+	if _, err := s.writeObject(ctx, id.prefix()+"repo.json", rec, typeJSON, false); err != nil {
 		return Repo{}, fmt.Errorf("create repo %s: %w", id, err)
 	}
 	c := Commit{Summary: "initial commit", Created: now}
@@ -160,11 +160,11 @@ func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool) (Repo, 
 
 func (s *Store) writeCommitRecords(ctx context.Context, id RepoID, ref string, c Commit) error {
 	rec, _ := json.Marshal(commitRecord{Repo: id, Commit: c})
-	if err := s.bucket.WriteAll(ctx, id.prefix()+"commits/"+c.SHA+".json", rec, nil); err != nil {
+	if _, err := s.writeObject(ctx, id.prefix()+"commits/"+c.SHA+".json", rec, typeJSON, false); err != nil {
 		return fmt.Errorf("write commit %s: %w", c.SHA, err)
 	}
 	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: ref, Commit: c.SHA})
-	if err := s.bucket.WriteAll(ctx, id.prefix()+"refs/"+HashName(ref)+".json", rr, nil); err != nil {
+	if _, err := s.writeObject(ctx, id.prefix()+"refs/"+HashName(ref)+".json", rr, typeJSON, false); err != nil {
 		return fmt.Errorf("write ref %s: %w", ref, err)
 	}
 	return nil
@@ -205,7 +205,7 @@ func (s *Store) Repo(ctx context.Context, id RepoID) (Repo, error) {
 		r       Repo
 		created int64
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT private, created FROM repos WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name).Scan(&r.Private, &created)
+	err := s.queryRow(ctx, `SELECT private, created FROM repos WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name).Scan(&r.Private, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Repo{}, fmt.Errorf("repo %s: %w", id, ErrNotFound)
 	}
@@ -221,7 +221,7 @@ func (s *Store) Repo(ctx context.Context, id RepoID) (Repo, error) {
 func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, error) {
 	sha := rev
 	var head string
-	err := s.db.QueryRowContext(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, rev).Scan(&head)
+	err := s.queryRow(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, rev).Scan(&head)
 	if err == nil {
 		sha = head
 	} else if !errors.Is(err, sql.ErrNoRows) {
@@ -232,7 +232,7 @@ func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, err
 		created int64
 		tree    []byte
 	)
-	err = s.db.QueryRowContext(ctx, `SELECT sha, parent, summary, description, created, tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`,
+	err = s.queryRow(ctx, `SELECT sha, parent, summary, description, created, tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`,
 		id.Tenant, id.Type, id.Name, sha).Scan(&c.SHA, &c.Parent, &c.Summary, &c.Description, &created, &tree)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Commit{}, fmt.Errorf("revision %s of %s: %w", rev, id, ErrNotFound)
@@ -250,7 +250,7 @@ func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, err
 // HasRef reports whether the repo has a ref (branch) of that name.
 func (s *Store) HasRef(ctx context.Context, id RepoID, ref string) (bool, error) {
 	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&one)
+	err := s.queryRow(ctx, `SELECT 1 FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -273,7 +273,7 @@ func (s *Store) Commit(ctx context.Context, id RepoID, ref, parent string, summa
 	c := Commit{Parent: parent, Summary: summary, Description: description, Created: s.now().UTC(), Tree: tree}
 	c.SHA = commitSHA(c)
 	rec, _ := json.Marshal(commitRecord{Repo: id, Commit: c})
-	if err := s.bucket.WriteAll(ctx, id.prefix()+"commits/"+c.SHA+".json", rec, nil); err != nil {
+	if _, err := s.writeObject(ctx, id.prefix()+"commits/"+c.SHA+".json", rec, typeJSON, false); err != nil {
 		return Commit{}, fmt.Errorf("write commit: %w", err)
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
@@ -296,7 +296,7 @@ func (s *Store) Commit(ctx context.Context, id RepoID, ref, parent string, summa
 	// The ref record follows the index: reindex takes the newest commit a
 	// ref record names, so a crash here leaves the bucket one commit behind.
 	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: ref, Commit: c.SHA})
-	if err := s.bucket.WriteAll(ctx, id.prefix()+"refs/"+HashName(ref)+".json", rr, nil); err != nil {
+	if _, err := s.writeObject(ctx, id.prefix()+"refs/"+HashName(ref)+".json", rr, typeJSON, false); err != nil {
 		return Commit{}, fmt.Errorf("write ref %s: %w", ref, err)
 	}
 	return c, nil
@@ -329,7 +329,7 @@ func (s *Store) DeleteRepo(ctx context.Context, id RepoID) error {
 	sort.Slice(keys, func(i, j int) bool { return strings.HasSuffix(keys[i], "/repo.json") })
 	for _, k := range keys {
 		if err := s.bucket.Delete(ctx, k); err != nil && !isNotFound(err) {
-			return fmt.Errorf("delete %s: %w", k, err)
+			return fmt.Errorf("delete %s: %w", k, bucketErr(err))
 		}
 	}
 	return nil
@@ -339,11 +339,12 @@ func (s *Store) DeleteRepo(ctx context.Context, id RepoID) error {
 func (s *Store) PutBlob(ctx context.Context, sha256hex string, data []byte) error {
 	key := "blobs/" + sha256hex
 	if ok, err := s.bucket.Exists(ctx, key); err != nil {
-		return err
+		return fmt.Errorf("blob %s: %w", sha256hex, bucketErr(err))
 	} else if ok {
 		return nil
 	}
-	return s.bucket.WriteAll(ctx, key, data, nil)
+	_, err := s.writeObject(ctx, key, data, typeBinary, false)
+	return err
 }
 
 // OpenBlob opens a regular file's content for reading (seekable).
@@ -353,7 +354,7 @@ func (s *Store) OpenBlob(ctx context.Context, sha256hex string) (io.ReadSeekClos
 		if isNotFound(err) {
 			return nil, fmt.Errorf("blob %s: %w", sha256hex, ErrNotFound)
 		}
-		return nil, err
+		return nil, fmt.Errorf("blob %s: %w", sha256hex, bucketErr(err))
 	}
 	return r, nil
 }

@@ -88,20 +88,20 @@ func (s *Store) PutShard(ctx context.Context, tenant string, body []byte, sh *xe
 	h := ShardHash(body)
 	exists, err := s.bucket.Exists(ctx, shardKey(h))
 	if err != nil {
-		return false, fmt.Errorf("put shard %s: %w", h, err)
+		return false, fmt.Errorf("put shard %s: %w", h, bucketErr(err))
 	}
 	if !exists {
-		if err := s.bucket.WriteAll(ctx, shardKey(h), body, nil); err != nil {
+		if _, err := s.writeObject(ctx, shardKey(h), body, typeBinary, false); err != nil {
 			return false, fmt.Errorf("put shard %s: %w", h, err)
 		}
 	}
 	now := s.now().Unix()
 	ownerKey := shardOwnerKey(h, tenant)
 	if ok, err := s.bucket.Exists(ctx, ownerKey); err != nil {
-		return false, fmt.Errorf("put shard owner %s: %w", h, err)
+		return false, fmt.Errorf("put shard owner %s: %w", h, bucketErr(err))
 	} else if !ok {
 		rec, _ := json.Marshal(shardOwnerRecord{Tenant: tenant, Created: now})
-		if err := s.bucket.WriteAll(ctx, ownerKey, rec, nil); err != nil {
+		if _, err := s.writeObject(ctx, ownerKey, rec, typeJSON, false); err != nil {
 			return false, fmt.Errorf("put shard owner %s: %w", h, err)
 		}
 	}
@@ -215,7 +215,7 @@ func (s *Store) FileBySHA256(ctx context.Context, tenant, sha string) (File, err
 // FileTermCount returns the number of terms of a file tenant registered.
 func (s *Store) FileTermCount(ctx context.Context, tenant string, h xet.Hash) (int, error) {
 	var n int
-	err := s.db.QueryRowContext(ctx, `SELECT nterms FROM files WHERE tenant = ? AND hash = ?`, tenant, h.String()).Scan(&n)
+	err := s.queryRow(ctx, `SELECT nterms FROM files WHERE tenant = ? AND hash = ?`, tenant, h.String()).Scan(&n)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, fmt.Errorf("file %s: %w", h, ErrNotFound)
 	}
@@ -230,7 +230,7 @@ func (s *Store) fileWhere(ctx context.Context, where string, args ...any) (File,
 		sha   sql.NullString
 		terms []byte
 	)
-	err := s.db.QueryRowContext(ctx, `SELECT hash, size, sha256, terms FROM files WHERE `+where+` LIMIT 1`, args...).Scan(&hash, &size, &sha, &terms)
+	err := s.queryRow(ctx, `SELECT hash, size, sha256, terms FROM files WHERE `+where+` LIMIT 1`, args...).Scan(&hash, &size, &sha, &terms)
 	if errors.Is(err, sql.ErrNoRows) {
 		return File{}, fmt.Errorf("file: %w", ErrNotFound)
 	}
@@ -256,9 +256,9 @@ func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, 
 	var xorb, shard string
 	q := `SELECT xorb, shard FROM dedup WHERE chunk = ? AND tenant = ?`
 	args := []any{chunk.String(), tenant}
-	err := s.db.QueryRowContext(ctx, q, args...).Scan(&xorb, &shard)
+	err := s.queryRow(ctx, q, args...).Scan(&xorb, &shard)
 	if errors.Is(err, sql.ErrNoRows) && global {
-		err = s.db.QueryRowContext(ctx, `SELECT xorb, shard FROM dedup WHERE chunk = ? LIMIT 1`, chunk.String()).Scan(&xorb, &shard)
+		err = s.queryRow(ctx, `SELECT xorb, shard FROM dedup WHERE chunk = ? LIMIT 1`, chunk.String()).Scan(&xorb, &shard)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("chunk %s: %w", chunk, ErrNotFound)
@@ -267,7 +267,7 @@ func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, 
 		return nil, fmt.Errorf("dedup %s: %w", chunk, err)
 	}
 	hashes := []string{xorb}
-	rows, err := s.db.QueryContext(ctx, `SELECT xorb FROM shard_xorbs WHERE shard = ? AND xorb != ? ORDER BY xorb LIMIT ?`, shard, xorb, max-1)
+	rows, err := s.query(ctx, `SELECT xorb FROM shard_xorbs WHERE shard = ? AND xorb != ? ORDER BY xorb LIMIT ?`, shard, xorb, max-1)
 	if err != nil {
 		return nil, fmt.Errorf("dedup %s: %w", chunk, err)
 	}
@@ -275,11 +275,14 @@ func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, 
 		var x string
 		if err := rows.Scan(&x); err != nil {
 			rows.Close()
-			return nil, err
+			return nil, dbErr(err)
 		}
 		hashes = append(hashes, x)
 	}
 	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("dedup %s: %w", chunk, dbErr(err))
+	}
 	out := make([]xet.CASInfo, 0, len(hashes))
 	for _, x := range hashes {
 		h, err := xet.ParseHash(x)

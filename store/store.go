@@ -28,21 +28,46 @@ type Config struct {
 	IndexPath string
 	// BucketURL is a gocloud.dev/blob URL (file://, mem://, s3://).
 	BucketURL string
+	// BusyTimeout bounds how long a call waits for the index: for SQLite's
+	// write lock (held by another process) and for this process's write
+	// connection. Past it the call fails with ErrUnavailable. Zero means
+	// DefaultBusyTimeout.
+	BusyTimeout time.Duration
 	// Now reads the clock; nil means time.Now.
 	Now func() time.Time
 }
+
+// DefaultBusyTimeout is Config.BusyTimeout's default.
+const DefaultBusyTimeout = 5 * time.Second
+
+// readConns is the size of the pool of index connections that reads use.
+// Writes have one connection of their own, so a writer waiting for the
+// index's write lock never holds a connection a read needs.
+const readConns = 8
 
 // Store is the bucket plus the index. It is safe for concurrent use; several
 // processes may open the same index file and bucket.
 type Store struct {
 	cfg    Config
 	now    func() time.Time
-	db     *sql.DB
+	busy   time.Duration
+	db     *sql.DB // reads
+	wdb    *sql.DB // writes: one connection, transactions BEGIN IMMEDIATE
 	bucket *blob.Bucket
 	lock   *os.File
 
+	// objects serializes create-if-absent object writes in file://
+	// buckets across processes (see writeObject); nil for other buckets.
+	objects   *os.File
+	objectsMu sync.Mutex
+
 	xorbLocks [64]sync.Mutex
 	layouts   *layoutCache
+
+	// hook, when set (by tests only), is called between the steps of a
+	// write with the name of the step just done; an error stops the write
+	// there, as a crash would, without any cleanup.
+	hook func(step string) error
 
 	closeOnce sync.Once
 	closeErr  error
@@ -54,7 +79,11 @@ func New(cfg Config) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	return &Store{cfg: cfg, now: now, layouts: newLayoutCache(4096)}
+	busy := cfg.BusyTimeout
+	if busy <= 0 {
+		busy = DefaultBusyTimeout
+	}
+	return &Store{cfg: cfg, now: now, busy: busy, layouts: newLayoutCache(4096)}
 }
 
 // Open opens (creating when absent) the index and the bucket and runs the
@@ -75,17 +104,33 @@ func (s *Store) Open(ctx context.Context) error {
 		return err
 	}
 	s.lock = lock
-	db, err := openDB(ctx, s.cfg.IndexPath)
-	if err != nil {
+	fail := func(err error) error {
+		for _, db := range []*sql.DB{s.db, s.wdb} {
+			if db != nil {
+				db.Close()
+			}
+		}
+		if s.objects != nil {
+			s.objects.Close()
+		}
+		s.db, s.wdb, s.objects = nil, nil, nil
 		s.unlock()
 		return err
 	}
-	s.db = db
+	if s.wdb, err = openDB(ctx, s.cfg.IndexPath, s.busy, true); err != nil {
+		return fail(err)
+	}
+	if s.db, err = openDB(ctx, s.cfg.IndexPath, s.busy, false); err != nil {
+		return fail(err)
+	}
+	if u, err := url.Parse(s.cfg.BucketURL); err == nil && u.Scheme == "file" {
+		if s.objects, err = os.OpenFile(s.cfg.IndexPath+".objects.lock", os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+			return fail(fmt.Errorf("object lock: %w", err))
+		}
+	}
 	b, err := OpenBucket(ctx, s.cfg.BucketURL)
 	if err != nil {
-		db.Close()
-		s.unlock()
-		return err
+		return fail(err)
 	}
 	s.bucket = b
 	return nil
@@ -116,25 +161,34 @@ func OpenBucket(ctx context.Context, bucketURL string) (*blob.Bucket, error) {
 	return b, nil
 }
 
-func openDB(ctx context.Context, path string) (*sql.DB, error) {
+// openDB opens the index at path: for writes, one connection whose
+// transactions take the write lock when they begin (and the migrations run
+// on it); else a pool of readConns for reads.
+func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (*sql.DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("index directory: %w", err)
 	}
 	q := url.Values{}
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "busy_timeout(30000)")
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", max(busy.Milliseconds(), 1)))
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
-	q.Set("_txlock", "immediate")
+	if writes {
+		q.Set("_txlock", "immediate")
+	}
 	dsn := "file:" + path + "?" + q.Encode()
 	db, err := sql.Open("sqlite", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w", path, err)
 	}
-	db.SetMaxOpenConns(8)
+	if !writes {
+		db.SetMaxOpenConns(readConns)
+		return db, nil
+	}
+	db.SetMaxOpenConns(1)
 	if err := migrate(ctx, db); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("migrate index %s: %w", path, err)
+		return nil, fmt.Errorf("migrate index %s: %w", path, dbErr(err))
 	}
 	return db, nil
 }
@@ -176,12 +230,18 @@ func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
 		if s.db != nil {
-			// Fold the WAL back so the file is complete on its own.
-			s.db.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
 			errs = append(errs, s.db.Close())
+		}
+		if s.wdb != nil {
+			// Fold the WAL back so the file is complete on its own.
+			s.wdb.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+			errs = append(errs, s.wdb.Close())
 		}
 		if s.bucket != nil {
 			errs = append(errs, s.bucket.Close())
+		}
+		if s.objects != nil {
+			errs = append(errs, s.objects.Close())
 		}
 		s.unlock()
 		s.closeErr = errors.Join(errs...)
@@ -192,17 +252,17 @@ func (s *Store) Close() error {
 // Ping checks that the index and the bucket answer.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.db.PingContext(ctx); err != nil {
-		return fmt.Errorf("index: %w", err)
+		return fmt.Errorf("index: %w", dbErr(err))
 	}
 	var one int
-	if err := s.db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+	if err := s.queryRow(ctx, "SELECT 1").Scan(&one); err != nil {
 		return fmt.Errorf("index: %w", err)
 	}
 	if ok, err := s.bucket.IsAccessible(ctx); err != nil || !ok {
 		if err == nil {
 			err = errors.New("not accessible")
 		}
-		return fmt.Errorf("bucket: %w", err)
+		return fmt.Errorf("bucket: %w", bucketErr(err))
 	}
 	return nil
 }
@@ -210,22 +270,61 @@ func (s *Store) Ping(ctx context.Context) error {
 // Bucket returns the underlying bucket (for reindex and tools).
 func (s *Store) Bucket() *blob.Bucket { return s.bucket }
 
+// step reports a finished step of a write to the test hook.
+func (s *Store) step(name string) error {
+	if s.hook == nil {
+		return nil
+	}
+	return s.hook(name)
+}
+
 func isNotFound(err error) bool { return gcerrors.Code(err) == gcerrors.NotFound }
 
-// inTx runs fn in one immediate transaction.
+// inTx runs fn in one immediate transaction on the write connection.
+// Writers of this process queue for that connection, at most the busy
+// timeout, then for SQLite's write lock, at most the busy timeout again;
+// past either wait the error is ErrUnavailable.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+	wait, cancel := context.WithTimeout(ctx, s.busy)
+	conn, err := s.wdb.Conn(wait)
+	cancel()
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: index busy: no write connection within %v", ErrUnavailable, s.busy)
+		}
+		return fmt.Errorf("begin: %w", dbErr(err))
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", dbErr(err))
 	}
 	if err := fn(tx); err != nil {
 		tx.Rollback()
-		return err
+		return dbErr(err)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+		return fmt.Errorf("commit: %w", dbErr(err))
 	}
 	return nil
+}
+
+// row is a query's one row; its Scan marks errors that mean "the index
+// cannot be read right now" with ErrUnavailable.
+type row struct{ r *sql.Row }
+
+func (r row) Scan(dest ...any) error { return dbErr(r.r.Scan(dest...)) }
+
+// queryRow runs a read on the read pool.
+func (s *Store) queryRow(ctx context.Context, query string, args ...any) row {
+	return row{s.db.QueryRowContext(ctx, query, args...)}
+}
+
+// query runs a read on the read pool; the caller passes the errors of
+// rows.Scan and rows.Err through dbErr.
+func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	return rows, dbErr(err)
 }
 
 // listKeys returns every key under prefix, skipping temporary files.
@@ -238,7 +337,7 @@ func listKeys(ctx context.Context, b *blob.Bucket, prefix string) ([]string, err
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			return nil, fmt.Errorf("list %s: %w", prefix, err)
+			return nil, fmt.Errorf("list %s: %w", prefix, bucketErr(err))
 		}
 		if obj.IsDir || strings.HasSuffix(obj.Key, ".tmp") {
 			continue

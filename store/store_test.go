@@ -236,7 +236,9 @@ func TestStoreConformance(t *testing.T) {
 			if u, _ := s.Usage(ctx, "alice"); u != info.StreamLen {
 				t.Fatalf("usage %d", u)
 			}
-			// Over quota: nothing this call wrote remains.
+			// Over quota: no row, counter or owner record changes. The
+			// object may stay, owned by nobody, and is adopted by the next
+			// upload of the xorb.
 			body2, info2 := xet.BuildXorb(chunksOf(10, 2, 1000), false)
 			before := dump(t, s)
 			_, err := s.PutXorb(ctx, "alice", info2, body2[:info2.StreamLen], info.StreamLen+10)
@@ -247,18 +249,21 @@ func TestStoreConformance(t *testing.T) {
 			if diff := cmp.Diff(before, dump(t, s)); diff != "" {
 				t.Fatalf("refused put changed the index:\n%s", diff)
 			}
-			if ok, _ := s.Bucket().Exists(ctx, xorbKey(info2.Hash.String())); ok {
-				t.Fatal("refused put left its xorb object")
-			}
 			if ok, _ := s.Bucket().Exists(ctx, xorbOwnerKey(info2.Hash.String(), "alice")); ok {
 				t.Fatal("refused put left its owner record")
+			}
+			if got, err := s.PutXorb(ctx, "bob", info2, body2[:info2.StreamLen], Unlimited); err != nil || !got {
+				t.Fatalf("put after a refused put: %v %v", got, err)
+			}
+			if c, err := s.XorbChunks(ctx, info2.Hash); err != nil || !cmp.Equal(c, info2.Chunks) {
+				t.Fatalf("layout after a refused put: %v", err)
 			}
 			r, err := s.OpenXorbRange(ctx, info.Hash, 0, info.StreamLen)
 			if err != nil {
 				t.Fatal(err)
 			}
 			r.Close()
-			if _, err := s.XorbChunks(ctx, info2.Hash); !errors.Is(err, ErrNotFound) {
+			if _, err := s.XorbChunks(ctx, xet.Hash{1}); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("absent xorb: %v", err)
 			}
 			if _, err := s.File(ctx, "alice", info.Hash); !errors.Is(err, ErrNotFound) {
@@ -269,3 +274,32 @@ func TestStoreConformance(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestReindexIgnoresQuotaBelowUsage: lowering a quota under a tenant's usage
+// is a normal admin action; a rebuild restores the owner records as they
+// are and never enforces a quota.
+func TestReindexIgnoresQuotaBelowUsage(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	populate(t, s)
+	ctx := context.Background()
+	if err := s.PutTenantLimits(ctx, "alice", []byte(`{"quota_bytes":1}`), ptr(int64(1))); err != nil {
+		t.Fatal(err)
+	}
+	before := dump(t, s)
+	cfg := ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir)}
+	if diffs, err := CheckIndex(ctx, cfg); err != nil || len(diffs) != 0 {
+		t.Fatalf("check with alice's quota below her usage: differences %v, error %v", diffs, err)
+	}
+	s.Close()
+	if err := Reindex(ctx, cfg); err != nil {
+		t.Fatalf("reindex with alice's quota below her usage: %v", err)
+	}
+	s2 := mustOpen(t, dir, fileBucket(dir))
+	if diff := cmp.Diff(before, dump(t, s2)); diff != "" {
+		t.Fatalf("rebuilt index differs (-before +after):\n%s", diff)
+	}
+	if diffs, err := CheckIndex(ctx, cfg); err != nil || len(diffs) != 0 {
+		t.Fatalf("check after reindex: differences %v, error %v", diffs, err)
+	}
+}

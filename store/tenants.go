@@ -18,7 +18,7 @@ type Tenant struct {
 // Tenants lists every tenant known to the index (from credentials, owners
 // or limits), ordered by name.
 func (s *Store) Tenants(ctx context.Context) ([]Tenant, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name, usage_bytes, limits FROM tenants ORDER BY name`)
+	rows, err := s.query(ctx, `SELECT name, usage_bytes, limits FROM tenants ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("tenants: %w", err)
 	}
@@ -28,21 +28,21 @@ func (s *Store) Tenants(ctx context.Context) ([]Tenant, error) {
 		var t Tenant
 		var lim sql.NullString
 		if err := rows.Scan(&t.Name, &t.UsageBytes, &lim); err != nil {
-			return nil, fmt.Errorf("tenants: %w", err)
+			return nil, fmt.Errorf("tenants: %w", dbErr(err))
 		}
 		if lim.Valid {
 			t.Limits = []byte(lim.String)
 		}
 		out = append(out, t)
 	}
-	return out, rows.Err()
+	return out, dbErr(rows.Err())
 }
 
 // TenantLimits returns a tenant's overrides document; ok is false when it
 // has none.
 func (s *Store) TenantLimits(ctx context.Context, tenant string) (doc []byte, ok bool, err error) {
 	var lim sql.NullString
-	err = s.db.QueryRowContext(ctx, `SELECT limits FROM tenants WHERE name = ?`, tenant).Scan(&lim)
+	err = s.queryRow(ctx, `SELECT limits FROM tenants WHERE name = ?`, tenant).Scan(&lim)
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !lim.Valid) {
 		return nil, false, nil
 	}
@@ -64,14 +64,14 @@ func (s *Store) PutTenantLimits(ctx context.Context, tenant string, doc []byte, 
 	key := tenantLimitsKey(tenant)
 	if doc == nil {
 		if err := s.bucket.Delete(ctx, key); err != nil && !isNotFound(err) {
-			return fmt.Errorf("delete limits of %s: %w", tenant, err)
+			return fmt.Errorf("delete limits of %s: %w", tenant, bucketErr(err))
 		}
 	} else {
 		if !json.Valid(doc) {
 			return fmt.Errorf("limits of %s: not a JSON document", tenant)
 		}
 		rec, _ := json.Marshal(tenantLimitsRecord{Tenant: tenant, Limits: doc, QuotaBytes: quotaBytes})
-		if err := s.bucket.WriteAll(ctx, key, rec, nil); err != nil {
+		if _, err := s.writeObject(ctx, key, rec, typeJSON, false); err != nil {
 			return fmt.Errorf("write limits of %s: %w", tenant, err)
 		}
 	}
@@ -106,7 +106,7 @@ func (s *Store) Counts(ctx context.Context) (map[string]int64, error) {
 	out := make(map[string]int64, len(indexTables))
 	for _, t := range indexTables {
 		var n int64
-		if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM `+t).Scan(&n); err != nil {
+		if err := s.queryRow(ctx, `SELECT COUNT(*) FROM `+t).Scan(&n); err != nil {
 			return nil, fmt.Errorf("count %s: %w", t, err)
 		}
 		out[t] = n

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -26,7 +27,7 @@ func (s *Store) xorbLock(h xet.Hash) func() {
 // OwnsXorb reports whether tenant owns the xorb.
 func (s *Store) OwnsXorb(ctx context.Context, tenant string, h xet.Hash) (bool, error) {
 	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM xorb_owners WHERE xorb = ? AND tenant = ?`, h.String(), tenant).Scan(&one)
+	err := s.queryRow(ctx, `SELECT 1 FROM xorb_owners WHERE xorb = ? AND tenant = ?`, h.String(), tenant).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -45,16 +46,32 @@ func (s *Store) HasXorb(ctx context.Context, h xet.Hash) (bool, error) {
 	return err == nil, err
 }
 
-// PutXorb records a validated xorb for tenant: the chunk stream as the xorb
-// object (when not stored yet), the owner record, then in one index
-// transaction the xorb row, the owner row and, only when the owner row is
-// new, the tenant's usage counter, which must stay within the tenant's
-// quota: its override in the index if it has one, else defaultQuotaBytes
-// (Unlimited for none). The index, not a node's cache, decides, so a quota
-// is exact across every process sharing it. It reports whether the owner
-// row is new.
+// PutXorb records a validated xorb for tenant and reports whether the
+// owner row is new. In order (design §3):
 //
-// On *OverQuotaError nothing this call wrote remains.
+//  1. The object. The index's row, when there is one, describes the object
+//     in the bucket. Else the chunk stream is written only if no object is
+//     there yet; when one is (a leftover of an interrupted or refused
+//     upload, or another process's concurrent upload, possibly another
+//     serialization of the xorb: compression is the uploader's choice),
+//     that object is kept and its layout is the one indexed. An object is
+//     never replaced or deleted here, so the layout indexed is always the
+//     layout of the bytes stored, whatever the interleaving of processes.
+//  2. The owner record in the bucket: the tenant's claim on the xorb.
+//  3. One index transaction: the xorb row (if absent), the owner row and,
+//     only when the owner row is new, the tenant's usage counter, which
+//     must stay within the tenant's quota: its override in the index if it
+//     has one, else defaultQuotaBytes (Unlimited for none). The index, not
+//     a node's cache, decides, so a quota is exact across every process
+//     sharing it. Every owner is charged the size the index has.
+//
+// An owner record without its owner row (a crash between 2 and 3) is the
+// tenant's ownership as far as reindex is concerned; the tenant's next
+// upload of the xorb completes it, or removes it when the quota refuses.
+// When the transaction fails (*OverQuotaError, ErrUnavailable, …) the owner
+// record is withdrawn and no row or counter changed; the object stays,
+// owned by nobody (the next upload of the xorb adopts it; collection removes
+// unowned objects after a grace period).
 func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, stream []byte, defaultQuotaBytes int64) (inserted bool, err error) {
 	if int64(len(stream)) != info.StreamLen {
 		return false, fmt.Errorf("put xorb %s: stream of %d bytes, layout says %d", info.Hash, len(stream), info.StreamLen)
@@ -62,109 +79,169 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 	unlock := s.xorbLock(info.Hash)
 	defer unlock()
 	h := info.Hash.String()
-	size, chunks := info.StreamLen, info.Chunks
 
-	// A xorb can be serialized in more than one way (compression is the
-	// uploader's choice). Once the index has a row for it, that row's
-	// layout describes the stored object and every owner is charged its
-	// size. Without a row, any object in the bucket is a leftover of an
-	// interrupted upload and this upload's bytes replace it, so the layout
-	// indexed below always matches the object.
-	var stored []byte
-	err = s.db.QueryRowContext(ctx, `SELECT stream_len, chunks FROM xorbs WHERE hash = ?`, h).Scan(&size, &stored)
-	indexed := err == nil
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+	x, indexed, err := s.xorbRow(ctx, h)
+	if err != nil {
 		return false, fmt.Errorf("put xorb %s: %w", h, err)
 	}
-	if indexed {
-		if chunks, err = decodeChunks(stored); err != nil {
-			return false, fmt.Errorf("put xorb %s: %w", h, err)
-		}
-	} else {
-		size = info.StreamLen
-	}
-	createdObject := false
 	if !indexed {
-		existed, err := s.bucket.Exists(ctx, xorbKey(h))
-		if err != nil {
+		if err := s.step("indexed"); err != nil {
+			return false, err
+		}
+		if x, err = s.storeXorbObject(ctx, info, stream); err != nil {
 			return false, fmt.Errorf("put xorb %s: %w", h, err)
 		}
-		if err := s.bucket.WriteAll(ctx, xorbKey(h), stream, nil); err != nil {
-			return false, fmt.Errorf("put xorb %s: %w", h, err)
-		}
-		createdObject = !existed
 	}
-	createdOwner := false
-	ownerKey := xorbOwnerKey(h, tenant)
-	ownerExists, err := s.bucket.Exists(ctx, ownerKey)
-	if err != nil {
-		return false, fmt.Errorf("put xorb owner %s: %w", h, err)
+	if err := s.step("object"); err != nil {
+		return false, err
 	}
-	if !ownerExists {
-		rec, _ := json.Marshal(xorbOwnerRecord{Tenant: tenant, SizeBytes: size, Created: s.now().Unix()})
-		if err := s.bucket.WriteAll(ctx, ownerKey, rec, nil); err != nil {
-			return false, fmt.Errorf("put xorb owner %s: %w", h, err)
-		}
-		createdOwner = true
+	if err := s.writeOwnerRecord(ctx, tenant, h, x.size); err != nil {
+		return false, err
 	}
-
+	if err := s.step("owner"); err != nil {
+		return false, err
+	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var e error
-		inserted, e = recordXorbOwner(ctx, tx, tenant, h, chunks, size, defaultQuotaBytes, s.now().Unix())
+		inserted, x, e = recordXorbOwner(ctx, tx, tenant, h, x, enforceQuota, defaultQuotaBytes, s.now().Unix())
 		return e
 	})
 	if err != nil {
-		// Undo what this call put in the bucket, so a refused upload leaves
-		// nothing behind.
-		if createdOwner {
-			s.bucket.Delete(context.WithoutCancel(ctx), ownerKey)
-		}
-		if createdObject {
-			if owned, _ := s.hasAnyOwner(context.WithoutCancel(ctx), h); !owned {
-				s.bucket.Delete(context.WithoutCancel(ctx), xorbKey(h))
-			}
-		}
+		s.withdrawOwnerRecord(context.WithoutCancel(ctx), tenant, info.Hash, x.size)
 		return false, err
+	}
+	if inserted {
+		// A refused upload of this xorb by this tenant in another process
+		// may have removed the record this ownership needs; put it back.
+		if ok, err := s.bucket.Exists(ctx, xorbOwnerKey(h, tenant)); err == nil && !ok {
+			s.writeOwnerRecord(context.WithoutCancel(ctx), tenant, h, x.size)
+		}
+	}
+	chunks := info.Chunks
+	if !bytes.Equal(x.chunks, encodeChunks(info.Chunks)) {
+		if chunks, err = decodeChunks(x.chunks); err != nil {
+			return false, fmt.Errorf("put xorb %s: %w", h, err)
+		}
 	}
 	s.layouts.put(info.Hash, chunks)
 	return inserted, nil
 }
 
-// recordXorbOwner is the one place that changes a usage counter.
-func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, chunks []xet.XorbChunk, size, defaultQuotaBytes, now int64) (bool, error) {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO xorbs(hash, stream_len, chunks) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, h, size, encodeChunks(chunks)); err != nil {
-		return false, fmt.Errorf("insert xorb %s: %w", h, err)
+// xorbRecord is a xorb's row in the index: the length of its stored chunk
+// stream and its encoded chunk layout.
+type xorbRecord struct {
+	size   int64
+	chunks []byte
+}
+
+func (s *Store) xorbRow(ctx context.Context, h string) (xorbRecord, bool, error) {
+	var x xorbRecord
+	err := s.queryRow(ctx, `SELECT stream_len, chunks FROM xorbs WHERE hash = ?`, h).Scan(&x.size, &x.chunks)
+	if errors.Is(err, sql.ErrNoRows) {
+		return x, false, nil
 	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO xorb_owners(xorb, tenant, size, created) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, h, tenant, size, now)
+	return x, err == nil, err
+}
+
+// storeXorbObject writes the xorb object unless one is there, and returns
+// the layout of the object the bucket then holds.
+func (s *Store) storeXorbObject(ctx context.Context, info xet.XorbInfo, stream []byte) (xorbRecord, error) {
+	key := xorbKey(info.Hash.String())
+	mine := xorbRecord{size: info.StreamLen, chunks: encodeChunks(info.Chunks)}
+	written, err := s.writeObject(ctx, key, stream, typeBinary, true)
+	if err != nil || written {
+		return mine, err
+	}
+	// Another upload stored this xorb first. Usually it is the same bytes
+	// (a client retrying); compare before reading it whole.
+	if same, err := s.sameObject(ctx, key, stream); err != nil || same {
+		return mine, err
+	}
+	data, err := s.bucket.ReadAll(ctx, key)
 	if err != nil {
-		return false, fmt.Errorf("insert owner %s: %w", h, err)
+		return xorbRecord{}, fmt.Errorf("read stored object: %w", bucketErr(err))
+	}
+	stored, err := xet.ParseXorb(data, info.Hash)
+	if err != nil {
+		return xorbRecord{}, fmt.Errorf("the object stored under %s is not this xorb (%v); remove it so that uploads can store the xorb", key, err)
+	}
+	return xorbRecord{size: stored.StreamLen, chunks: encodeChunks(stored.Chunks)}, nil
+}
+
+func (s *Store) writeOwnerRecord(ctx context.Context, tenant, h string, size int64) error {
+	rec, _ := json.Marshal(xorbOwnerRecord{Tenant: tenant, SizeBytes: size, Created: s.now().Unix()})
+	if _, err := s.writeObject(ctx, xorbOwnerKey(h, tenant), rec, typeJSON, false); err != nil {
+		return fmt.Errorf("put xorb owner %s: %w", h, err)
+	}
+	return nil
+}
+
+// withdrawOwnerRecord removes the owner record of an upload whose index
+// transaction failed (refused by the quota, or the index unavailable). If
+// the index shows the ownership committed after all (an upload of the same
+// xorb by the same tenant in another process), or cannot tell, the record
+// is put back: a record without its row only costs a difference that
+// reindex resolves as ownership, a row without its record would lose it.
+func (s *Store) withdrawOwnerRecord(ctx context.Context, tenant string, h xet.Hash, size int64) {
+	key := xorbOwnerKey(h.String(), tenant)
+	if err := s.bucket.Delete(ctx, key); err != nil && !isNotFound(err) {
+		return
+	}
+	if owned, err := s.OwnsXorb(ctx, tenant, h); err != nil || owned {
+		s.writeOwnerRecord(ctx, tenant, h.String(), size)
+	}
+}
+
+// Whether recordXorbOwner enforces the tenant's quota: an upload does; a
+// rebuild from the bucket restores facts and never does (an admin may have
+// lowered a quota below the usage the owner records add up to).
+const (
+	enforceQuota = true
+	restoreFacts = false
+)
+
+// recordXorbOwner is the one place that changes a usage counter. It inserts
+// the xorb row x unless the index has one, and charges the new owner the
+// size of the row the index then has, which it returns. With enforce, the
+// new owner row must keep the tenant within its quota: its override in the
+// index if it has one, else defaultQuotaBytes.
+func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, x xorbRecord, enforce bool, defaultQuotaBytes, now int64) (bool, xorbRecord, error) {
+	res, err := tx.ExecContext(ctx, `INSERT INTO xorbs(hash, stream_len, chunks) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`, h, x.size, x.chunks)
+	if err != nil {
+		return false, x, fmt.Errorf("insert xorb %s: %w", h, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return false, nil
+		if err := tx.QueryRowContext(ctx, `SELECT stream_len, chunks FROM xorbs WHERE hash = ?`, h).Scan(&x.size, &x.chunks); err != nil {
+			return false, x, fmt.Errorf("xorb %s: %w", h, err)
+		}
+	}
+	res, err = tx.ExecContext(ctx, `INSERT INTO xorb_owners(xorb, tenant, size, created) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, h, tenant, x.size, now)
+	if err != nil {
+		return false, x, fmt.Errorf("insert owner %s: %w", h, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, x, nil
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO tenants(name) VALUES (?) ON CONFLICT DO NOTHING`, tenant); err != nil {
-		return false, fmt.Errorf("insert tenant: %w", err)
+		return false, x, fmt.Errorf("insert tenant: %w", err)
+	}
+	if !enforce {
+		if _, err := tx.ExecContext(ctx, `UPDATE tenants SET usage_bytes = usage_bytes + ? WHERE name = ?`, x.size, tenant); err != nil {
+			return false, x, fmt.Errorf("update usage: %w", err)
+		}
+		return true, x, nil
 	}
 	res, err = tx.ExecContext(ctx, `UPDATE tenants SET usage_bytes = usage_bytes + ?1
-		WHERE name = ?2 AND (COALESCE(quota_bytes, ?3) < 0 OR usage_bytes + ?1 <= COALESCE(quota_bytes, ?3))`, size, tenant, defaultQuotaBytes)
+		WHERE name = ?2 AND (COALESCE(quota_bytes, ?3) < 0 OR usage_bytes + ?1 <= COALESCE(quota_bytes, ?3))`, x.size, tenant, defaultQuotaBytes)
 	if err != nil {
-		return false, fmt.Errorf("update usage: %w", err)
+		return false, x, fmt.Errorf("update usage: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		var usage, quota int64
 		tx.QueryRowContext(ctx, `SELECT usage_bytes, COALESCE(quota_bytes, ?) FROM tenants WHERE name = ?`, defaultQuotaBytes, tenant).Scan(&usage, &quota)
-		return false, &OverQuotaError{Tenant: tenant, QuotaBytes: quota, UsageBytes: usage, SizeBytes: size}
+		return false, x, &OverQuotaError{Tenant: tenant, QuotaBytes: quota, UsageBytes: usage, SizeBytes: x.size}
 	}
-	return true, nil
-}
-
-func (s *Store) hasAnyOwner(ctx context.Context, h string) (bool, error) {
-	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM xorb_owners WHERE xorb = ? LIMIT 1`, h).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
+	return true, x, nil
 }
 
 // XorbChunks returns the chunk layout of a stored xorb, or ErrNotFound.
@@ -173,7 +250,7 @@ func (s *Store) XorbChunks(ctx context.Context, h xet.Hash) ([]xet.XorbChunk, er
 		return v, nil
 	}
 	var blob []byte
-	err := s.db.QueryRowContext(ctx, `SELECT chunks FROM xorbs WHERE hash = ?`, h.String()).Scan(&blob)
+	err := s.queryRow(ctx, `SELECT chunks FROM xorbs WHERE hash = ?`, h.String()).Scan(&blob)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("xorb %s: %w", h, ErrNotFound)
 	}
@@ -196,7 +273,7 @@ func (s *Store) OpenXorbRange(ctx context.Context, h xet.Hash, offset, length in
 		if isNotFound(err) {
 			return nil, fmt.Errorf("xorb %s: %w", h, ErrNotFound)
 		}
-		return nil, fmt.Errorf("read xorb %s: %w", h, err)
+		return nil, fmt.Errorf("read xorb %s: %w", h, bucketErr(err))
 	}
 	return r, nil
 }
@@ -204,7 +281,7 @@ func (s *Store) OpenXorbRange(ctx context.Context, h xet.Hash, offset, length in
 // Usage returns a tenant's stored bytes (0 for an unknown tenant).
 func (s *Store) Usage(ctx context.Context, tenant string) (int64, error) {
 	var usage int64
-	err := s.db.QueryRowContext(ctx, `SELECT usage_bytes FROM tenants WHERE name = ?`, tenant).Scan(&usage)
+	err := s.queryRow(ctx, `SELECT usage_bytes FROM tenants WHERE name = ?`, tenant).Scan(&usage)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, nil
 	}
