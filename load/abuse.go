@@ -39,14 +39,17 @@ type abuser struct {
 	limits             tenantLimits // effective limits after the quota was set
 
 	// What the attacks saw, for the report's envelope checks.
+	floodAnswered  atomic.Int64 // flood requests answered, admitted or not
 	floodAdmitted  atomic.Int64
 	floodFirst     atomic.Int64 // unix nanos of the first flood request sent
 	floodLast      atomic.Int64 // unix nanos of the last flood answer
-	sprayReached   atomic.Int64 // answers that mean the token was checked (401, 403)
+	sprayAnswered  atomic.Int64
+	sprayReached   atomic.Int64 // answers past the auth-failure check (any but 429): the token was checked
 	sprayFirst     atomic.Int64
 	sprayLast      atomic.Int64
 	held, heldPeak atomic.Int64
 	heldBytes      atomic.Int64
+	quotaReached   atomic.Int64 // quota uploads answered past the rate limits (the quota was checked)
 	quotaStored    atomic.Int64 // quota uploads the server stored
 }
 
@@ -98,7 +101,12 @@ func (ab *abuser) setup(ctx context.Context, adm *admin, seed uint64, tg *target
 	if err != nil {
 		return err
 	}
-	if ab.limits, err = adm.setQuota(ctx, ab.name, lim.UsageBytes+ab.cfg.QuotaHeadroomBytes); err != nil {
+	doc := map[string]any{"quota_bytes": lim.UsageBytes + ab.cfg.QuotaHeadroomBytes}
+	if ab.cfg.CredentialRequestsPerSecond > 0 {
+		doc["credential_requests_per_second"] = ab.cfg.CredentialRequestsPerSecond
+		doc["credential_burst"] = ab.cfg.CredentialBurst
+	}
+	if ab.limits, err = adm.setLimits(ctx, ab.name, doc); err != nil {
 		return err
 	}
 	// Enough new xorbs to fill the headroom and then some; refused ones are
@@ -166,6 +174,8 @@ func (ab *abuser) floodWorker(ctx context.Context, lim *rate.Limiter, i int) {
 		if a.status != http.StatusTooManyRequests {
 			ab.floodAdmitted.Add(1)
 		}
+		ab.floodAnswered.Add(1)
+		ab.rec.poke()
 	}
 }
 
@@ -201,7 +211,6 @@ func (ab *abuser) holdReader(ctx context.Context) {
 			sleepCtx(ctx, answer{header: res.Header}.retryAfter())
 			continue
 		}
-		ab.rec.request(rr)
 		now := ab.held.Add(1)
 		for {
 			p := ab.heldPeak.Load()
@@ -209,6 +218,7 @@ func (ab *abuser) holdReader(ctx context.Context) {
 				break
 			}
 		}
+		ab.rec.request(rr)
 		for {
 			n, err := res.Body.Read(buf)
 			ab.heldBytes.Add(int64(n))
@@ -242,6 +252,10 @@ func (ab *abuser) quotaWorker(ctx context.Context, lim *rate.Limiter, i int) {
 				ab.quotaStored.Add(1)
 			}
 		}
+		if a.status != 0 && a.status != http.StatusTooManyRequests {
+			ab.quotaReached.Add(1)
+			ab.rec.poke()
+		}
 	}
 }
 
@@ -272,9 +286,11 @@ func (ab *abuser) sprayWorker(ctx context.Context, lim *rate.Limiter, i int) {
 			continue
 		}
 		ab.sprayLast.Store(time.Now().UnixNano())
-		if a.status == http.StatusUnauthorized || a.status == http.StatusForbidden {
+		if a.status != http.StatusTooManyRequests {
 			ab.sprayReached.Add(1)
 		}
+		ab.sprayAnswered.Add(1)
+		ab.rec.poke()
 	}
 }
 

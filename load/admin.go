@@ -65,9 +65,11 @@ func (a *admin) limits(ctx context.Context, tenant string) (tenantLimits, error)
 	return l, err
 }
 
-func (a *admin) setQuota(ctx context.Context, tenant string, quota int64) (tenantLimits, error) {
+// setLimits replaces the tenant's overrides with doc (the admin API's
+// limits document) and returns its effective limits.
+func (a *admin) setLimits(ctx context.Context, tenant string, doc map[string]any) (tenantLimits, error) {
 	var l tenantLimits
-	err := a.call(ctx, "PUT", "/tenants/"+url.PathEscape(tenant)+"/limits", map[string]any{"quota_bytes": quota}, &l)
+	err := a.call(ctx, "PUT", "/tenants/"+url.PathEscape(tenant)+"/limits", doc, &l)
 	return l, err
 }
 

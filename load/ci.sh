@@ -4,8 +4,11 @@
 # directory, and exits non-zero when either finds a correctness failure (an
 # honest request refused or answered wrongly, a wrong byte, a limit that let
 # too much through, server RSS over its budget plus the documented overhead).
-# Timings never fail it. The server is always stopped (SIGTERM) and the
-# temporary directory removed.
+# Timings never fail it: no check depends on how much load the machine
+# manages to send (a limit the abuser never passed is a note in the report),
+# and the only deadlines are hang guards (a request unanswered after 2
+# minutes, an operation still running 5 minutes after the last phase). The
+# server is always stopped (SIGTERM) and the temporary directory removed.
 #
 # Settings (environment): LOAD_DURATION (per phase, default 20s),
 # LOAD_TENANTS (default 50), LOAD_MEMORY_BUDGET (default 300MiB: small enough
@@ -96,7 +99,7 @@ for scenario in many_tenants abuse; do
 	out="$TMP/$scenario.json"
 	# shellcheck disable=SC2086 # LOAD_EXTRA is a list of flags
 	if "$TMP/openxet" load --scenario "$scenario" --duration "$duration" --tenants "$tenants" \
-		--json --report "$TMP/$scenario.html" ${LOAD_EXTRA:-} >"$out" 2>"$TMP/$scenario.log"; then
+		--drain-timeout 5m --json --report "$TMP/$scenario.html" ${LOAD_EXTRA:-} >"$out" 2>"$TMP/$scenario.log"; then
 		echo "load/ci.sh: $scenario OK"
 	else
 		rc=$?

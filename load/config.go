@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"strings"
@@ -107,6 +108,13 @@ type Config struct {
 
 	// Progress receives one line per stage; nil discards them.
 	Progress io.Writer
+
+	// holdPhase, when set (tests only), keeps a phase open past Duration
+	// until it returns true; it is asked again each time the run records
+	// something. ab is nil but in the abuse scenario. A test uses it to
+	// wait for what it means to assert about (every attack past its limit,
+	// every route exercised) however slow the machine is.
+	holdPhase func(p phaseSpan, rec *recorder, ab *abuser) bool
 }
 
 // AbuserConfig shapes the abusive tenant of the Abuse scenario. It has one
@@ -142,6 +150,12 @@ type AbuserConfig struct {
 	// AuthFailuresPerMinute is the server's auth_failures_per_minute, used
 	// to check that the sprayer was held to it.
 	AuthFailuresPerMinute int
+	// CredentialRequestsPerSecond, when > 0, is set with CredentialBurst
+	// (at least 1) as the abuser tenant's credential limit override, beside
+	// its quota; 0 leaves the server's limit. A limit far below what the
+	// flood sends makes even a short run on a slow machine pass it.
+	CredentialRequestsPerSecond float64
+	CredentialBurst             int
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -239,6 +253,11 @@ func (c Config) Validate() error {
 	}
 	if a.ReadBytesPerSecond < 1 {
 		bad("abuser read rate: want at least 1 byte per second")
+	}
+	if a.CredentialRequestsPerSecond < 0 || math.IsNaN(a.CredentialRequestsPerSecond) || math.IsInf(a.CredentialRequestsPerSecond, 0) ||
+		(a.CredentialRequestsPerSecond > 0 && a.CredentialBurst < 1) {
+		bad("abuser credential limit %g/s, burst %d: want a finite rate >= 0 (0: the server's) and, with a rate, a burst of at least 1",
+			a.CredentialRequestsPerSecond, a.CredentialBurst)
 	}
 	if a.SprayAddr != "none" && net.ParseIP(a.SprayAddr) == nil {
 		bad("spray address %q: want an IP address or none", a.SprayAddr)

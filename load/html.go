@@ -92,9 +92,9 @@ code{background:#f3f3f3;padding:0 .25em}
 			fmt.Fprintf(&b, "<tr><td>%s</td><td>%d</td><td>%s</td></tr>\n", at.Attack, at.Requests, esc(fmtCounts(at.Statuses)))
 		}
 		fmt.Fprintf(&b, "</table>\n<p>Refusals by code: %s</p>\n", esc(fmtCounts(a.Refusals)))
-		fmt.Fprintf(&b, "<p>Flood: %d requests admitted in %.1fs, the credential limit allows %d.", a.Flood.Admitted, a.Flood.Seconds, a.Flood.Allowed)
+		fmt.Fprintf(&b, "<p>Flood: %d of %d requests admitted in %.1fs, the credential limit allows %d.", a.Flood.Admitted, a.Flood.Offered, a.Flood.Seconds, a.Flood.Allowed)
 		if a.Spray != nil {
-			fmt.Fprintf(&b, " Bad tokens checked: %d in %.1fs, the auth-failure limit allows %d.", a.Spray.Admitted, a.Spray.Seconds, a.Spray.Allowed)
+			fmt.Fprintf(&b, " Bad tokens checked: %d of %d in %.1fs, the auth-failure limit allows %d.", a.Spray.Admitted, a.Spray.Offered, a.Spray.Seconds, a.Spray.Allowed)
 		}
 		fmt.Fprintf(&b, " Held reads open at once: %d (%s read). Quota %s, usage %s, quota uploads stored: %d.</p>\n",
 			a.HeldPeak, fmtBytes(a.HeldBytes), fmtBytes(a.QuotaBytes), fmtBytes(a.UsageBytes), a.QuotaStored)

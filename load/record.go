@@ -78,10 +78,22 @@ type recorder struct {
 	ops      []opRecord
 	failures map[string]int
 	messages []string
+
+	// wake gets a token (never blocking) whenever something is recorded,
+	// for a caller waiting on what the run has done (Config.holdPhase).
+	wake chan struct{}
 }
 
 func newRecorder(t0 time.Time) *recorder {
-	return &recorder{t0: t0, failures: map[string]int{}}
+	return &recorder{t0: t0, failures: map[string]int{}, wake: make(chan struct{}, 1)}
+}
+
+// poke wakes whoever waits on r.wake.
+func (r *recorder) poke() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
 }
 
 func (r *recorder) since(t time.Time) time.Duration { return t.Sub(r.t0) }
@@ -90,12 +102,14 @@ func (r *recorder) request(rec reqRecord) {
 	r.mu.Lock()
 	r.reqs = append(r.reqs, rec)
 	r.mu.Unlock()
+	r.poke()
 }
 
 func (r *recorder) op(rec opRecord) {
 	r.mu.Lock()
 	r.ops = append(r.ops, rec)
 	r.mu.Unlock()
+	r.poke()
 }
 
 // fail records a correctness failure.
@@ -107,6 +121,7 @@ func (r *recorder) fail(kind, format string, args ...any) {
 		r.messages = append(r.messages, kind+": "+msg)
 	}
 	r.mu.Unlock()
+	r.poke()
 }
 
 // snapshot returns copies of everything recorded so far.

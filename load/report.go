@@ -164,9 +164,13 @@ type AttackReport struct {
 
 // EnvelopeReport checks a rate limit's envelope: requests that got past it
 // in a window of Seconds must be at most Allowed = burst + rate·Seconds.
+// Offered counts every answered request of the attack, admitted or not:
+// when it is over Allowed, the limit must have refused some; when it is
+// not, the limit was never put to the test.
 type EnvelopeReport struct {
 	Limit    string  `json:"limit"`
 	Seconds  float64 `json:"seconds"`
+	Offered  int64   `json:"offered"`
 	Admitted int64   `json:"admitted"`
 	Allowed  int64   `json:"allowed"`
 }
@@ -434,9 +438,9 @@ func (r *Report) WriteText(w io.Writer) error {
 				fmt.Fprintf(&b, "  %-13s refusals %s\n", "", fmtCounts(at.Refusals))
 			}
 		}
-		fmt.Fprintf(&b, "  flood admitted %d in %.1fs, the credential limit allows %d\n", a.Flood.Admitted, a.Flood.Seconds, a.Flood.Allowed)
+		fmt.Fprintf(&b, "  flood admitted %d of %d in %.1fs, the credential limit allows %d\n", a.Flood.Admitted, a.Flood.Offered, a.Flood.Seconds, a.Flood.Allowed)
 		if a.Spray != nil {
-			fmt.Fprintf(&b, "  bad tokens checked %d in %.1fs, the auth-failure limit allows %d\n", a.Spray.Admitted, a.Spray.Seconds, a.Spray.Allowed)
+			fmt.Fprintf(&b, "  bad tokens checked %d of %d in %.1fs, the auth-failure limit allows %d\n", a.Spray.Admitted, a.Spray.Offered, a.Spray.Seconds, a.Spray.Allowed)
 		}
 		fmt.Fprintf(&b, "  held reads open at once: %d (read %s); quota %s, usage %s, quota uploads stored %d\n",
 			a.HeldPeak, fmtBytes(a.HeldBytes), fmtBytes(a.QuotaBytes), fmtBytes(a.UsageBytes), a.QuotaStored)

@@ -279,6 +279,8 @@ func TestConfigValidate(t *testing.T) {
 		{"think", func(c *Config) { c.ThinkMax = c.ThinkMin - 1 }, "think time"},
 		{"xorb", func(c *Config) { c.XorbMaxBytes = 65 << 20 }, "xorb sizes"},
 		{"spray addr", func(c *Config) { c.Abuser.SprayAddr = "nowhere" }, "spray address"},
+		{"abuser credential rate", func(c *Config) { c.Abuser.CredentialRequestsPerSecond = -1 }, "abuser credential limit"},
+		{"abuser credential burst", func(c *Config) { c.Abuser.CredentialRequestsPerSecond = 5 }, "abuser credential limit"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

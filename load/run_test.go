@@ -81,7 +81,10 @@ func startServer(t *testing.T, wrap func(http.Handler) http.Handler, mutate ...f
 	return testServer{url: hs.URL, admin: tok}
 }
 
-// tinyConfig is a run of a second or two with a handful of tenants.
+// tinyConfig is a run of a second or two with a handful of tenants. What a
+// test asserts must not depend on how much the run gets done in that time:
+// a test that needs something to have happened holds the phase open until
+// it has (Config.holdPhase). The drain timeout only catches a hung server.
 func tinyConfig(ts testServer, sc Scenario) Config {
 	return Config{
 		Scenario: sc, Server: ts.url, AdminToken: ts.admin,
@@ -89,7 +92,7 @@ func tinyConfig(ts testServer, sc Scenario) Config {
 		ThinkMin: 50 * time.Millisecond, ThinkMax: 150 * time.Millisecond,
 		XorbMinBytes: 8 << 10, XorbMaxBytes: 160 << 10,
 		ScrapeInterval: 250 * time.Millisecond, RSSOverheadBytes: -1, // RSS is this test process's, race detector included
-		DrainTimeout: 30 * time.Second, Seed: 42,
+		DrainTimeout: 5 * time.Minute, Seed: 42,
 		Abuser: AbuserConfig{
 			FloodRate: 1000, FloodWorkers: 8, Readers: 16, BigXorbBytes: 2 << 20, ReadBytesPerSecond: 16 << 10,
 			QuotaHeadroomBytes: 64 << 10, QuotaXorbBytes: 32 << 10, QuotaWorkers: 2, QuotaRate: 20,
@@ -121,9 +124,36 @@ func logReport(t *testing.T, r *Report) {
 	t.Log("\n" + b.String())
 }
 
+// honestSince returns the routes of honest requests answered since from,
+// and how many honest operations that started since from have ended.
+func honestSince(rec *recorder, from time.Duration) (routes map[string]int, ops int) {
+	reqs, opsDone, _, _ := rec.snapshot()
+	routes = map[string]int{}
+	for _, r := range reqs {
+		if r.class == classHonest && r.start >= from && r.status != 0 {
+			routes[r.route]++
+		}
+	}
+	for _, o := range opsDone {
+		if o.start >= from {
+			ops++
+		}
+	}
+	return routes, ops
+}
+
+// untilEveryRoute holds a phase open until each honest route has been
+// answered in it and an operation that started in it has ended.
+func untilEveryRoute(p phaseSpan, rec *recorder, _ *abuser) bool {
+	routes, ops := honestSince(rec, p.start)
+	return len(routes) == len(honestRoutes) && ops > 0
+}
+
 func TestManyTenantsInProcess(t *testing.T) {
 	ts := startServer(t, nil)
-	r, err := Run(context.Background(), tinyConfig(ts, ManyTenants))
+	cfg := tinyConfig(ts, ManyTenants)
+	cfg.holdPhase = untilEveryRoute
+	r, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,9 +182,33 @@ func TestManyTenantsInProcess(t *testing.T) {
 	}
 }
 
+// TestAbuseInProcess: the abuser is refused each way, and no honest
+// request is. Each refusal follows from what the attack offered, never from
+// how fast the machine let it send: the abuser's credentials get a limit
+// of 1/s with burst 4 and its address 3 auth failures a minute, its quota
+// leaves 1 byte of headroom (less than any upload), and the abuse phase is
+// held open until the flood and the sprayer have each sent more than their
+// limit allows over the time they took, a quota upload got past the rate
+// limits and a slow read was held. The honest tenants stay far below their
+// limits whatever the speed: their think times bound their rate.
 func TestAbuseInProcess(t *testing.T) {
-	ts := startServer(t, nil)
-	r, err := Run(context.Background(), tinyConfig(ts, Abuse))
+	const authFailuresPerMinute = 3
+	ts := startServer(t, nil, func(c *server.Config) { c.AuthFailuresPerMinute = authFailuresPerMinute })
+	cfg := tinyConfig(ts, Abuse)
+	a := &cfg.Abuser
+	a.CredentialRequestsPerSecond, a.CredentialBurst = 1, 4
+	a.AuthFailuresPerMinute = authFailuresPerMinute
+	a.SprayWorkers = 1 // one sprayer makes the auth-failure envelope exact
+	a.QuotaHeadroomBytes = 1
+	cfg.holdPhase = func(p phaseSpan, _ *recorder, ab *abuser) bool {
+		if p.name != "abuse" {
+			return true
+		}
+		f, s := ab.floodEnvelope(), ab.sprayEnvelope()
+		return f.Offered > f.Allowed && (ab.spray == nil || s.Offered > s.Allowed) &&
+			ab.quotaReached.Load() > 0 && ab.heldPeak.Load() > 0
+	}
+	r, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,29 +222,49 @@ func TestAbuseInProcess(t *testing.T) {
 	if len(r.Phases) != 2 || r.Comparison == nil || r.Abuser == nil {
 		t.Fatalf("phases %d, comparison %v, abuser %v", len(r.Phases), r.Comparison != nil, r.Abuser != nil)
 	}
-	a := r.Abuser
-	// The server's protections must have refused the abuser each way.
-	for _, want := range []string{"429 rate_limited/credential", "403 quota_exceeded", "429 rate_limited/auth_failures"} {
-		if a.Refusals[want] == 0 {
+	ar := r.Abuser
+	if ar.Spray == nil {
+		t.Fatalf("the sprayer did not run: %v", r.Notes)
+	}
+	attacks := map[string]AttackReport{}
+	for _, at := range ar.Attacks {
+		attacks[at.Attack] = at
+	}
+	// Every answer not refused by a limit was admitted by it, so a limit
+	// that held its envelope refused at least offered - allowed.
+	for _, c := range []struct {
+		attack, refusal string
+		env             EnvelopeReport
+	}{
+		{routeFlood, "429 rate_limited/credential", ar.Flood},
+		{routeSpray, "429 rate_limited/auth_failures", *ar.Spray},
+	} {
+		if c.env.Offered <= c.env.Allowed {
+			t.Fatalf("%s: offered %d, not more than the %d its limit allows; the phase should have been held until it was", c.attack, c.env.Offered, c.env.Allowed)
+		}
+		if got, want := attacks[c.attack].Refusals[c.refusal], c.env.Offered-c.env.Allowed; int64(got) < want {
 			logReport(t, r)
-			t.Errorf("abuser refusals %v lack %q", a.Refusals, want)
+			t.Errorf("%s: %d refused with %q, want at least %d (offered %d, allowed %d)", c.attack, got, c.refusal, want, c.env.Offered, c.env.Allowed)
 		}
 	}
-	if a.HeldPeak == 0 {
+	// Each quota upload past the rate limits costs more than the headroom.
+	q := attacks[routeQuota]
+	if past := q.Requests - q.Statuses["429"] - q.Statuses["0"]; past == 0 || q.Refusals["403 quota_exceeded"] != past {
+		t.Errorf("quota uploads: %d past the rate limits, refusals %v; want every one refused 403 quota_exceeded", past, q.Refusals)
+	}
+	if ar.QuotaStored != 0 || ar.UsageBytes > ar.QuotaBytes {
+		t.Errorf("abuser stored %d quota uploads, usage %d, quota %d", ar.QuotaStored, ar.UsageBytes, ar.QuotaBytes)
+	}
+	if ar.HeldPeak == 0 {
 		t.Errorf("no slow read was ever held open")
-	}
-	if a.UsageBytes > a.QuotaBytes {
-		t.Errorf("abuser usage %d over quota %d", a.UsageBytes, a.QuotaBytes)
-	}
-	if a.Flood.Admitted > a.Flood.Allowed || a.Spray == nil || a.Spray.Admitted > a.Spray.Allowed {
-		t.Errorf("envelopes: flood %+v spray %+v", a.Flood, a.Spray)
 	}
 }
 
 // TestRunCatchesWrongBytesAndRefusals checks that the run fails when the
-// server answers wrongly: fetch answers with one byte flipped (from the
-// third on; a flip in bytes the window trims off goes unseen, as it does by
-// the client), and one refused reconstruction.
+// server answers wrongly: fetch answers with their first byte flipped (from
+// the third on; the first byte is a chunk header's, which no window trims
+// off), and one refused reconstruction. The phase is held open until the
+// run has had five reconstructions and three fetches answered.
 func TestRunCatchesWrongBytesAndRefusals(t *testing.T) {
 	var fetches, recons atomic.Int64
 	ts := startServer(t, func(next http.Handler) http.Handler {
@@ -212,6 +286,10 @@ func TestRunCatchesWrongBytesAndRefusals(t *testing.T) {
 	})
 	cfg := tinyConfig(ts, ManyTenants)
 	cfg.Tenants, cfg.Duration = 2, time.Second
+	cfg.holdPhase = func(_ phaseSpan, rec *recorder, _ *abuser) bool {
+		routes, _ := honestSince(rec, 0)
+		return routes[routeReconstruction] >= 5 && routes[routeFetch] >= 3
+	}
 	r, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +306,7 @@ func TestRunCatchesWrongBytesAndRefusals(t *testing.T) {
 	}
 }
 
-// flipWriter holds a response back and sends it by flush with the middle
+// flipWriter holds a response back and sends it by flush with the first
 // byte of its body flipped.
 type flipWriter struct {
 	http.ResponseWriter
@@ -244,7 +322,7 @@ func (f *flipWriter) Write(p []byte) (int, error) {
 
 func (f *flipWriter) flush() {
 	if len(f.buf) > 0 {
-		f.buf[len(f.buf)/2] ^= 0xff
+		f.buf[0] ^= 0xff
 	}
 	if f.hdr != 0 {
 		f.ResponseWriter.WriteHeader(f.hdr)
@@ -254,11 +332,16 @@ func (f *flipWriter) flush() {
 
 // TestFetchURLsMustStayOnLoopback: a server whose public URL names another
 // host hands out fetch URLs for it; without AllowRemote the run refuses to
-// follow them (and says so) rather than send load there.
+// follow them (and says so) rather than send load there. The phase is held
+// open until a reconstruction was answered.
 func TestFetchURLsMustStayOnLoopback(t *testing.T) {
 	ts := startServer(t, nil, func(c *server.Config) { c.PublicURL = "http://203.0.113.9:1" })
 	cfg := tinyConfig(ts, ManyTenants)
 	cfg.Tenants, cfg.Duration = 1, 500*time.Millisecond
+	cfg.holdPhase = func(p phaseSpan, rec *recorder, _ *abuser) bool {
+		routes, _ := honestSince(rec, p.start)
+		return routes[routeReconstruction] > 0
+	}
 	r, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

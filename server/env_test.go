@@ -23,11 +23,12 @@ import (
 
 // testEnv is a whole server on httptest with a store in a temp dir.
 type testEnv struct {
-	t     testing.TB
-	st    *store.Store
-	srv   *Server
-	http  *httptest.Server
-	admin string // admin token
+	t        testing.TB
+	st       *store.Store
+	srv      *Server
+	http     *httptest.Server
+	admin    string          // admin token
+	handlers *handlerTracker // requests in the handler (httptest only, not serveLive)
 }
 
 func testConfig() Config {
@@ -61,12 +62,13 @@ func newTestEnv(t testing.TB, mutate ...func(*Config)) *testEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	handlers := newHandlerTracker()
+	hs := httptest.NewServer(handlers.wrap(srv.Handler()))
 	t.Cleanup(func() {
 		hs.Close()
 		st.Close()
 	})
-	e := &testEnv{t: t, st: st, srv: srv, http: hs}
+	e := &testEnv{t: t, st: st, srv: srv, http: hs, handlers: handlers}
 	e.admin = e.credential("admin", "admin")
 	return e
 }

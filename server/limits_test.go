@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/labstack/echo/v4"
 )
 
 // fakeClock is the explicit clock the rate limiters read in these tests.
@@ -187,23 +189,89 @@ func TestInFlightLimitReleasesOnDrop(t *testing.T) {
 		t.Fatalf("in-flight refusal: %s %v", r.Body, r.Header)
 	}
 	conn.Close() // the client goes away mid-request
-	waitFor(t, "the slot to be freed", func() bool { return e.srv.gate.InFlight.Count(key) == 0 })
+	e.handlers.waitIdle()
+	if n := e.srv.gate.InFlight.Count(key); n != 0 {
+		t.Fatalf("%d in flight after the server finished with the dropped upload, want 0", n)
+	}
 	if r := e.probe(tok); r.Status != 404 {
 		t.Fatalf("after the drop: %d %s", r.Status, r.Body)
 	}
 }
 
-// waitFor polls a condition that another goroutine of the server makes true
-// (a socket event no virtual clock can drive), bounded at 5 s.
+// waitFor polls a precondition that another goroutine of the server makes
+// true on a socket event no virtual clock can drive (the server has read a
+// request's head). It is never the assertion: a test that asserts what the
+// server did after a client went away waits with handlers.waitIdle. The
+// bound only catches a server that never gets there; a loaded two-core
+// machine under -race can take seconds.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// handlerTracker counts the requests in a handler, so that a test can wait
+// until the server has finished with a request whose client went away
+// (there is no answer to wait for).
+type handlerTracker struct {
+	mu   sync.Mutex
+	n    int
+	idle chan struct{} // closed while n == 0
+}
+
+func newHandlerTracker() *handlerTracker {
+	h := &handlerTracker{idle: make(chan struct{})}
+	close(h.idle)
+	return h
+}
+
+func (h *handlerTracker) enter() {
+	h.mu.Lock()
+	if h.n == 0 {
+		h.idle = make(chan struct{})
+	}
+	h.n++
+	h.mu.Unlock()
+}
+
+func (h *handlerTracker) leave() {
+	h.mu.Lock()
+	if h.n--; h.n == 0 {
+		close(h.idle)
+	}
+	h.mu.Unlock()
+}
+
+// wrap tracks an http.Handler (newTestEnv's httptest server).
+func (h *handlerTracker) wrap(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.enter()
+		defer h.leave()
+		next.ServeHTTP(w, r)
+	})
+}
+
+// middleware tracks echo's whole chain, as a Pre middleware (serveLive,
+// where Server.Serve runs the handler).
+func (h *handlerTracker) middleware(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h.enter()
+		defer h.leave()
+		return next(c)
+	}
+}
+
+// waitIdle blocks until no request is in a handler.
+func (h *handlerTracker) waitIdle() {
+	h.mu.Lock()
+	idle := h.idle
+	h.mu.Unlock()
+	<-idle
 }
 
 // clientFrom returns an HTTP client whose connections come from a given

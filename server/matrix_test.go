@@ -40,6 +40,7 @@ func (e *testEnv) serveLive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.srv.echo.Pre(e.handlers.middleware)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.srv.Serve(ctx, ln) }()
