@@ -249,7 +249,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	h := c.Response().Header()
-	defer s.answerBeforeBody(c)()
+	defer s.answerBeforeBody(c, true)()
 	if ae.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}
