@@ -27,10 +27,13 @@ func budgetKey(id *identity) budget.Key {
 }
 
 // contentLength returns the declared body length, refusing a body without
-// one (411) or over max (413) before any byte of it is read.
+// one (411) or over max (413) before any byte of it is read. A request
+// without Content-Length and without a body is a 411 too (net/http gives it
+// length 0; only an explicit "Content-Length: 0" is an empty upload).
 func contentLength(c echo.Context, max int64) (int64, error) {
-	n := c.Request().ContentLength
-	if n < 0 {
+	req := c.Request()
+	n := req.ContentLength
+	if n < 0 || (n == 0 && len(req.Header.Values(echo.HeaderContentLength)) == 0) {
 		return 0, refuse(errLengthRequired, "this upload needs a Content-Length header")
 	}
 	if n > max {

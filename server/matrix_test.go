@@ -226,6 +226,18 @@ func TestBadInputMatrix(t *testing.T) {
 	raw := func(req string) func() response {
 		return func() response { return e.exchange([]byte(req), false) }
 	}
+	// Uploads without a Content-Length: no body at all, or a chunked body
+	// (empty, or carrying the whole upload).
+	noLength := func(path string) func() response {
+		return raw("POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice + "\r\n\r\n")
+	}
+	chunked := func(path string, body []byte) func() response {
+		req := "POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice + "\r\nTransfer-Encoding: chunked\r\n\r\n"
+		if len(body) > 0 {
+			req += fmt.Sprintf("%x\r\n%s\r\n", len(body), body)
+		}
+		return raw(req + "0\r\n\r\n")
+	}
 	admin := "/api/openxet/v1/admin"
 	putLimits := func(tenant, body string) func() response {
 		return send("PUT", admin+"/tenants/"+tenant+"/limits", e.admin, []byte(body))
@@ -238,7 +250,11 @@ func TestBadInputMatrix(t *testing.T) {
 		{"xorb Content-Length over 65MiB", headersOnly("POST", xorbPath, alice, "Content-Length: 70000000"), 413, "payload_too_large"},
 		{"xorb Content-Length near 2^63", headersOnly("POST", xorbPath, alice, "Content-Length: 9223372036854775807"), 413, "payload_too_large"},
 		{"xorb without Content-Length", headersOnly("POST", xorbPath, alice, "Transfer-Encoding: chunked"), 411, "length_required"},
+		{"xorb without Content-Length or body", noLength(xorbPath), 411, "length_required"},
+		{"xorb chunked, empty", chunked(xorbPath, nil), 411, "length_required"},
+		{"xorb chunked", chunked(xorbPath, good), 411, "length_required"},
 		{"xorb empty body", send("POST", xorbPath, alice, []byte{}), 400, "invalid_xorb"},
+		{"xorb Content-Length: 0", raw("POST " + xorbPath + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice + "\r\nContent-Length: 0\r\n\r\n"), 400, "invalid_xorb"},
 		{"xorb garbage body", send("POST", xorbPath, alice, bytes.Repeat([]byte("garbage!"), 100)), 400, "invalid_xorb"},
 		{"xorb with trailing bytes", send("POST", xorbPath, alice, append(append([]byte(nil), good...), "trailing"...)), 400, "invalid_xorb"},
 		{"xorb under another xorb's hash", send("POST", "/v1/xorbs/default/"+otherInfo.Hash.String(), alice, good), 400, "hash_mismatch"},
@@ -274,6 +290,14 @@ func TestBadInputMatrix(t *testing.T) {
 		{"shard footer version 2", send("POST", "/v1/shards", alice, footedWith(0, 2)), 400, "invalid_shard"},
 		{"shard Content-Length over 65MiB", headersOnly("POST", "/v1/shards", alice, "Content-Length: 70000000"), 413, "payload_too_large"},
 		{"shard without Content-Length", headersOnly("POST", "/v1/shards", alice, "Transfer-Encoding: chunked"), 411, "length_required"},
+		{"shard without Content-Length or body", noLength("/v1/shards"), 411, "length_required"},
+		{"shard chunked, empty", chunked("/v1/shards", nil), 411, "length_required"},
+		{"shard chunked", chunked("/v1/shards", goodShard), 411, "length_required"},
+		{"v2 shard without Content-Length or body", noLength("/v2/shards"), 411, "length_required"},
+		{"v2 shard chunked", chunked("/v2/shards", goodShard), 411, "length_required"},
+		{"legacy shard PUT without Content-Length or body", func() response {
+			return e.exchange([]byte("PUT /shard/default/"+stored.Hash.String()+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+alice+"\r\n\r\n"), false)
+		}, 411, "length_required"},
 		{"shard body shorter than its Content-Length", func() response { return e.partialBody("POST", "/v1/shards", alice, len(goodShard), goodShard[:100]) }, 400, "bad_request"},
 		{"v2 shard garbage", send("POST", "/v2/shards", alice, []byte("not a shard")), 400, "invalid_shard"},
 
