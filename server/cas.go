@@ -196,9 +196,15 @@ func (s *Server) receiveShard(c echo.Context) ([]byte, *xet.Shard, func(), error
 	return body, sh, res.Release, nil
 }
 
-// postShard registers a shard: POST /v1/shards → {"result": 0|1}.
+// postShard registers a shard: POST /v1/shards → {"result": 0|1}. The hash
+// in the legacy /shard/{prefix}/{hash} path is not used, but must be one.
 func (s *Server) postShard(c echo.Context) error {
 	id := identityOf(c)
+	if p := c.Param("hash"); p != "" {
+		if _, err := xet.ParseHash(p); err != nil {
+			return err
+		}
+	}
 	body, sh, release, err := s.receiveShard(c)
 	if err != nil {
 		return err

@@ -238,6 +238,19 @@ func TestBadInputMatrix(t *testing.T) {
 		}
 		return raw(req + "0\r\n\r\n")
 	}
+	// Hashes are 64 lowercase hex digits on every route (docs/api.md).
+	if r := e.do("POST", "/api/repos/create", alice, []byte(`{"name":"m"}`)); r.Status != 200 {
+		t.Fatalf("create repo: %d %s", r.Status, r.Body)
+	}
+	upper := func(h xet.Hash) string { return strings.ToUpper(h.String()) }
+	sha := strings.Repeat("ab", 32)
+	commitLFS := func(oid string) func() response {
+		return send("POST", "/api/models/alice/m/commit/main", alice, []byte(`{"key":"header","value":{"summary":"s"}}`+"\n"+
+			`{"key":"lfsFile","value":{"path":"a.bin","algo":"sha256","oid":"`+oid+`","size":5}}`+"\n"))
+	}
+	lfsBatch := func(oid string) func() response {
+		return send("POST", "/alice/m.git/info/lfs/objects/batch", alice, []byte(`{"operation":"upload","objects":[{"oid":"`+oid+`","size":5}],"hash_algo":"sha256"}`))
+	}
 	admin := "/api/openxet/v1/admin"
 	putLimits := func(tenant, body string) func() response {
 		return send("PUT", admin+"/tenants/"+tenant+"/limits", e.admin, []byte(body))
@@ -300,6 +313,24 @@ func TestBadInputMatrix(t *testing.T) {
 		}, 411, "length_required"},
 		{"shard body shorter than its Content-Length", func() response { return e.partialBody("POST", "/v1/shards", alice, len(goodShard), goodShard[:100]) }, 400, "bad_request"},
 		{"v2 shard garbage", send("POST", "/v2/shards", alice, []byte("not a shard")), 400, "invalid_shard"},
+
+		// Upper-case hashes, on every route that takes one.
+		{"upper-case hash: xorb upload", send("POST", "/v1/xorbs/default/"+upper(info.Hash), alice, good), 400, "bad_request"},
+		{"upper-case hash: legacy xorb upload", send("POST", "/xorb/default/"+upper(info.Hash), alice, good), 400, "bad_request"},
+		{"upper-case hash: xorb upload of a stored xorb", send("POST", "/v1/xorbs/default/"+upper(stored.Hash), alice, storedBody), 400, "bad_request"},
+		{"upper-case hash: xorb HEAD", func() response { return e.do("HEAD", "/v1/xorbs/default/"+upper(stored.Hash), alice, nil) }, 400, ""},
+		{"upper-case hash: legacy shard PUT", send("PUT", "/shard/default/"+upper(stored.Hash), alice, goodShard), 400, "bad_request"},
+		{"upper-case hash: reconstruction", get("/v1/reconstructions/"+upper(file.Hash), alice), 400, "bad_request"},
+		{"upper-case hash: v2 reconstruction", get("/v2/reconstructions/"+upper(file.Hash), alice), 400, "bad_request"},
+		{"upper-case hash: legacy reconstruction", get("/reconstruction/"+upper(file.Hash), alice), 400, "bad_request"},
+		{"upper-case hash: dedup query", get("/v1/chunks/default/"+upper(stored.Chunks[0].Hash), alice), 400, "bad_request"},
+		{"upper-case hash: fetch URL (signed, so tampering)", func() response {
+			return e.fetch(strings.Replace(fetchURL, stored.Hash.String(), upper(stored.Hash), 1), "")
+		}, 403, "forbidden"},
+		{"upper-case hash: commit lfsFile oid", commitLFS(strings.ToUpper(sha)), 400, "bad_request"},
+		{"upper-case hash: LFS batch oid", lfsBatch(strings.ToUpper(sha)), 400, "bad_request"},
+		{"commit lfsFile oid not hex", commitLFS("xyz"), 400, "bad_request"},
+		{"LFS batch oid not hex", lfsBatch(strings.Repeat("g", 64)), 400, "bad_request"},
 
 		// Reconstruction ranges.
 		{"range not bytes", get(recon, alice, "Range: items=0-1"), 400, "bad_request"},
@@ -407,6 +438,9 @@ func TestBadInputMatrix(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.send()
 			wantError(t, r, c.status, c.code)
+			if strings.HasPrefix(c.name, "upper-case hash") && c.code == "bad_request" && !strings.Contains(r.json(t)["message"].(string), "lowercase hex") {
+				t.Fatalf("the refusal does not name the rule (64 lowercase hex digits): %s", r.Body)
+			}
 			if diff := cmp.Diff(before, e.snapshot()); diff != "" {
 				t.Fatalf("state changed (-before +after):\n%s", diff)
 			}
