@@ -689,6 +689,14 @@ func (s *Server) resolve(c echo.Context) error {
 		return hubNotFound("EntryNotFound", "%s not found in %s at %s", filePath, r, cm.SHA)
 	}
 	h.Set("Accept-Ranges", "bytes")
+	if e.SizeBytes == 0 && c.Request().Header.Get("Range") != "" {
+		// An empty file has no byte to send for a Range: the answer is 200
+		// with Content-Length: 0 (net/http's ServeContent ignores the Range
+		// too), and it says the size the way a ranged answer does, because
+		// @huggingface/hub's fileDownloadInfo reads a file's size from
+		// Content-Range (after the "/") and fails without it.
+		h.Set("Content-Range", "bytes */0")
+	}
 	if e.XetHash == "" {
 		h.Set("ETag", `"`+e.GitOID+`"`)
 		blob, err := s.store.OpenBlob(c.Request().Context(), e.SHA256)
