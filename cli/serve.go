@@ -127,6 +127,20 @@ func signingKey(dataDir string) ([]byte, error) {
 
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := newLogger(cfg, stderr)
+	// Bind first: a start that cannot listen changes nothing in the store
+	// (in particular it creates no first admin credential).
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return cli.Exit(fmt.Sprintf("listen on %s: %v", cfg.Listen, err), 1)
+	}
+	defer ln.Close() // Serve closes it too; a second Close is harmless
+	var mln net.Listener
+	if cfg.MetricsListen != "" {
+		if mln, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
+			return cli.Exit(fmt.Sprintf("listen on %s: %v", cfg.MetricsListen, err), 1)
+		}
+		defer mln.Close()
+	}
 	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -136,25 +150,16 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
-	if err := bootstrapAdmin(ctx, st, stdout); err != nil {
-		return cli.Exit(err.Error(), 1)
-	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err := server.New(serverConfig(cfg, key), st, log, reg)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return cli.Exit(fmt.Sprintf("listen on %s: %v", cfg.Listen, err), 1)
+	if err := bootstrapAdmin(ctx, st, stdout); err != nil {
+		return cli.Exit(err.Error(), 1)
 	}
-	if cfg.MetricsListen != "" {
-		mln, err := net.Listen("tcp", cfg.MetricsListen)
-		if err != nil {
-			ln.Close()
-			return cli.Exit(fmt.Sprintf("listen on %s: %v", cfg.MetricsListen, err), 1)
-		}
+	if mln != nil {
 		ms := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
 		go ms.Serve(mln)
 		defer ms.Close()
@@ -170,15 +175,15 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 }
 
 // bootstrapAdmin makes one admin credential when the store has none and
-// prints its token once.
+// prints its token once. Of several processes starting on an empty store,
+// only the one whose credential the index took prints anything.
 func bootstrapAdmin(ctx context.Context, st *store.Store, w io.Writer) error {
-	n, err := st.CountCredentials(ctx)
-	if err != nil || n > 0 {
-		return err
-	}
-	cred, tok, err := st.CreateCredential(ctx, "admin", []string{store.ScopeAdmin, store.ScopeWrite})
+	cred, tok, created, err := st.CreateFirstCredential(ctx, "admin", []string{store.ScopeAdmin, store.ScopeWrite})
 	if err != nil {
-		return fmt.Errorf("first admin credential: %w", err)
+		return fmt.Errorf("first admin credential: %w (make one with: openxet credentials create --tenant admin --scope admin --scope write)", err)
+	}
+	if !created {
+		return nil
 	}
 	fmt.Fprintf(w, "First start: created admin credential %s for tenant %q (scopes %s).\n", cred.ID, cred.Tenant, strings.Join(cred.Scopes, ","))
 	fmt.Fprintf(w, "Token (shown once, store it now): %s\n", tok)

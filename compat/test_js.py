@@ -8,6 +8,7 @@ once per session, and only when compat/js/node_modules does not already hold
 exactly the locked versions.
 """
 
+import hashlib
 import json
 import re
 import shutil
@@ -145,3 +146,27 @@ def test_js_downloads_what_hf_uploaded(server, node_client, tmp_path):
     reqs = server.requests_since(mark)
     assert [e for e in reqs if RECONSTRUCTION.match(e["path"]) and e["status"] == "200"], reqs
     assert [e for e in reqs if FETCH.match(e["path"]) and e["status"] in ("200", "206")], reqs
+
+
+def test_js_empty_file(server, node_client, tmp_path):
+    """A 0-byte file committed with uploadFiles downloads with
+    fileDownloadInfo and downloadFile: the resolve answer to their
+    "Range: bytes=0-0" says the size (Content-Range: bytes */0)."""
+    token = server.make_credential("erin")
+    mark = server.log_mark()
+    out = run_roundtrip(node_client, server, token, "erin/js-empty", tmp_path,
+                        BIG_BYTES=str(MiB), EMPTY="empty/zero.txt")
+    print("\nroundtrip.mjs (with an empty file):",
+          json.dumps({k: v for k, v in out.items() if k != "requests"}, indent=1))
+    _assert_local_only(out)
+    assert out["ok"] and out["_exit"] == 0, out
+    files = {f["path"]: f for f in out["files"]}
+    empty = files["empty/zero.txt"]
+    assert empty["size"] == empty["downloaded_size"] == 0, empty
+    assert empty["downloaded_sha256"] == hashlib.sha256(b"").hexdigest(), empty
+    assert not empty["xet"], empty
+    listed = {e["path"]: e for e in out["listed"]}
+    assert listed["empty/zero.txt"]["size"] == 0, listed
+    reqs = server.requests_since(mark)
+    assert [e for e in reqs if e["method"] == "GET" and e["path"] == "/erin/js-empty/resolve/main/empty/zero.txt"
+            and e["status"] == "200"], reqs

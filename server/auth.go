@@ -181,7 +181,14 @@ func (s signer) fetchURL(base string, g fetchGrant) string {
 }
 
 // parseFetchURL checks a fetch URL's query against its signature and expiry.
+// A parameter given more than once is refused, whatever its values: the URL
+// the server signed has each one once.
 func (s signer) parseFetchURL(xorb string, q url.Values, now time.Time) (fetchGrant, error) {
+	for k, v := range q {
+		if len(v) > 1 {
+			return fetchGrant{}, refuse(errFetchURLInvalid, "fetch URL parameter %q given %d times", k, len(v))
+		}
+	}
 	g := fetchGrant{Xorb: xorb, CredentialID: q.Get("c"), Tenant: q.Get("t")}
 	a, b, ok := strings.Cut(q.Get("r"), "-")
 	var err1, err2, err3 error

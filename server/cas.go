@@ -27,10 +27,13 @@ func budgetKey(id *identity) budget.Key {
 }
 
 // contentLength returns the declared body length, refusing a body without
-// one (411) or over max (413) before any byte of it is read.
+// one (411) or over max (413) before any byte of it is read. A request
+// without Content-Length and without a body is a 411 too (net/http gives it
+// length 0; only an explicit "Content-Length: 0" is an empty upload).
 func contentLength(c echo.Context, max int64) (int64, error) {
-	n := c.Request().ContentLength
-	if n < 0 {
+	req := c.Request()
+	n := req.ContentLength
+	if n < 0 || (n == 0 && len(req.Header.Values(echo.HeaderContentLength)) == 0) {
 		return 0, refuse(errLengthRequired, "this upload needs a Content-Length header")
 	}
 	if n > max {
@@ -39,18 +42,27 @@ func contentLength(c echo.Context, max int64) (int64, error) {
 	return n, nil
 }
 
-// answerBeforeBody prepares the answer to a request whose body has not been
-// read (a refusal or a xorb the tenant already owns) and returns what to do
-// once the answer is written. The answer goes out before any body byte is
-// read. A client that sent Expect: 100-continue never sends the body; the
-// connection closes. Any other client may still be sending: the body is
-// read and dropped after the answer, so that the client sees the answer
-// instead of a reset connection (and does not retry a transport error).
-// A body over the upload cap is not drained; the connection closes.
-func (s *Server) answerBeforeBody(c echo.Context) (after func()) {
+// answerBeforeBody prepares the answer to a request whose body may not
+// have been read (a refusal, or a xorb the tenant already owns) and returns
+// what to do once the answer is written. The answer goes out before any
+// more of the body is read.
+//
+// A refusal carries Connection: close (api.md, "Errors"): the body it
+// did not consume is never parsed as the next request. A client that sent
+// Expect: 100-continue never sends the body, and a body over the upload
+// cap is not worth reading: the connection closes at once. Any other
+// client may still be sending: the rest of the body is read and dropped
+// after the answer, so that the client sees the answer instead of a reset
+// connection (and does not retry a transport error). That drain keeps the
+// read deadline the request already has (the request's body_read_timeout,
+// or the one readBody set): a body that timed out is not waited for again.
+func (s *Server) answerBeforeBody(c echo.Context, refusal bool) (after func()) {
 	req := c.Request()
 	if req.ContentLength == 0 || req.Method == http.MethodGet || req.Method == http.MethodHead {
 		return func() {}
+	}
+	if refusal {
+		c.Response().Header().Set("Connection", "close")
 	}
 	if strings.EqualFold(req.Header.Get("Expect"), "100-continue") || req.ContentLength > maxBodyBytes {
 		c.Response().Header().Set("Connection", "close")
@@ -62,9 +74,6 @@ func (s *Server) answerBeforeBody(c echo.Context) (after func()) {
 	}
 	return func() {
 		rc.Flush()
-		if s.cfg.BodyReadTimeout > 0 {
-			rc.SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
-		}
 		io.Copy(io.Discard, io.LimitReader(req.Body, maxBodyBytes))
 	}
 }
@@ -101,7 +110,7 @@ func (s *Server) postXorb(c echo.Context) error {
 		return err
 	}
 	if owned {
-		defer s.answerBeforeBody(c)()
+		defer s.answerBeforeBody(c, false)()
 		return writeJSON(c, http.StatusOK, map[string]bool{"was_inserted": false})
 	}
 	lim, err := s.limitsFor(c, id.Tenant)
@@ -187,9 +196,15 @@ func (s *Server) receiveShard(c echo.Context) ([]byte, *xet.Shard, func(), error
 	return body, sh, res.Release, nil
 }
 
-// postShard registers a shard: POST /v1/shards → {"result": 0|1}.
+// postShard registers a shard: POST /v1/shards → {"result": 0|1}. The hash
+// in the legacy /shard/{prefix}/{hash} path is not used, but must be one.
 func (s *Server) postShard(c echo.Context) error {
 	id := identityOf(c)
+	if p := c.Param("hash"); p != "" {
+		if _, err := xet.ParseHash(p); err != nil {
+			return err
+		}
+	}
 	body, sh, release, err := s.receiveShard(c)
 	if err != nil {
 		return err

@@ -136,7 +136,7 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, xet.ErrInvalidShard), errors.Is(err, store.ErrInvalidShard), errors.Is(err, store.ErrMissingXorb):
 		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard, and send the shard the client built", cause: err}
 	case errors.Is(err, xet.ErrBadHash):
-		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "hashes are 64 hex digits", cause: err}
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "hashes are 64 lowercase hex digits", cause: err}
 	case errors.Is(err, store.ErrBadTenant):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "tenant names match [a-z0-9][a-z0-9._-]{0,62}", cause: err}
 	case errors.Is(err, store.ErrRepoExists), errors.Is(err, store.ErrRefMoved):
@@ -258,7 +258,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		return
 	}
 	h := c.Response().Header()
-	defer s.answerBeforeBody(c)()
+	defer s.answerBeforeBody(c, true)()
 	if ae.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}

@@ -125,6 +125,9 @@ func FuzzFetchURL(f *testing.F) {
 	f.Add(x1, "r=0-99&c=0123456789abcdef&t=alice&x=1800003600&s=")
 	f.Add(x1, "r=99-0&c=&t=&x=-1&s=zz")
 	f.Add("", "%zz&r=;&&s")
+	u, _ := url.Parse(s.fetchURL("http://h", grants[0]))
+	f.Add(x1, u.RawQuery+"&r=0-99")
+	f.Add(x1, u.RawQuery+"&"+u.RawQuery)
 	f.Fuzz(func(t *testing.T, xorb, rawQuery string) {
 		q, _ := url.ParseQuery(rawQuery) // a malformed query still yields what parsed
 		g, err := s.parseFetchURL(xorb, q, now)
@@ -142,6 +145,11 @@ func FuzzFetchURL(f *testing.F) {
 		}
 		if g.Start > g.End || now.Unix() >= g.Expiry {
 			t.Fatalf("accepted grant %+v", g)
+		}
+		for k, v := range q {
+			if len(v) != 1 {
+				t.Fatalf("query %q accepted with %q given %d times", rawQuery, k, len(v))
+			}
 		}
 	})
 }

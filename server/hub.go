@@ -592,7 +592,10 @@ func (s *Server) commit(c echo.Context) error {
 			if op.Value.Algo != "" && op.Value.Algo != "sha256" {
 				return refuse(errBadRequest, "lfsFile %s: unknown algo %q", p, op.Value.Algo)
 			}
-			oid := strings.ToLower(op.Value.OID)
+			oid := op.Value.OID
+			if err := checkSHA256(oid); err != nil {
+				return refuse(errBadRequest, "lfsFile %s: oid %v", p, err)
+			}
 			f, err := s.store.FileBySHA256(ctx, r.Tenant, oid)
 			if errors.Is(err, store.ErrNotFound) {
 				return refuse(errBadRequest, "lfsFile %s: no file with sha256 %s was uploaded by tenant %s; upload it through Xet first", p, oid, r.Tenant)
@@ -686,6 +689,14 @@ func (s *Server) resolve(c echo.Context) error {
 		return hubNotFound("EntryNotFound", "%s not found in %s at %s", filePath, r, cm.SHA)
 	}
 	h.Set("Accept-Ranges", "bytes")
+	if e.SizeBytes == 0 && c.Request().Header.Get("Range") != "" {
+		// An empty file has no byte to send for a Range: the answer is 200
+		// with Content-Length: 0 (net/http's ServeContent ignores the Range
+		// too), and it says the size the way a ranged answer does, because
+		// @huggingface/hub's fileDownloadInfo reads a file's size from
+		// Content-Range (after the "/") and fails without it.
+		h.Set("Content-Range", "bytes */0")
+	}
 	if e.XetHash == "" {
 		h.Set("ETag", `"`+e.GitOID+`"`)
 		blob, err := s.store.OpenBlob(c.Request().Context(), e.SHA256)
@@ -763,7 +774,10 @@ func (s *Server) lfsBatch(c echo.Context) error {
 	var newBytes int64
 	for _, o := range req.Objects {
 		obj := map[string]any{"oid": o.OID, "size": o.Size}
-		if _, err := s.store.FileBySHA256(c.Request().Context(), r.Tenant, strings.ToLower(o.OID)); err == nil {
+		if err := checkSHA256(o.OID); err != nil {
+			return refuse(errBadRequest, "object oid %v", err)
+		}
+		if _, err := s.store.FileBySHA256(c.Request().Context(), r.Tenant, o.OID); err == nil {
 			objects = append(objects, obj)
 			continue
 		}
@@ -777,6 +791,23 @@ func (s *Server) lfsBatch(c echo.Context) error {
 		return err
 	}
 	return c.Blob(http.StatusOK, "application/vnd.git-lfs+json", mustJSON(map[string]any{"transfer": "xet", "objects": objects, "hash_algo": "sha256"}))
+}
+
+// checkSHA256 checks a SHA-256 in hex as git-lfs and the Hub spell it: 64
+// lowercase hex digits, like every hash in the API.
+func checkSHA256(oid string) error {
+	ok := len(oid) == sha256.Size*2
+	for i := 0; ok && i < len(oid); i++ {
+		c := oid[i]
+		ok = '0' <= c && c <= '9' || 'a' <= c && c <= 'f'
+	}
+	if ok {
+		return nil
+	}
+	if len(oid) > 80 {
+		oid = oid[:64] + "…"
+	}
+	return fmt.Errorf("%q is not 64 lowercase hex digits", oid)
 }
 
 // countingReader counts the bytes read through it.

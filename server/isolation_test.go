@@ -127,10 +127,17 @@ func TestFetchURLAlteredInAnyFieldIs403(t *testing.T) {
 		removed := alter(v)
 		delete(removed, k)
 		cases[k+" removed"] = build(u.Path, removed)
-		// A forged value placed first: the server reads the first one.
+		// A parameter given twice is refused whatever the values: forged
+		// first (the one url.Values.Get reads), genuine first, or the same.
 		twice := alter("0")
 		twice[k] = append(twice[k], v)
 		cases[k+" given twice, forged first"] = build(u.Path, twice)
+		twice = alter(v)
+		twice[k] = append(twice[k], "0")
+		cases[k+" given twice, genuine first"] = build(u.Path, twice)
+		twice = alter(v)
+		twice[k] = append(twice[k], v)
+		cases[k+" given twice, same value"] = build(u.Path, twice)
 	}
 	xorb := strings.TrimPrefix(u.Path, "/v1/fetch/")
 	for i := 0; i < len(xorb); i += 7 {

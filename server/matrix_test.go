@@ -227,6 +227,31 @@ func TestBadInputMatrix(t *testing.T) {
 	raw := func(req string) func() response {
 		return func() response { return e.exchange([]byte(req), false) }
 	}
+	// Uploads without a Content-Length: no body at all, or a chunked body
+	// (empty, or carrying the whole upload).
+	noLength := func(path string) func() response {
+		return raw("POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice + "\r\n\r\n")
+	}
+	chunked := func(path string, body []byte) func() response {
+		req := "POST " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice + "\r\nTransfer-Encoding: chunked\r\n\r\n"
+		if len(body) > 0 {
+			req += fmt.Sprintf("%x\r\n%s\r\n", len(body), body)
+		}
+		return raw(req + "0\r\n\r\n")
+	}
+	// Hashes are 64 lowercase hex digits on every route (docs/api.md).
+	if r := e.do("POST", "/api/repos/create", alice, []byte(`{"name":"m"}`)); r.Status != 200 {
+		t.Fatalf("create repo: %d %s", r.Status, r.Body)
+	}
+	upper := func(h xet.Hash) string { return strings.ToUpper(h.String()) }
+	sha := strings.Repeat("ab", 32)
+	commitLFS := func(oid string) func() response {
+		return send("POST", "/api/models/alice/m/commit/main", alice, []byte(`{"key":"header","value":{"summary":"s"}}`+"\n"+
+			`{"key":"lfsFile","value":{"path":"a.bin","algo":"sha256","oid":"`+oid+`","size":5}}`+"\n"))
+	}
+	lfsBatch := func(oid string) func() response {
+		return send("POST", "/alice/m.git/info/lfs/objects/batch", alice, []byte(`{"operation":"upload","objects":[{"oid":"`+oid+`","size":5}],"hash_algo":"sha256"}`))
+	}
 	admin := "/api/openxet/v1/admin"
 	putLimits := func(tenant, body string) func() response {
 		return send("PUT", admin+"/tenants/"+tenant+"/limits", e.admin, []byte(body))
@@ -239,7 +264,11 @@ func TestBadInputMatrix(t *testing.T) {
 		{"xorb Content-Length over 65MiB", headersOnly("POST", xorbPath, alice, "Content-Length: 70000000"), 413, "payload_too_large"},
 		{"xorb Content-Length near 2^63", headersOnly("POST", xorbPath, alice, "Content-Length: 9223372036854775807"), 413, "payload_too_large"},
 		{"xorb without Content-Length", headersOnly("POST", xorbPath, alice, "Transfer-Encoding: chunked"), 411, "length_required"},
+		{"xorb without Content-Length or body", noLength(xorbPath), 411, "length_required"},
+		{"xorb chunked, empty", chunked(xorbPath, nil), 411, "length_required"},
+		{"xorb chunked", chunked(xorbPath, good), 411, "length_required"},
 		{"xorb empty body", send("POST", xorbPath, alice, []byte{}), 400, "invalid_xorb"},
+		{"xorb Content-Length: 0", raw("POST " + xorbPath + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice + "\r\nContent-Length: 0\r\n\r\n"), 400, "invalid_xorb"},
 		{"xorb garbage body", send("POST", xorbPath, alice, bytes.Repeat([]byte("garbage!"), 100)), 400, "invalid_xorb"},
 		{"xorb with trailing bytes", send("POST", xorbPath, alice, append(append([]byte(nil), good...), "trailing"...)), 400, "invalid_xorb"},
 		{"xorb under another xorb's hash", send("POST", "/v1/xorbs/default/"+otherInfo.Hash.String(), alice, good), 400, "hash_mismatch"},
@@ -275,8 +304,34 @@ func TestBadInputMatrix(t *testing.T) {
 		{"shard footer version 2", send("POST", "/v1/shards", alice, footedWith(0, 2)), 400, "invalid_shard"},
 		{"shard Content-Length over 65MiB", headersOnly("POST", "/v1/shards", alice, "Content-Length: 70000000"), 413, "payload_too_large"},
 		{"shard without Content-Length", headersOnly("POST", "/v1/shards", alice, "Transfer-Encoding: chunked"), 411, "length_required"},
+		{"shard without Content-Length or body", noLength("/v1/shards"), 411, "length_required"},
+		{"shard chunked, empty", chunked("/v1/shards", nil), 411, "length_required"},
+		{"shard chunked", chunked("/v1/shards", goodShard), 411, "length_required"},
+		{"v2 shard without Content-Length or body", noLength("/v2/shards"), 411, "length_required"},
+		{"v2 shard chunked", chunked("/v2/shards", goodShard), 411, "length_required"},
+		{"legacy shard PUT without Content-Length or body", func() response {
+			return e.exchange([]byte("PUT /shard/default/"+stored.Hash.String()+" HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+alice+"\r\n\r\n"), false)
+		}, 411, "length_required"},
 		{"shard body shorter than its Content-Length", func() response { return e.partialBody("POST", "/v1/shards", alice, len(goodShard), goodShard[:100]) }, 400, "bad_request"},
 		{"v2 shard garbage", send("POST", "/v2/shards", alice, []byte("not a shard")), 400, "invalid_shard"},
+
+		// Upper-case hashes, on every route that takes one.
+		{"upper-case hash: xorb upload", send("POST", "/v1/xorbs/default/"+upper(info.Hash), alice, good), 400, "bad_request"},
+		{"upper-case hash: legacy xorb upload", send("POST", "/xorb/default/"+upper(info.Hash), alice, good), 400, "bad_request"},
+		{"upper-case hash: xorb upload of a stored xorb", send("POST", "/v1/xorbs/default/"+upper(stored.Hash), alice, storedBody), 400, "bad_request"},
+		{"upper-case hash: xorb HEAD", func() response { return e.do("HEAD", "/v1/xorbs/default/"+upper(stored.Hash), alice, nil) }, 400, ""},
+		{"upper-case hash: legacy shard PUT", send("PUT", "/shard/default/"+upper(stored.Hash), alice, goodShard), 400, "bad_request"},
+		{"upper-case hash: reconstruction", get("/v1/reconstructions/"+upper(file.Hash), alice), 400, "bad_request"},
+		{"upper-case hash: v2 reconstruction", get("/v2/reconstructions/"+upper(file.Hash), alice), 400, "bad_request"},
+		{"upper-case hash: legacy reconstruction", get("/reconstruction/"+upper(file.Hash), alice), 400, "bad_request"},
+		{"upper-case hash: dedup query", get("/v1/chunks/default/"+upper(stored.Chunks[0].Hash), alice), 400, "bad_request"},
+		{"upper-case hash: fetch URL (signed, so tampering)", func() response {
+			return e.fetch(strings.Replace(fetchURL, stored.Hash.String(), upper(stored.Hash), 1), "")
+		}, 403, "forbidden"},
+		{"upper-case hash: commit lfsFile oid", commitLFS(strings.ToUpper(sha)), 400, "bad_request"},
+		{"upper-case hash: LFS batch oid", lfsBatch(strings.ToUpper(sha)), 400, "bad_request"},
+		{"commit lfsFile oid not hex", commitLFS("xyz"), 400, "bad_request"},
+		{"LFS batch oid not hex", lfsBatch(strings.Repeat("g", 64)), 400, "bad_request"},
 
 		// Reconstruction ranges.
 		{"range not bytes", get(recon, alice, "Range: items=0-1"), 400, "bad_request"},
@@ -315,6 +370,9 @@ func TestBadInputMatrix(t *testing.T) {
 		{"fetch signature altered", withQuery(func(q url.Values) { q.Set("s", strings.Repeat("0", 64)) }), 403, "forbidden"},
 		{"fetch signature in upper case", withQuery(func(q url.Values) { q.Set("s", strings.ToUpper(q.Get("s"))) }), 403, "forbidden"},
 		{"fetch signature missing", withQuery(func(q url.Values) { q.Del("s") }), 403, "forbidden"},
+		{"fetch signature given twice", withQuery(func(q url.Values) { q.Add("s", q.Get("s")) }), 403, "forbidden"},
+		{"fetch range given twice", withQuery(func(q url.Values) { q.Add("r", "0-0") }), 403, "forbidden"},
+		{"fetch tenant given twice", withQuery(func(q url.Values) { q.Add("t", "bob") }), 403, "forbidden"},
 		{"fetch range widened", withQuery(func(q url.Values) { q.Set("r", "0-99999999") }), 403, "forbidden"},
 		{"fetch range malformed", withQuery(func(q url.Values) { q.Set("r", "abc") }), 403, "forbidden"},
 		{"fetch range overflowing", withQuery(func(q url.Values) { q.Set("r", "0-99999999999999999999999") }), 403, "forbidden"},
@@ -381,6 +439,9 @@ func TestBadInputMatrix(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := c.send()
 			wantError(t, r, c.status, c.code)
+			if strings.HasPrefix(c.name, "upper-case hash") && c.code == "bad_request" && !strings.Contains(r.json(t)["message"].(string), "lowercase hex") {
+				t.Fatalf("the refusal does not name the rule (64 lowercase hex digits): %s", r.Body)
+			}
 			if diff := cmp.Diff(before, e.snapshot()); diff != "" {
 				t.Fatalf("state changed (-before +after):\n%s", diff)
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -44,12 +45,28 @@ func slowEnv(t *testing.T) *testEnv {
 
 // slowClient writes head at once, then trickle one byte per tick (if not
 // empty), and reports when and how the server ended the exchange: with a
-// response (its status) or by closing the connection (status 0).
+// response (its status) or by closing the connection (status 0). After a
+// response it reads on, to see whether the server then closed the
+// connection or kept it open until the bound.
 type slowResult struct {
-	status  int
+	status int
+	// close: the answer carried Connection: close (http.ReadResponse
+	// turns that header into Response.Close).
+	close   bool
 	body    []byte
 	elapsed time.Duration
 	err     error // the client gave up (slowBound passed) or could not connect
+	// afterAnswer is what a read after the response got: io.EOF or a reset
+	// when the server closed the connection, a timeout when it was still
+	// open at the bound, nil if the server sent more bytes.
+	afterAnswer error
+}
+
+// closedAfterAnswer reports whether the server closed the connection after
+// its answer (the read after it got EOF or a reset, not a timeout or data).
+func (r slowResult) closedAfterAnswer() bool {
+	var ne net.Error
+	return r.afterAnswer != nil && !(errors.As(r.afterAnswer, &ne) && ne.Timeout())
 }
 
 func (e *testEnv) slowClient(head []byte, trickle []byte, every, bound time.Duration) slowResult {
@@ -82,7 +99,8 @@ func (e *testEnv) slowClient(head []byte, trickle []byte, every, bound time.Dura
 			}
 		}()
 	}
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	br := bufio.NewReader(conn)
+	res, err := http.ReadResponse(br, nil)
 	elapsed := time.Since(start)
 	if err != nil {
 		var ne net.Error
@@ -94,7 +112,8 @@ func (e *testEnv) slowClient(head []byte, trickle []byte, every, bound time.Dura
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	return slowResult{status: res.StatusCode, body: body, elapsed: elapsed}
+	_, after := br.ReadByte()
+	return slowResult{status: res.StatusCode, close: res.Close, body: body, elapsed: elapsed, afterAnswer: after}
 }
 
 // TestSlowHeaderClientsAreCutOff: a client that sends part of its headers
@@ -166,6 +185,15 @@ func TestSlowBodyClientsAreCutOff(t *testing.T) {
 					t.Fatalf("answer %d %s, want 400 bad_request", r.status, r.body)
 				}
 				wantError(t, response{Status: r.status, Body: r.body}, 400, "bad_request")
+				// The body was cut off: the refusal closes the connection at
+				// once instead of reading the rest under a new timeout (and
+				// parsing what follows as another request).
+				if !r.close {
+					t.Errorf("refusal without Connection: close")
+				}
+				if !r.closedAfterAnswer() {
+					t.Errorf("after the refusal the connection was not closed (read: %v)", r.afterAnswer)
+				}
 				if r.elapsed < slowBodyTimeout/2 {
 					t.Fatalf("cut off after %s, before the %s body timeout", r.elapsed, slowBodyTimeout)
 				}
@@ -219,6 +247,9 @@ func TestSlowBodyOnOtherRoutes(t *testing.T) {
 		}
 		if r.elapsed < slowBodyTimeout/2 {
 			t.Errorf("%s %s: ended after %s, before the body timeout", rt.method, rt.path, r.elapsed)
+		}
+		if r.status >= 400 && (!r.close || !r.closedAfterAnswer()) {
+			t.Errorf("%s %s: refusal %d (Connection: close %v), then %v; want Connection: close, then the connection closed", rt.method, rt.path, r.status, r.close, r.afterAnswer)
 		}
 		t.Logf("%s %s: ended after %s (status %d)", rt.method, rt.path, r.elapsed.Round(time.Millisecond), r.status)
 	}
@@ -338,5 +369,59 @@ func TestIdleConnectionsDoNotStopService(t *testing.T) {
 			t.Logf("idle connection ended with %v", err)
 		}
 		t.Logf("idle keep-alive connection closed after %s (IdleTimeout %s)", time.Since(idleFrom).Round(time.Millisecond), slowIdleTimeout)
+	})
+}
+
+// TestRefusalOfAnUnreadBodyClosesTheConnection: a refusal of a request
+// whose body the server did not read answers at once with Connection:
+// close, reads and drops the body the client goes on sending (so the
+// client sees the answer, not a reset), then closes the connection. The
+// answer to a xorb the tenant already owns is not a refusal: the connection
+// stays open for the next request.
+func TestRefusalOfAnUnreadBodyClosesTheConnection(t *testing.T) {
+	e := slowEnv(t)
+	alice := e.credential("alice", "write")
+	reader := e.credential("alice", "read")
+	body, info := xet.BuildXorb(randomChunks(62, 3, 40_000), false)
+	if r := e.postXorb(alice, body, info.Hash); r.Status != 200 {
+		t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
+	path := "/v1/xorbs/default/" + info.Hash.String()
+	post := func(tok string) string {
+		return fmt.Sprintf("POST %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", path, tok, len(body), body)
+	}
+	for _, c := range []struct {
+		name, tok string
+		status    int
+	}{{"no token", "", 401}, {"read credential", reader, 403}} {
+		t.Run(c.name, func(t *testing.T) {
+			r := e.slowClient([]byte(post(c.tok)), nil, 0, slowBound)
+			if r.err != nil || r.status != c.status {
+				t.Fatalf("answer %d %s (%v), want %d", r.status, r.body, r.err, c.status)
+			}
+			if !r.close || !r.closedAfterAnswer() {
+				t.Fatalf("refusal with Connection: close %v, then %v; want close, then the connection closed", r.close, r.afterAnswer)
+			}
+		})
+	}
+	t.Run("owned xorb keeps the connection", func(t *testing.T) {
+		conn, err := net.Dial("tcp", e.http.Listener.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		conn.SetDeadline(time.Now().Add(slowBound))
+		go conn.Write([]byte(post(alice) + "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))
+		br := bufio.NewReader(conn)
+		for i, want := range []string{`{"was_inserted":false}`, `{"status":"ok"}`} {
+			res, err := http.ReadResponse(br, nil)
+			if err != nil {
+				t.Fatalf("answer %d: %v", i, err)
+			}
+			b, _ := io.ReadAll(res.Body)
+			if res.StatusCode != 200 || res.Close || strings.TrimSpace(string(b)) != want {
+				t.Fatalf("answer %d: %d close=%v %s, want 200 %s on an open connection", i, res.StatusCode, res.Close, b, want)
+			}
+		}
 	})
 }

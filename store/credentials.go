@@ -134,6 +134,66 @@ func (s *Store) CreateCredential(ctx context.Context, tenant string, scopes []st
 	return c, TokenPrefix + id + "_" + secret, nil
 }
 
+// CreateFirstCredential makes a credential for tenant with scopes only if
+// the store has no credential at all, and returns it with its token.
+// created is false, and nothing is left behind, when a credential exists,
+// made before or at the same moment by this or another process.
+//
+// The index decides who is first: the row is inserted only if the
+// credentials table is empty, in one statement of one (immediate)
+// transaction, so of several processes starting on an empty store exactly
+// one creates it. Its bucket record is written before that (design §3),
+// revoked: a process that loses removes it, and one that stops before the
+// transaction leaves a record that reindex restores as a revoked credential
+// whose token nobody was shown. The winner rewrites its record unrevoked
+// after the commit and only then returns the token.
+func (s *Store) CreateFirstCredential(ctx context.Context, tenant string, scopes []string) (c Credential, token string, created bool, err error) {
+	if n, err := s.CountCredentials(ctx); err != nil || n > 0 {
+		return Credential{}, "", false, err
+	}
+	if err := ValidTenant(tenant); err != nil {
+		return Credential{}, "", false, err
+	}
+	if scopes, err = NormalizeScopes(scopes); err != nil {
+		return Credential{}, "", false, err
+	}
+	id, secret := randomHex(8), randomHex(32)
+	sum := sha256.Sum256([]byte(secret))
+	now := s.now().UTC().Truncate(time.Second)
+	c = Credential{ID: id, Tenant: tenant, Scopes: scopes, SecretSHA256: hex.EncodeToString(sum[:]), Created: now}
+	pending := c
+	pending.Revoked = now
+	rec, _ := json.Marshal(pending)
+	if err := s.bucket.WriteAll(ctx, credentialKey(id), rec, nil); err != nil {
+		return Credential{}, "", false, fmt.Errorf("write credential %s: %w", id, err)
+	}
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `INSERT INTO credentials(id, tenant, scopes, secret_sha256, created, revoked)
+			SELECT ?, ?, ?, ?, ?, NULL WHERE NOT EXISTS (SELECT 1 FROM credentials)`,
+			c.ID, c.Tenant, strings.Join(c.Scopes, ","), c.SecretSHA256, c.Created.Unix())
+		if err != nil {
+			return fmt.Errorf("index credential %s: %w", c.ID, err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 0 {
+			created = false
+			return err
+		}
+		created = true
+		_, err = tx.ExecContext(ctx, `INSERT INTO tenants(name) VALUES (?) ON CONFLICT DO NOTHING`, c.Tenant)
+		return err
+	})
+	if err != nil || !created {
+		// Best effort: a record left here is a revoked credential.
+		s.bucket.Delete(context.WithoutCancel(ctx), credentialKey(id))
+		return Credential{}, "", false, err
+	}
+	rec, _ = json.Marshal(c)
+	if err := s.bucket.WriteAll(ctx, credentialKey(id), rec, nil); err != nil {
+		return Credential{}, "", false, fmt.Errorf("write credential %s: %w", id, err)
+	}
+	return c, TokenPrefix + id + "_" + secret, true, nil
+}
+
 func (s *Store) writeCredential(ctx context.Context, c Credential) error {
 	rec, _ := json.Marshal(c)
 	if _, err := s.writeObject(ctx, credentialKey(c.ID), rec, typeJSON, false); err != nil {

@@ -8,7 +8,7 @@ import (
 // Sentinel errors. Every error returned by this package wraps exactly one of
 // them (errors.Is), except errors passed through from caller-supplied lookups.
 var (
-	// ErrBadHash: a hash string is not 64 hex digits.
+	// ErrBadHash: a hash string is not 64 lowercase hex digits.
 	ErrBadHash = errors.New("xet: malformed hash")
 	// ErrInvalidXorb: a serialized xorb breaks the format of §5.
 	ErrInvalidXorb = errors.New("xet: invalid xorb")

@@ -236,7 +236,7 @@ func FuzzParseHash(f *testing.F) {
 			}
 			return
 		}
-		if !strings.EqualFold(h.String(), s) {
+		if h.String() != s {
 			t.Fatalf("ParseHash(%q).String() = %s", s, h)
 		}
 		back, err := ParseHash(h.String())

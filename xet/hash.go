@@ -57,18 +57,24 @@ func (h *Hash) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// ParseHash parses the §2 string form: exactly 64 hex digits, upper or lower
-// case. The error is a *FormatError wrapping ErrBadHash; its Offset is the
-// position of the first bad character, or -1 for a wrong length.
+// ParseHash parses the §2 string form: exactly 64 lowercase hex digits (the
+// form String prints and the stock clients send), so that a hash has one
+// spelling in URLs, JSON and bucket keys. Upper case is refused. The error
+// is a *FormatError wrapping ErrBadHash; its Offset is the position of the
+// first bad character, or -1 for a wrong length.
 func ParseHash(s string) (Hash, error) {
 	var h Hash
 	if len(s) != HashStringLen {
-		return Hash{}, formatErr(ErrBadHash, -1, "want 64 hex digits, got "+strconv.Itoa(len(s))+" characters")
+		return Hash{}, formatErr(ErrBadHash, -1, "want 64 lowercase hex digits, got "+strconv.Itoa(len(s))+" characters")
 	}
 	for p := 0; p < HashStringLen; p++ {
 		v, ok := unhex(s[p])
 		if !ok {
-			return Hash{}, formatErr(ErrBadHash, p, "not a hex digit: "+strconv.QuoteRune(rune(s[p])))
+			what := "not a lowercase hex digit: "
+			if 'A' <= s[p] && s[p] <= 'F' {
+				what = "upper case; want 64 lowercase hex digits: "
+			}
+			return Hash{}, formatErr(ErrBadHash, p, what+strconv.QuoteRune(rune(s[p])))
 		}
 		// Position p is nibble (p%16) of group p/16, most significant first;
 		// the group is a little-endian u64, so its top byte is stored last.
@@ -88,8 +94,6 @@ func unhex(c byte) (byte, bool) {
 		return c - '0', true
 	case 'a' <= c && c <= 'f':
 		return c - 'a' + 10, true
-	case 'A' <= c && c <= 'F':
-		return c - 'A' + 10, true
 	}
 	return 0, false
 }

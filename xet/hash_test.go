@@ -45,14 +45,12 @@ func TestHashString(t *testing.T) {
 			if got := tt.raw.String(); got != tt.str {
 				t.Errorf("String() = %s, want %s", got, tt.str)
 			}
-			for _, s := range []string{tt.str, strings.ToUpper(tt.str)} {
-				got, err := ParseHash(s)
-				if err != nil {
-					t.Fatalf("ParseHash(%s): %v", s, err)
-				}
-				if got != tt.raw {
-					t.Errorf("ParseHash(%s) = %v, want %v", s, got[:], tt.raw[:])
-				}
+			got, err := ParseHash(tt.str)
+			if err != nil {
+				t.Fatalf("ParseHash(%s): %v", tt.str, err)
+			}
+			if got != tt.raw {
+				t.Errorf("ParseHash(%s) = %v, want %v", tt.str, got[:], tt.raw[:])
 			}
 			if tt.raw.IsZero() != (tt.raw == Hash{}) {
 				t.Errorf("IsZero() = %v", tt.raw.IsZero())
@@ -76,6 +74,9 @@ func TestParseHashErrors(t *testing.T) {
 		{"0x prefix", "0x" + good[2:], 1},
 		{"non-ascii", good[:62] + "é", 62},
 		{"nul at 63", good[:63] + "\x00", 63},
+		// The string form is lowercase: one spelling per hash.
+		{"all upper case", strings.ToUpper(good), 0},
+		{"F at 63", good[:63] + "F", 63},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +86,9 @@ func TestParseHashErrors(t *testing.T) {
 			errors.As(err, &fe)
 			if fe.Offset != tt.offset {
 				t.Errorf("Offset = %d, want %d (%v)", fe.Offset, tt.offset, err)
+			}
+			if !strings.Contains(err.Error(), "lowercase hex") {
+				t.Errorf("error %q does not name the rule (64 lowercase hex digits)", err)
 			}
 			if !h.IsZero() {
 				t.Errorf("hash not zero on error: %v", h)

@@ -8,6 +8,8 @@
 //   HF_TOKEN  an openxet credential token (hf_oxt_...)
 //   REPO      "namespace/name"; the namespace is the credential's tenant
 //   BIG_BYTES size of the binary file (default 3 MiB)
+//   EMPTY     optional: a path; an empty (0-byte) file is committed there
+//             too, and downloaded like the others
 //   EXPECT    optional: JSON [{"path", "sha256"}] of files already in REPO.
 //             Then nothing is created or uploaded; those files are only
 //             downloaded and compared.
@@ -88,6 +90,9 @@ async function main() {
 		{ path: "README.txt", bytes: text },
 		{ path: "data/nested/random.bin", bytes: big },
 	];
+	if (process.env.EMPTY) {
+		files.push({ path: process.env.EMPTY, bytes: Buffer.alloc(0) });
+	}
 
 	const commitOut = await uploadFiles({
 		...common,
