@@ -263,6 +263,46 @@ func TestAuthFailuresPerIP(t *testing.T) {
 	}
 }
 
+// TestAuthFailuresIPv6Per64: behind a trusted proxy, IPv6 clients are
+// limited per /64 (one host is commonly given a whole /64), and an
+// IPv4-mapped address is the IPv4 address.
+func TestAuthFailuresIPv6Per64(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) {
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	e.setClock()
+	good := e.credential("alice", "read")
+	url := e.http.URL + "/v1/reconstructions/" + strings.Repeat("ab", 32)
+	proxy := clientFrom("127.0.0.1")
+	for i := range 60 {
+		// Every failure from another address of the same /64.
+		xff := fmt.Sprintf("X-Forwarded-For: 2001:db8:0:1::%x", i+1)
+		if code := doFrom(t, proxy, url, "hf_oxt_bad", xff); code != 401 {
+			t.Fatalf("failure %d: %d", i+1, code)
+		}
+	}
+	for _, c := range []struct {
+		xff  string
+		want int
+	}{
+		{"2001:db8:0:1:ffff:ffff:ffff:ffff", 429}, // the same /64
+		{"2001:db8:0:2::1", 404},                  // the next /64
+		{"192.0.2.1", 404},
+	} {
+		if code := doFrom(t, proxy, url, good, "X-Forwarded-For: "+c.xff); code != c.want {
+			t.Fatalf("%s with a good token: %d, want %d", c.xff, code, c.want)
+		}
+	}
+	for i := range 60 {
+		if code := doFrom(t, proxy, url, "hf_oxt_bad", "X-Forwarded-For: 192.0.2.1"); code != 401 {
+			t.Fatalf("IPv4 failure %d: %d", i+1, code)
+		}
+	}
+	if code := doFrom(t, proxy, url, good, "X-Forwarded-For: ::ffff:192.0.2.1"); code != 429 {
+		t.Fatalf("IPv4-mapped form of a throttled IPv4 address: %d, want 429", code)
+	}
+}
+
 func hashName(s string) string {
 	return storeHashName(s)
 }
