@@ -1,10 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"time"
 
@@ -22,6 +24,8 @@ type LimitsDoc = limits.Overrides
 // overrideSource reads tenant overrides from the index for limits.Effective.
 type overrideSource struct{ st *store.Store }
 
+// TenantOverrides reads a tenant's stored overrides document. It is the one
+// place a stored document is decoded.
 func (o overrideSource) TenantOverrides(ctx context.Context, tenant string) (limits.Overrides, bool, error) {
 	doc, ok, err := o.st.TenantLimits(ctx, tenant)
 	if err != nil || !ok {
@@ -32,6 +36,37 @@ func (o overrideSource) TenantOverrides(ctx context.Context, tenant string) (lim
 		return limits.Overrides{}, false, fmt.Errorf("limits of %s: %w", tenant, err)
 	}
 	return d, true, nil
+}
+
+// maxLimitsDocBytes bounds a limits document in a request.
+const maxLimitsDocBytes = 64 << 10
+
+// decodeLimitsDoc reads a limits document from a request body: exactly one
+// JSON object with known fields, nothing after it but whitespace, and valid
+// values. Anything else (null, an array, trailing data such as a second
+// object) is a bad_request, so that a malformed body never applies part of
+// itself.
+func decodeLimitsDoc(c echo.Context) (LimitsDoc, error) {
+	var d LimitsDoc
+	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxLimitsDocBytes))
+	if err != nil {
+		return d, refuse(errBadRequest, "the body is not a limits document: %v", err)
+	}
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return d, refuse(errBadRequest, "the body is not a limits document: want one JSON object like {\"quota_bytes\": 10737418240}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return LimitsDoc{}, refuse(errBadRequest, "the body is not a limits document: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return LimitsDoc{}, refuse(errBadRequest, "the body is not a limits document: data after the JSON object")
+	}
+	if err := d.Validate(); err != nil {
+		return LimitsDoc{}, refuse(errBadRequest, "%v", err)
+	}
+	return d, nil
 }
 
 // EffectiveLimits is the admin view of one tenant.
@@ -73,17 +108,17 @@ func (s *Server) adminRoutes(e *echo.Echo) {
 	g.DELETE("/credentials/:id", s.revokeCredential)
 }
 
+// effectiveView reads a tenant's overrides and usage for the admin API.
 func (s *Server) effectiveView(ctx context.Context, tenant string) (EffectiveLimits, error) {
-	var d LimitsDoc
-	doc, ok, err := s.store.TenantLimits(ctx, tenant)
+	d, _, err := overrideSource{s.store}.TenantOverrides(ctx, tenant)
 	if err != nil {
 		return EffectiveLimits{}, err
 	}
-	if ok {
-		if err := json.Unmarshal(doc, &d); err != nil {
-			return EffectiveLimits{}, err
-		}
-	}
+	return s.viewOf(ctx, tenant, d)
+}
+
+// viewOf is the admin view of a tenant whose overrides are d.
+func (s *Server) viewOf(ctx context.Context, tenant string, d LimitsDoc) (EffectiveLimits, error) {
 	lim := d.Apply(s.cfg.Limits)
 	usage, err := s.store.Usage(ctx, tenant)
 	if err != nil {
@@ -156,24 +191,24 @@ func (s *Server) putLimits(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var d LimitsDoc
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
-		return refuse(errBadRequest, "the body is not a limits document: %v", err)
-	}
-	if err := d.Validate(); err != nil {
-		return refuse(errBadRequest, "%v", err)
+	d, err := decodeLimitsDoc(c)
+	if err != nil {
+		return err
 	}
 	var doc []byte
 	if !d.IsZero() {
 		doc, _ = json.Marshal(d)
 	}
-	if err := s.store.PutTenantLimits(c.Request().Context(), t, doc, d.QuotaBytes); err != nil {
+	ctx := c.Request().Context()
+	if err := s.store.PutTenantLimits(ctx, t, doc, d.QuotaBytes); err != nil {
 		return err
 	}
 	s.effective.Invalidate(t)
-	return s.getLimits(c)
+	v, err := s.viewOf(ctx, t, d)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 func (s *Server) deleteLimits(c echo.Context) error {

@@ -90,6 +90,51 @@ func TestAdminLimitsRequireAdmin(t *testing.T) {
 	wantError(t, e.do("GET", "/api/openxet/v1/admin/tenants/..%2Fetc/limits", e.admin, nil), 400, "bad_request")
 }
 
+// TestAdminLimitsRefuseBadDocuments: a limits document is one JSON object;
+// trailing data, null and anything but an object are refused with 400 and
+// change nothing (before, `{}{"quota_bytes":1}` applied `{}` and wiped
+// every override).
+func TestAdminLimitsRefuseBadDocuments(t *testing.T) {
+	e := newTestEnv(t)
+	e.credential("alice", "read")
+	path := "/api/openxet/v1/admin/tenants/alice/limits"
+	e.putLimits("alice", map[string]any{"quota_bytes": 5000, "tenant_burst": 7})
+	before := e.do("GET", path, e.admin, nil)
+	docBefore, _, err := e.st.TenantLimits(t.Context(), "alice")
+	if before.Status != 200 || err != nil {
+		t.Fatalf("GET: %d %s %v", before.Status, before.Body, err)
+	}
+	for _, bad := range []string{
+		`{}{"quota_bytes":1}`,
+		`{"quota_bytes":1}{}`,
+		`{} x`,
+		`{}]`,
+		`null`,
+		` null `,
+		`[]`,
+		`1`,
+		`"quota_bytes"`,
+		`true`,
+		``,
+		`{"quota_bytes": 1`,
+		`{"quota_bytes": null, "quota_bytes": 1} {}`,
+	} {
+		r := e.do("PUT", path, e.admin, []byte(bad))
+		if r.Status != 400 || r.json(t)["error"] != "bad_request" {
+			t.Errorf("PUT %q: %d %s, want 400 bad_request", bad, r.Status, r.Body)
+		}
+		after := e.do("GET", path, e.admin, nil)
+		doc, _, err := e.st.TenantLimits(t.Context(), "alice")
+		if err != nil || string(doc) != string(docBefore) || string(after.Body) != string(before.Body) {
+			t.Fatalf("after PUT %q: index %s (was %s), GET %s (was %s)", bad, doc, docBefore, after.Body, before.Body)
+		}
+	}
+	// Whitespace around one object is fine.
+	if r := e.do("PUT", path, e.admin, []byte(" {\"quota_bytes\": 6000}\n ")); r.Status != 200 || r.json(t)["quota_bytes"] != float64(6000) {
+		t.Fatalf("one object with whitespace: %d %s", r.Status, r.Body)
+	}
+}
+
 // TestQuotaIsExact: 64 concurrent uploaders of distinct xorbs against a
 // quota that fits only some. Usage never passes the quota, each refusal is
 // 403 or 503 as specified, and usage equals the owned xorbs' sizes.
