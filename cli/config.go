@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"openxet/limits"
 	"openxet/store"
 )
 
@@ -210,9 +211,9 @@ var settings = []setting{
 		return nil
 	}},
 
-	{"limits.tenant_requests_per_second", "2000", "requests per second one tenant may make to this node", floatSetter(func(c *Config) *float64 { return &c.TenantRequestsPerSecond })},
+	{"limits.tenant_requests_per_second", "2000", "requests per second one tenant may make to this node (0.001 to 1000000000)", floatSetter(func(c *Config) *float64 { return &c.TenantRequestsPerSecond })},
 	{"limits.tenant_burst", "4000", "burst of requests one tenant may make to this node", intSetter(func(c *Config) *int { return &c.TenantBurst }, 1)},
-	{"limits.credential_requests_per_second", "1000", "requests per second one credential may make to this node", floatSetter(func(c *Config) *float64 { return &c.CredentialRequestsPerSecond })},
+	{"limits.credential_requests_per_second", "1000", "requests per second one credential may make to this node (0.001 to 1000000000)", floatSetter(func(c *Config) *float64 { return &c.CredentialRequestsPerSecond })},
 	{"limits.credential_burst", "2000", "burst of requests one credential may make to this node", intSetter(func(c *Config) *int { return &c.CredentialBurst }, 1)},
 	{"limits.max_in_flight_per_credential", "512", "requests one credential may have in progress on this node", intSetter(func(c *Config) *int { return &c.MaxInFlightPerCredential }, 1)},
 	{"limits.auth_failures_per_minute", "60", "failed authentications one client IP may make per minute before it is refused", intSetter(func(c *Config) *int { return &c.AuthFailuresPerMinute }, 1)},
@@ -244,8 +245,8 @@ func floatSetter(field func(*Config) *float64) func(*Config, string) error {
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return fmt.Errorf("%q is not a number", v)
 		}
-		if f <= 0 {
-			return errors.New("must be greater than 0")
+		if f < limits.MinRequestsPerSecond || f > limits.MaxRequestsPerSecond {
+			return fmt.Errorf("must be between %v and %v requests per second, got %v", limits.MinRequestsPerSecond, num(limits.MaxRequestsPerSecond), v)
 		}
 		*field(c) = f
 		return nil

@@ -146,6 +146,24 @@ func TestConfigFileErrors(t *testing.T) {
 	}
 }
 
+// TestConfigRateBounds: a configured rate must lie within the bounds the
+// limiter's headers are exact in; outside, start-up fails naming the key.
+func TestConfigRateBounds(t *testing.T) {
+	for _, key := range []string{"limits.tenant_requests_per_second", "limits.credential_requests_per_second"} {
+		for _, v := range []string{"0.001", "1e9", "1000000000", "2000"} {
+			if _, err := LoadConfig("", nil, map[string]string{key: v}); err != nil {
+				t.Errorf("%s=%s refused: %v", key, v, err)
+			}
+		}
+		for _, v := range []string{"1e-9", "1e-300", "0.000999", "1000000001", "1e300", "0", "-1", "Inf", "NaN"} {
+			_, err := LoadConfig("", nil, map[string]string{key: v})
+			if err == nil || !strings.Contains(err.Error(), key) {
+				t.Errorf("%s=%s: %v, want an error naming the key", key, v, err)
+			}
+		}
+	}
+}
+
 func TestSizes(t *testing.T) {
 	for in, want := range map[string]int64{"512MiB": 512 << 20, "10GiB": 10 << 30, "1.5GB": 1_500_000_000, "1048576": 1 << 20, "2 KiB": 2048} {
 		if got, err := ParseSize(in); err != nil || got != want {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"math"
 	"math/big"
 	"net"
 	"os"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"openxet/limits"
 )
 
 // FuzzParseSize: ParseSize never panics, never returns a negative size,
@@ -169,7 +170,7 @@ func checkConfig(t *testing.T, c Config) {
 		fail("server.max_header_bytes", c.MaxHeaderBytes)
 	}
 	for key, r := range map[string]float64{"limits.tenant_requests_per_second": c.TenantRequestsPerSecond, "limits.credential_requests_per_second": c.CredentialRequestsPerSecond} {
-		if !(r > 0) || math.IsInf(r, 0) {
+		if !(r >= limits.MinRequestsPerSecond && r <= limits.MaxRequestsPerSecond) {
 			fail(key, r)
 		}
 	}

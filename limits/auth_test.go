@@ -34,7 +34,7 @@ func TestAuthFailures(t *testing.T) {
 	// one unit per second, the first at t0+1s.
 	now := at(600 * time.Millisecond)
 	_, d := a.Begin(ip, now)
-	if d.Allowed || d.RetryAfter != 400*time.Millisecond || d.RetryAfterSeconds() != 1 {
+	if d.Allowed || d.RetryAfter != 400*time.Millisecond || RetryAfterSeconds(d.RetryAfter) != 1 {
 		t.Fatalf("61st attempt: %+v, want refused with RetryAfter 400ms", d)
 	}
 	ok, d := a.Begin(other, now)

@@ -76,7 +76,7 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 		tb := g.Tenants.Peek("t", l.TenantRate, t0)
 		_, err := g.Admit("c", "t", l, t0)
 		var re *RateError
-		if !errors.As(err, &re) || re.Limit != LimitInFlight || re.Decision.RetryAfterSeconds() != 1 || re.Decision.Limit.Burst != 2 {
+		if !errors.As(err, &re) || re.Limit != LimitInFlight || RetryAfterSeconds(re.Decision.RetryAfter) != 1 || re.Decision.Limit.Burst != 2 {
 			t.Fatalf("err %#v, want the in-flight limit with Retry-After 1", err)
 		}
 		if ca, ta := g.Credentials.Peek("c", l.CredentialRate, t0), g.Tenants.Peek("t", l.TenantRate, t0); ca != cb || ta != tb {

@@ -92,7 +92,7 @@ func TestPendingReserveRace(t *testing.T) {
 func TestErrors(t *testing.T) {
 	rate := error(&RateError{Limit: LimitTenant, Decision: Decision{RetryAfter: 1500 * time.Millisecond}})
 	var re *RateError
-	if !errors.Is(rate, ErrRateLimited) || !errors.As(rate, &re) || re.Decision.RetryAfterSeconds() != 2 {
+	if !errors.Is(rate, ErrRateLimited) || !errors.As(rate, &re) || RetryAfterSeconds(re.Decision.RetryAfter) != 2 {
 		t.Fatalf("RateError: %v", rate)
 	}
 	for _, c := range []struct {

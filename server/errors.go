@@ -98,7 +98,7 @@ func toAPIError(err error) *apiError {
 	}
 	var busy *budget.BusyError
 	if errors.As(err, &busy) {
-		return &apiError{Status: 503, Code: "memory_busy", RetryAfter: ceilSeconds(busy.RetryAfter), cause: err,
+		return &apiError{Status: 503, Code: "memory_busy", RetryAfter: limits.RetryAfterSeconds(busy.RetryAfter), cause: err,
 			Message: "the server's memory for request work is busy (" + busy.Share + ")",
 			Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
 	}
@@ -166,8 +166,9 @@ func quotaExceeded(tenant string, quota, usage, size int64, cause error) *apiErr
 
 func rateLimited(rl *limits.RateError) *apiError {
 	d := rl.Decision
-	secs := d.RetryAfterSeconds()
-	policy := fmt.Sprintf(`"%s";q=%d;w=%d`, rl.Limit, max(d.Limit.Burst, 1), windowSeconds(d.Limit))
+	secs := limits.RetryAfterSeconds(d.RetryAfter)
+	quota, window := d.Limit.Policy()
+	policy := fmt.Sprintf(`"%s";q=%d;w=%d`, rl.Limit, max(quota, 1), limits.RetryAfterSeconds(window))
 	hint := "slow down and retry after the delay in Retry-After"
 	switch rl.Limit {
 	case "in_flight":
@@ -184,24 +185,6 @@ func rateLimited(rl *limits.RateError) *apiError {
 			"RateLimit-Policy": policy,
 			"RateLimit":        fmt.Sprintf(`"%s";r=%d;t=%d`, rl.Limit, max(d.Remaining, 0), secs),
 		}}
-}
-
-// windowSeconds is the time a limit needs to refill its whole burst.
-func windowSeconds(r limits.Rate) int {
-	if r.PerSecond <= 0 {
-		return 1
-	}
-	w := int(float64(max(r.Burst, 1))/r.PerSecond + 0.999999)
-	return max(w, 1)
-}
-
-func ceilSeconds(d interface{ Seconds() float64 }) int {
-	s := d.Seconds()
-	n := int(s)
-	if float64(n) < s {
-		n++
-	}
-	return max(n, 1)
 }
 
 func humanBytes(n int64) string {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"openxet/limits"
 )
 
 // fakeClock is the explicit clock the rate limiters read in these tests.
@@ -112,6 +114,67 @@ func TestRetryAfterIsExact(t *testing.T) {
 			t.Fatalf("%+v: at the exact wait: %d", c, r.Status)
 		}
 		clk.Add(time.Duration(secs)*time.Second + time.Hour) // refill for the next case's sake
+	}
+}
+
+// TestRateHeadersAtTheBounds: at the smallest and largest rate an admin may
+// set, Retry-After, RateLimit and the window of RateLimit-Policy agree with
+// the limiter (a retry at Retry-After succeeds, not a moment before), and
+// rates outside the bounds are refused with 400 naming the field, changing
+// nothing.
+func TestRateHeadersAtTheBounds(t *testing.T) {
+	e := newTestEnv(t)
+	clk := e.setClock()
+	for i, c := range []struct {
+		rps          float64
+		burst        int
+		retry        string
+		policy, rate string
+		exact        time.Duration
+	}{
+		{limits.MinRequestsPerSecond, 1, "1000", `"credential";q=1;w=1000`, `"credential";r=0;t=1000`, 1000 * time.Second},
+		{limits.MinRequestsPerSecond, 3, "1000", `"credential";q=3;w=3000`, `"credential";r=0;t=1000`, 1000 * time.Second},
+		{limits.MaxRequestsPerSecond, 1, "1", `"credential";q=1;w=1`, `"credential";r=0;t=1`, time.Nanosecond},
+	} {
+		tenant := fmt.Sprintf("b%d", i)
+		tok := e.credential(tenant, "read")
+		e.putLimits(tenant, map[string]any{"credential_requests_per_second": c.rps, "credential_burst": c.burst})
+		for n := 0; n < c.burst; n++ {
+			if r := e.probe(tok); r.Status != 404 {
+				t.Fatalf("%+v: request %d within burst: %d", c, n, r.Status)
+			}
+		}
+		r := e.probe(tok)
+		wantError(t, r, 429, "rate_limited")
+		if got := [3]string{r.Header.Get("Retry-After"), r.Header.Get("RateLimit-Policy"), r.Header.Get("RateLimit")}; got != [3]string{c.retry, c.policy, c.rate} {
+			t.Fatalf("%+v: headers %q", c, got)
+		}
+		if c.exact > time.Nanosecond {
+			clk.Add(c.exact - time.Nanosecond)
+			wantError(t, e.probe(tok), 429, "rate_limited")
+			clk.Add(time.Nanosecond)
+		} else {
+			clk.Add(c.exact)
+		}
+		if r := e.probe(tok); r.Status != 404 {
+			t.Fatalf("%+v: at the exact wait: %d", c, r.Status)
+		}
+		clk.Add(time.Hour * 24)
+	}
+	e.credential("alice", "read")
+	e.putLimits("alice", map[string]any{"tenant_requests_per_second": 5})
+	before := e.do("GET", "/api/openxet/v1/admin/tenants/alice/limits", e.admin, nil)
+	for _, field := range []string{"tenant_requests_per_second", "credential_requests_per_second"} {
+		for _, v := range []string{"1e-9", "1e-300", "0.000999", "1000000001", "1e300", "-1"} {
+			r := e.do("PUT", "/api/openxet/v1/admin/tenants/alice/limits", e.admin, []byte(`{"`+field+`": `+v+`}`))
+			wantError(t, r, 400, "bad_request")
+			if m := r.json(t)["message"].(string); !strings.Contains(m, field) {
+				t.Fatalf("%s=%s: message %q does not name the field", field, v, m)
+			}
+		}
+	}
+	if after := e.do("GET", "/api/openxet/v1/admin/tenants/alice/limits", e.admin, nil); string(after.Body) != string(before.Body) {
+		t.Fatalf("refused PUTs changed the limits: %s, was %s", after.Body, before.Body)
 	}
 }
 
