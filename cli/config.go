@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -290,12 +291,13 @@ func splitList(v string) []string {
 
 var sizeUnits = map[string]int64{
 	"": 1, "b": 1,
-	"k": 1000, "kb": 1000, "m": 1000 * 1000, "mb": 1000 * 1000, "g": 1000 * 1000 * 1000, "gb": 1000 * 1000 * 1000,
-	"t": 1000 * 1000 * 1000 * 1000, "tb": 1000 * 1000 * 1000 * 1000,
-	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50,
+	"k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12, "p": 1e15, "pb": 1e15, "e": 1e18, "eb": 1e18,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50, "eib": 1 << 60,
 }
 
-// ParseSize reads a byte size like 512MiB, 10GiB, 1.5GB or 1048576.
+// ParseSize reads a byte size like 512MiB, 10GiB, 1.5GB or 1048576,
+// exactly: a size that is not a whole number of bytes (1.5, 1.1KiB) or
+// does not fit in an int64 (8EiB) is an error saying so.
 func ParseSize(v string) (int64, error) {
 	s := strings.TrimSpace(v)
 	i := 0
@@ -304,18 +306,18 @@ func ParseSize(v string) (int64, error) {
 	}
 	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
 	mult, ok := sizeUnits[unit]
-	if num == "" || !ok {
+	n, isNum := new(big.Rat).SetString(num)
+	if num == "" || !ok || !isNum {
 		return 0, fmt.Errorf("%q is not a size like 512MiB or 10GiB", v)
 	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a size like 512MiB or 10GiB", v)
+	n.Mul(n, new(big.Rat).SetInt64(mult))
+	if !n.IsInt() {
+		return 0, fmt.Errorf("%q is not a whole number of bytes", v)
 	}
-	total := f * float64(mult)
-	if total >= math.MaxInt64 {
-		return 0, fmt.Errorf("%q is too large", v)
+	if !n.Num().IsInt64() {
+		return 0, fmt.Errorf("%q is too large: a size is at most %d bytes (8EiB less one byte)", v, int64(math.MaxInt64))
 	}
-	return int64(total), nil
+	return n.Num().Int64(), nil
 }
 
 // ParseQuota reads a quota: a size, or "unlimited" (returned as -1).

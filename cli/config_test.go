@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -170,9 +171,19 @@ func TestSizes(t *testing.T) {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "GiB", "-1", "1.2.3MiB", "5 parsecs", "1e30"} {
-		if _, err := ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) accepted", bad)
+	for in, want := range map[string]int64{"1.5KiB": 1536, "0.5k": 500, "7EiB": 7 << 60, "9223372036854775807": math.MaxInt64} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for bad, says := range map[string]string{
+		"": "not a size", "GiB": "not a size", "-1": "not a size", "1.2.3MiB": "not a size", "5 parsecs": "not a size", "1e30": "not a size", ".": "not a size",
+		// Fractions of a byte are refused, not truncated (1.5 was 1 byte).
+		"1.5": "whole number of bytes", "1.5B": "whole number of bytes", "1.1KiB": "whole number of bytes", "0.0000000001GB": "whole number of bytes",
+		"8EiB": "too large", "8192PiB": "too large", "9223372036854775808": "too large", "99999999999999999999999tb": "too large", "10EB": "too large",
+	} {
+		if n, err := ParseSize(bad); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("ParseSize(%q) = %d, %v; want an error saying %q", bad, n, err, says)
 		}
 	}
 	if q, _ := ParseQuota("Unlimited"); q != -1 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"openxet/limits"
 	"openxet/server"
 )
 
@@ -128,8 +129,11 @@ var overrideFlags = []struct {
 			return nil
 		}
 		q, err := ParseQuota(c.String("quota"))
+		if err != nil {
+			return err
+		}
 		d.QuotaBytes = &q
-		return err
+		return nil
 	}},
 	{"requests-per-second", floatOverride("requests-per-second", func(d *server.LimitsDoc) **float64 { return &d.TenantRequestsPerSecond })},
 	{"burst", intOverride("burst", func(d *server.LimitsDoc) **int { return &d.TenantBurst })},
@@ -145,6 +149,9 @@ func floatOverride(flag string, field func(*server.LimitsDoc) **float64) func(*c
 			return nil
 		}
 		v := c.Float64(flag)
+		if err := limits.CheckRate(v); err != nil {
+			return err
+		}
 		*field(d) = &v
 		return nil
 	}
