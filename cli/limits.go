@@ -1,14 +1,17 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
+	"openxet/admin"
 	"openxet/limits"
 	"openxet/server"
 )
@@ -26,15 +29,20 @@ func limitsCommand(env Env) *cli.Command {
 			{
 				Name:  "set",
 				Usage: "override a tenant's limits (flags not given keep their value)",
+				Description: "Each flag given sets that override; flags not given keep the tenant's current\n" +
+					"override, and --reset NAME drops one so the server default applies again.\n" +
+					"A tenant the server does not know (no credentials, stored data, repos or limits)\n" +
+					"is refused, so that a typo sets nothing; give --create to set limits for a new tenant.",
 				Flags: append([]cli.Flag{
 					tenantFlag,
-					&cli.StringFlag{Name: "quota", Usage: "stored bytes, e.g. 10GiB, or unlimited"},
-					&cli.Float64Flag{Name: "requests-per-second", Usage: "tenant requests per second per node"},
-					&cli.IntFlag{Name: "burst", Usage: "tenant burst per node"},
-					&cli.Float64Flag{Name: "credential-requests-per-second", Usage: "requests per second per credential per node"},
-					&cli.IntFlag{Name: "credential-burst", Usage: "burst per credential per node"},
-					&cli.IntFlag{Name: "max-in-flight", Usage: "requests in progress per credential per node"},
-					&cli.StringSliceFlag{Name: "reset", Usage: "drop an override (quota, requests-per-second, burst, credential-requests-per-second, credential-burst, max-in-flight); repeat for several"},
+					&cli.StringFlag{Name: "quota", DefaultText: notChanged, Usage: "stored bytes, e.g. 10GiB, or unlimited"},
+					&cli.Float64Flag{Name: "requests-per-second", DefaultText: notChanged, Usage: "tenant requests per second per node; 0 means unlimited, else 0.001 to 1e9"},
+					&cli.IntFlag{Name: "burst", DefaultText: notChanged, Usage: "tenant burst per node, at least 1"},
+					&cli.Float64Flag{Name: "credential-requests-per-second", DefaultText: notChanged, Usage: "requests per second per credential per node; 0 means unlimited, else 0.001 to 1e9"},
+					&cli.IntFlag{Name: "credential-burst", DefaultText: notChanged, Usage: "burst per credential per node, at least 1"},
+					&cli.IntFlag{Name: "max-in-flight", DefaultText: notChanged, Usage: "requests in progress per credential per node; 0 means unlimited"},
+					&cli.StringSliceFlag{Name: "reset", Usage: "drop an override so the server default applies (quota, requests-per-second, burst, credential-requests-per-second, credential-burst, max-in-flight); repeat for several"},
+					&cli.BoolFlag{Name: "create", Usage: "set limits even if the server does not know the tenant yet"},
 					jsonFlag,
 				}, remoteFlags(env)...),
 				Action: func(c *cli.Context) error {
@@ -44,8 +52,12 @@ func limitsCommand(env Env) *cli.Command {
 					}
 					path := "/tenants/" + url.PathEscape(c.String("tenant")) + "/limits"
 					var cur server.EffectiveLimits
-					if err := a.do(c.Context, "GET", path, nil, &cur); err != nil {
-						return err
+					if err := a.c.Do(c.Context, "GET", path, nil, &cur); err != nil {
+						var ae *admin.Error
+						if !c.Bool("create") || !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != "not_found" {
+							return a.exit("GET", err)
+						}
+						// An unknown tenant: nothing to keep.
 					}
 					doc := cur.Overrides
 					for _, o := range overrideFlags {
@@ -64,6 +76,9 @@ func limitsCommand(env Env) *cli.Command {
 							}
 						}
 						return cli.Exit(fmt.Sprintf("--reset: unknown limit %q", r), 2)
+					}
+					if c.Bool("create") {
+						path += "?create=1"
 					}
 					var out server.EffectiveLimits
 					if err := a.do(c.Context, "PUT", path, doc, &out); err != nil {
@@ -116,6 +131,10 @@ func limitsCommand(env Env) *cli.Command {
 		},
 	}
 }
+
+// notChanged is the help's default of a `limits set` flag: not given, it
+// keeps the tenant's current override.
+const notChanged = "not changed"
 
 // overrideFlags are the flags of `limits set`, each bound to its override;
 // set with a nil context drops the override (--reset).

@@ -45,3 +45,53 @@ func TestLimitsSetRefusesBadValues(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitsUnknownTenant: `limits get` and `limits set` refuse a tenant the
+// server does not know (a typo would otherwise show or set limits nobody
+// has) and say how to create it; `limits set --create` does.
+func TestLimitsUnknownTenant(t *testing.T) {
+	url, tok := loadTestServer(t)
+	env := map[string]string{"OPENXET_SERVER": url, "OPENXET_TOKEN": tok}
+	if code, out, errOut := run(t, env, "credentials", "create", "--tenant", "alice", "--scope", "read"); code != 0 {
+		t.Fatalf("credentials create: %d %s %s", code, out, errOut)
+	}
+	for _, args := range [][]string{
+		{"limits", "get", "--tenant", "alcie"},
+		{"limits", "set", "--tenant", "alcie", "--quota", "1GiB"},
+		{"limits", "set", "--tenant", "alcie", "--reset", "quota"},
+	} {
+		code, out, errOut := run(t, env, args...)
+		if code == 0 || !strings.Contains(errOut, "alcie is unknown") || !strings.Contains(errOut, "--create") {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want a refusal naming the tenant and --create", args, code, out, errOut)
+		}
+	}
+	if _, out, _ := run(t, env, "limits", "list"); strings.Contains(out, "alcie") {
+		t.Fatalf("a refused set created the tenant:\n%s", out)
+	}
+	if code, out, errOut := run(t, env, "limits", "set", "--tenant", "carol", "--create", "--quota", "1GiB"); code != 0 || !strings.Contains(out, "1GiB") {
+		t.Fatalf("set --create: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := run(t, env, "limits", "get", "--tenant", "carol"); code != 0 || !strings.Contains(out, "1GiB") {
+		t.Fatalf("get after --create: %d %s %s", code, out, errOut)
+	}
+	if code, out, errOut := run(t, env, "limits", "set", "--tenant", "alice", "--create", "--burst", "5"); code != 0 || !strings.Contains(out, "5") {
+		t.Fatalf("set --create on a known tenant: %d %s %s", code, out, errOut)
+	}
+}
+
+// TestLimitsSetHelp: the help of `limits set` says what a value means
+// instead of showing "(default: 0)", which read as "0 is the default".
+func TestLimitsSetHelp(t *testing.T) {
+	code, out, _ := run(t, nil, "limits", "set", "--help")
+	if code != 0 {
+		t.Fatalf("help: %d", code)
+	}
+	for _, want := range []string{"0 means unlimited", "--create", "not changed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("help lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "(default: 0)") {
+		t.Errorf("help still says (default: 0):\n%s", out)
+	}
+}

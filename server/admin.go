@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -171,8 +172,32 @@ func tenantParam(c echo.Context) (string, error) {
 	return t, nil
 }
 
-func (s *Server) getLimits(c echo.Context) error {
+// knownTenant returns the tenant of the path if the index knows it
+// (store.TenantKnown), else 404 not_found, so that a typo in a tenant name
+// neither shows default limits nor sets limits nobody has. create lets a
+// PUT make an unknown tenant known.
+func (s *Server) knownTenant(c echo.Context, create bool) (string, error) {
 	t, err := tenantParam(c)
+	if err != nil {
+		return "", err
+	}
+	if create {
+		return t, nil
+	}
+	known, err := s.store.TenantKnown(c.Request().Context(), t)
+	if err != nil {
+		return "", err
+	}
+	if !known {
+		return "", &apiError{Status: http.StatusNotFound, Code: "not_found",
+			Message: fmt.Sprintf("tenant %s is unknown: it has no credentials, stored data, repos or limits", t),
+			Hint:    "check the name; to set limits before a tenant has anything, PUT with ?create=1 (openxet limits set --create)"}
+	}
+	return t, nil
+}
+
+func (s *Server) getLimits(c echo.Context) error {
+	t, err := s.knownTenant(c, false)
 	if err != nil {
 		return err
 	}
@@ -185,9 +210,18 @@ func (s *Server) getLimits(c echo.Context) error {
 
 // putLimits replaces a tenant's overrides with the body's (fields left out
 // are not overridden); the bucket record first, then the index, then this
-// node's cache at once.
+// node's cache at once. An unknown tenant is 404 unless the query says
+// create=1.
 func (s *Server) putLimits(c echo.Context) error {
-	t, err := tenantParam(c)
+	create := false
+	if v := c.QueryParam("create"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return refuse(errBadRequest, "create=%q is not a boolean (1 or 0)", v)
+		}
+		create = b
+	}
+	t, err := s.knownTenant(c, create)
 	if err != nil {
 		return err
 	}
@@ -212,7 +246,7 @@ func (s *Server) putLimits(c echo.Context) error {
 }
 
 func (s *Server) deleteLimits(c echo.Context) error {
-	t, err := tenantParam(c)
+	t, err := s.knownTenant(c, false)
 	if err != nil {
 		return err
 	}
