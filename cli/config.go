@@ -328,23 +328,6 @@ func ParseQuota(v string) (int64, error) {
 	return ParseSize(v)
 }
 
-// FormatSize prints bytes in the largest binary unit that keeps it whole,
-// or "unlimited" for a negative quota.
-func FormatSize(n int64) string {
-	if n < 0 {
-		return unlimitedQuotaTxt
-	}
-	for _, u := range []struct {
-		name string
-		size int64
-	}{{"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.size && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10)
-}
-
 // autoMemoryBudget is a quarter of the machine's memory, at most 4GiB.
 func autoMemoryBudget() int64 {
 	total := int64(0)
@@ -443,7 +426,7 @@ func (c Config) Validate() error {
 	var errs []error
 	if share := float64(c.MemoryBudget) * c.CredentialMemoryShare; share < maxXorbBodyBytes {
 		errs = append(errs, fmt.Errorf("config server.credential_memory_share: %.2f of server.memory_budget %s is %s, less than one maximum xorb (%s); raise either",
-			c.CredentialMemoryShare, FormatSize(c.MemoryBudget), FormatSize(int64(share)), FormatSize(maxXorbBodyBytes)))
+			c.CredentialMemoryShare, limits.FormatBytes(c.MemoryBudget), limits.FormatBytes(int64(share)), limits.FormatBytes(maxXorbBodyBytes)))
 	}
 	if c.LimitsCacheTTL > 10*time.Second {
 		errs = append(errs, errors.New("config limits.cache_ttl: must be at most 10s (design §5)"))

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"openxet/limits"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -189,8 +191,10 @@ func TestSizes(t *testing.T) {
 	if q, _ := ParseQuota("Unlimited"); q != -1 {
 		t.Errorf("unlimited = %d", q)
 	}
-	if FormatSize(10<<30) != "10GiB" || FormatSize(-1) != "unlimited" || FormatSize(1000) != "1000" {
-		t.Error("FormatSize")
+	for _, n := range []int64{0, 1000, 1536, 10 << 30, 7 << 60, math.MaxInt64} {
+		if back, err := ParseSize(limits.FormatBytes(n)); err != nil || back != n {
+			t.Errorf("ParseSize(FormatBytes(%d) = %q) = %d, %v", n, limits.FormatBytes(n), back, err)
+		}
 	}
 }
 

@@ -122,7 +122,7 @@ func limitsCommand(env Env) *cli.Command {
 					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "TENANT\tUSAGE\tQUOTA\tREQ/S\tBURST\tCRED REQ/S\tCRED BURST\tIN FLIGHT")
 					for _, t := range out.Tenants {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\n", t.Tenant, FormatSize(t.UsageBytes), FormatSize(t.QuotaBytes),
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\n", t.Tenant, limits.FormatBytes(t.UsageBytes), limits.FormatBytes(t.QuotaBytes),
 							num(t.TenantRequestsPerSecond), t.TenantBurst, num(t.CredentialRequestsPerSecond), t.CredentialBurst, t.MaxInFlightPerCredential)
 					}
 					return tw.Flush()
@@ -196,8 +196,8 @@ func printLimits(w io.Writer, asJSON bool, l server.EffectiveLimits) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "tenant\t%s\t\n", l.Tenant)
-	fmt.Fprintf(tw, "usage\t%s\t(%d bytes)\n", FormatSize(l.UsageBytes), l.UsageBytes)
-	fmt.Fprintf(tw, "quota\t%s\t%s\n", FormatSize(l.QuotaBytes), l.Source["quota_bytes"])
+	fmt.Fprintf(tw, "usage\t%s\t(%d bytes)\n", limits.FormatBytes(l.UsageBytes), l.UsageBytes)
+	fmt.Fprintf(tw, "quota\t%s\t%s\n", limits.FormatBytes(l.QuotaBytes), l.Source["quota_bytes"])
 	fmt.Fprintf(tw, "requests per second\t%s\t%s\n", num(l.TenantRequestsPerSecond), l.Source["tenant_requests_per_second"])
 	fmt.Fprintf(tw, "burst\t%d\t%s\n", l.TenantBurst, l.Source["tenant_burst"])
 	fmt.Fprintf(tw, "credential requests per second\t%s\t%s\n", num(l.CredentialRequestsPerSecond), l.Source["credential_requests_per_second"])

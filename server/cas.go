@@ -14,7 +14,6 @@ import (
 
 	"openxet/budget"
 	"openxet/limits"
-	"openxet/store"
 	"openxet/xet"
 )
 
@@ -489,5 +488,3 @@ func (s *Server) limitsFor(c echo.Context, tenant string) (limits.Limits, error)
 	lim, _, err := s.effective.For(c.Request().Context(), tenant)
 	return lim, err
 }
-
-var _ = store.ErrNotFound

@@ -40,7 +40,6 @@ var (
 	errAnswerTooLarge  = errors.New("answer too large")
 	errBadRequest      = errors.New("bad request")
 	errNotFound        = errors.New("not found")
-	errUnavailable     = errors.New("unavailable")
 	errFetchURLInvalid = errors.New("fetch URL invalid")
 )
 
@@ -149,7 +148,7 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), cause: err}
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
 		return &apiError{Status: 404, Code: "not_found", Message: errText(err), Hint: "check the hash or name; a tenant sees only what it registered", cause: err}
-	case errors.Is(err, limits.ErrLimitsUnavailable), errors.Is(err, errUnavailable):
+	case errors.Is(err, limits.ErrLimitsUnavailable):
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the server cannot read this tenant's limits right now; retry shortly", cause: err}
 	}
 	return &apiError{Status: 500, Code: "internal", Message: "internal error", Hint: "the server logged the cause; retry, or tell the operator", cause: err}
@@ -159,7 +158,7 @@ func errText(err error) string { return err.Error() }
 
 func quotaExceeded(tenant string, quota, usage, size int64, cause error) *apiError {
 	return &apiError{Status: 403, Code: "quota_exceeded", cause: cause,
-		Message: fmt.Sprintf("tenant %s: this upload of %s would pass the storage quota of %s (%s stored)", tenant, humanBytes(size), humanBytes(quota), humanBytes(usage)),
+		Message: fmt.Sprintf("tenant %s: this upload of %s would pass the storage quota of %s (%s stored)", tenant, limits.FormatBytes(size), limits.FormatBytes(quota), limits.FormatBytes(usage)),
 		Hint:    fmt.Sprintf("Ask an operator to raise the quota: openxet limits set --tenant %s --quota <size>", tenant),
 		Fields:  map[string]any{"quota": quota, "usage": usage, "size": size}}
 }
@@ -185,22 +184,6 @@ func rateLimited(rl *limits.RateError) *apiError {
 			"RateLimit-Policy": policy,
 			"RateLimit":        fmt.Sprintf(`"%s";r=%d;t=%d`, rl.Limit, max(d.Remaining, 0), secs),
 		}}
-}
-
-func humanBytes(n int64) string {
-	if n < 0 {
-		return "unlimited"
-	}
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // body is the JSON a refusal carries.
