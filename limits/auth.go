@@ -149,8 +149,8 @@ func (at AuthAttempt) Failed(now time.Time) Decision {
 // 2001:db8::/64, without a zone), anything else as given.
 func ipKey(ip string) string {
 	addr, err := netip.ParseAddr(ip)
-	if err != nil {
-		return ip
+	if err != nil || addr.Is4() {
+		return ip // dotted IPv4 parses only in its one canonical form
 	}
 	addr = addr.Unmap()
 	if addr.Is4() {
