@@ -45,7 +45,12 @@ type adminClient struct{ c admin.Client }
 
 func (a *adminClient) do(ctx context.Context, method, path string, in, out any) error {
 	if err := a.c.Do(ctx, method, path, in, out); err != nil {
-		return cli.Exit(fmt.Sprintf("%s %s: %v", method, a.c.Base, err), 1)
+		return a.exit(method, err)
 	}
 	return nil
+}
+
+// exit is the command's exit for an error of a call to the admin API.
+func (a *adminClient) exit(method string, err error) error {
+	return cli.Exit(fmt.Sprintf("%s %s: %v", method, a.c.Base, err), 1)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"openxet/limits"
 	"openxet/store"
 )
 
@@ -210,9 +212,9 @@ var settings = []setting{
 		return nil
 	}},
 
-	{"limits.tenant_requests_per_second", "2000", "requests per second one tenant may make to this node", floatSetter(func(c *Config) *float64 { return &c.TenantRequestsPerSecond })},
+	{"limits.tenant_requests_per_second", "2000", "requests per second one tenant may make to this node (0.001 to 1000000000)", floatSetter(func(c *Config) *float64 { return &c.TenantRequestsPerSecond })},
 	{"limits.tenant_burst", "4000", "burst of requests one tenant may make to this node", intSetter(func(c *Config) *int { return &c.TenantBurst }, 1)},
-	{"limits.credential_requests_per_second", "1000", "requests per second one credential may make to this node", floatSetter(func(c *Config) *float64 { return &c.CredentialRequestsPerSecond })},
+	{"limits.credential_requests_per_second", "1000", "requests per second one credential may make to this node (0.001 to 1000000000)", floatSetter(func(c *Config) *float64 { return &c.CredentialRequestsPerSecond })},
 	{"limits.credential_burst", "2000", "burst of requests one credential may make to this node", intSetter(func(c *Config) *int { return &c.CredentialBurst }, 1)},
 	{"limits.max_in_flight_per_credential", "512", "requests one credential may have in progress on this node", intSetter(func(c *Config) *int { return &c.MaxInFlightPerCredential }, 1)},
 	{"limits.auth_failures_per_minute", "60", "failed authentications one client IP may make per minute before it is refused", intSetter(func(c *Config) *int { return &c.AuthFailuresPerMinute }, 1)},
@@ -244,8 +246,8 @@ func floatSetter(field func(*Config) *float64) func(*Config, string) error {
 		if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
 			return fmt.Errorf("%q is not a number", v)
 		}
-		if f <= 0 {
-			return errors.New("must be greater than 0")
+		if f < limits.MinRequestsPerSecond || f > limits.MaxRequestsPerSecond {
+			return fmt.Errorf("must be between %v and %v requests per second, got %v", limits.MinRequestsPerSecond, num(limits.MaxRequestsPerSecond), v)
 		}
 		*field(c) = f
 		return nil
@@ -289,12 +291,13 @@ func splitList(v string) []string {
 
 var sizeUnits = map[string]int64{
 	"": 1, "b": 1,
-	"k": 1000, "kb": 1000, "m": 1000 * 1000, "mb": 1000 * 1000, "g": 1000 * 1000 * 1000, "gb": 1000 * 1000 * 1000,
-	"t": 1000 * 1000 * 1000 * 1000, "tb": 1000 * 1000 * 1000 * 1000,
-	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50,
+	"k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9, "t": 1e12, "tb": 1e12, "p": 1e15, "pb": 1e15, "e": 1e18, "eb": 1e18,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30, "tib": 1 << 40, "pib": 1 << 50, "eib": 1 << 60,
 }
 
-// ParseSize reads a byte size like 512MiB, 10GiB, 1.5GB or 1048576.
+// ParseSize reads a byte size like 512MiB, 10GiB, 1.5GB or 1048576,
+// exactly: a size that is not a whole number of bytes (1.5, 1.1KiB) or
+// does not fit in an int64 (8EiB) is an error saying so.
 func ParseSize(v string) (int64, error) {
 	s := strings.TrimSpace(v)
 	i := 0
@@ -303,18 +306,18 @@ func ParseSize(v string) (int64, error) {
 	}
 	num, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
 	mult, ok := sizeUnits[unit]
-	if num == "" || !ok {
+	n, isNum := new(big.Rat).SetString(num)
+	if num == "" || !ok || !isNum {
 		return 0, fmt.Errorf("%q is not a size like 512MiB or 10GiB", v)
 	}
-	f, err := strconv.ParseFloat(num, 64)
-	if err != nil {
-		return 0, fmt.Errorf("%q is not a size like 512MiB or 10GiB", v)
+	n.Mul(n, new(big.Rat).SetInt64(mult))
+	if !n.IsInt() {
+		return 0, fmt.Errorf("%q is not a whole number of bytes", v)
 	}
-	total := f * float64(mult)
-	if total >= math.MaxInt64 {
-		return 0, fmt.Errorf("%q is too large", v)
+	if !n.Num().IsInt64() {
+		return 0, fmt.Errorf("%q is too large: a size is at most %d bytes (8EiB less one byte)", v, int64(math.MaxInt64))
 	}
-	return int64(total), nil
+	return n.Num().Int64(), nil
 }
 
 // ParseQuota reads a quota: a size, or "unlimited" (returned as -1).
@@ -323,23 +326,6 @@ func ParseQuota(v string) (int64, error) {
 		return -1, nil
 	}
 	return ParseSize(v)
-}
-
-// FormatSize prints bytes in the largest binary unit that keeps it whole,
-// or "unlimited" for a negative quota.
-func FormatSize(n int64) string {
-	if n < 0 {
-		return unlimitedQuotaTxt
-	}
-	for _, u := range []struct {
-		name string
-		size int64
-	}{{"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
-		if n >= u.size && n%u.size == 0 {
-			return strconv.FormatInt(n/u.size, 10) + u.name
-		}
-	}
-	return strconv.FormatInt(n, 10)
 }
 
 // autoMemoryBudget is a quarter of the machine's memory, at most 4GiB.
@@ -440,7 +426,7 @@ func (c Config) Validate() error {
 	var errs []error
 	if share := float64(c.MemoryBudget) * c.CredentialMemoryShare; share < maxXorbBodyBytes {
 		errs = append(errs, fmt.Errorf("config server.credential_memory_share: %.2f of server.memory_budget %s is %s, less than one maximum xorb (%s); raise either",
-			c.CredentialMemoryShare, FormatSize(c.MemoryBudget), FormatSize(int64(share)), FormatSize(maxXorbBodyBytes)))
+			c.CredentialMemoryShare, limits.FormatBytes(c.MemoryBudget), limits.FormatBytes(int64(share)), limits.FormatBytes(maxXorbBodyBytes)))
 	}
 	if c.LimitsCacheTTL > 10*time.Second {
 		errs = append(errs, errors.New("config limits.cache_ttl: must be at most 10s (design §5)"))

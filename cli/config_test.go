@@ -3,11 +3,14 @@ package cli
 import (
 	"bytes"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"openxet/limits"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -146,22 +149,52 @@ func TestConfigFileErrors(t *testing.T) {
 	}
 }
 
+// TestConfigRateBounds: a configured rate must lie within the bounds the
+// limiter's headers are exact in; outside, start-up fails naming the key.
+func TestConfigRateBounds(t *testing.T) {
+	for _, key := range []string{"limits.tenant_requests_per_second", "limits.credential_requests_per_second"} {
+		for _, v := range []string{"0.001", "1e9", "1000000000", "2000"} {
+			if _, err := LoadConfig("", nil, map[string]string{key: v}); err != nil {
+				t.Errorf("%s=%s refused: %v", key, v, err)
+			}
+		}
+		for _, v := range []string{"1e-9", "1e-300", "0.000999", "1000000001", "1e300", "0", "-1", "Inf", "NaN"} {
+			_, err := LoadConfig("", nil, map[string]string{key: v})
+			if err == nil || !strings.Contains(err.Error(), key) {
+				t.Errorf("%s=%s: %v, want an error naming the key", key, v, err)
+			}
+		}
+	}
+}
+
 func TestSizes(t *testing.T) {
 	for in, want := range map[string]int64{"512MiB": 512 << 20, "10GiB": 10 << 30, "1.5GB": 1_500_000_000, "1048576": 1 << 20, "2 KiB": 2048} {
 		if got, err := ParseSize(in); err != nil || got != want {
 			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "GiB", "-1", "1.2.3MiB", "5 parsecs", "1e30"} {
-		if _, err := ParseSize(bad); err == nil {
-			t.Errorf("ParseSize(%q) accepted", bad)
+	for in, want := range map[string]int64{"1.5KiB": 1536, "0.5k": 500, "7EiB": 7 << 60, "9223372036854775807": math.MaxInt64} {
+		if got, err := ParseSize(in); err != nil || got != want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for bad, says := range map[string]string{
+		"": "not a size", "GiB": "not a size", "-1": "not a size", "1.2.3MiB": "not a size", "5 parsecs": "not a size", "1e30": "not a size", ".": "not a size",
+		// Fractions of a byte are refused, not truncated (1.5 was 1 byte).
+		"1.5": "whole number of bytes", "1.5B": "whole number of bytes", "1.1KiB": "whole number of bytes", "0.0000000001GB": "whole number of bytes",
+		"8EiB": "too large", "8192PiB": "too large", "9223372036854775808": "too large", "99999999999999999999999tb": "too large", "10EB": "too large",
+	} {
+		if n, err := ParseSize(bad); err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("ParseSize(%q) = %d, %v; want an error saying %q", bad, n, err, says)
 		}
 	}
 	if q, _ := ParseQuota("Unlimited"); q != -1 {
 		t.Errorf("unlimited = %d", q)
 	}
-	if FormatSize(10<<30) != "10GiB" || FormatSize(-1) != "unlimited" || FormatSize(1000) != "1000" {
-		t.Error("FormatSize")
+	for _, n := range []int64{0, 1000, 1536, 10 << 30, 7 << 60, math.MaxInt64} {
+		if back, err := ParseSize(limits.FormatBytes(n)); err != nil || back != n {
+			t.Errorf("ParseSize(FormatBytes(%d) = %q) = %d, %v", n, limits.FormatBytes(n), back, err)
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"math"
 	"math/big"
 	"net"
 	"os"
@@ -11,11 +10,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"openxet/limits"
 )
 
 // FuzzParseSize: ParseSize never panics, never returns a negative size,
 // is exact for whole numbers of bytes and binary units below 2^53, agrees
-// with ParseQuota, and reads back what FormatSize prints.
+// with ParseQuota, and reads back what limits.FormatBytes prints.
 func FuzzParseSize(f *testing.F) {
 	for _, s := range []string{"0", "1", "512MiB", "10GiB", "1.5GB", "1048576", " 64 kib ", "8PiB", "8192PiB", "9223372036854775807",
 		"9007199254740993", ".5k", "1.", ".", "", "1e9", "-1", "+1", "NaN", "Inf", "0x10", "1 2", "1..2kb", "unlimited", "99999999999999999999999tb"} {
@@ -37,8 +38,8 @@ func FuzzParseSize(f *testing.F) {
 				t.Fatalf("ParseSize(%q) = %d, want %s", s, n, exact)
 			}
 			if n < 1<<53 {
-				if back, err := ParseSize(FormatSize(n)); err != nil || back != n {
-					t.Fatalf("ParseSize(FormatSize(%d) = %q) = %d, %v", n, FormatSize(n), back, err)
+				if back, err := ParseSize(limits.FormatBytes(n)); err != nil || back != n {
+					t.Fatalf("ParseSize(limits.FormatBytes(%d) = %q) = %d, %v", n, limits.FormatBytes(n), back, err)
 				}
 			}
 		}
@@ -169,7 +170,7 @@ func checkConfig(t *testing.T, c Config) {
 		fail("server.max_header_bytes", c.MaxHeaderBytes)
 	}
 	for key, r := range map[string]float64{"limits.tenant_requests_per_second": c.TenantRequestsPerSecond, "limits.credential_requests_per_second": c.CredentialRequestsPerSecond} {
-		if !(r > 0) || math.IsInf(r, 0) {
+		if !(r >= limits.MinRequestsPerSecond && r <= limits.MaxRequestsPerSecond) {
 			fail(key, r)
 		}
 	}

@@ -1,14 +1,18 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"strconv"
 	"text/tabwriter"
 
 	"github.com/urfave/cli/v2"
 
+	"openxet/admin"
+	"openxet/limits"
 	"openxet/server"
 )
 
@@ -25,15 +29,20 @@ func limitsCommand(env Env) *cli.Command {
 			{
 				Name:  "set",
 				Usage: "override a tenant's limits (flags not given keep their value)",
+				Description: "Each flag given sets that override; flags not given keep the tenant's current\n" +
+					"override, and --reset NAME drops one so the server default applies again.\n" +
+					"A tenant the server does not know (no credentials, stored data, repos or limits)\n" +
+					"is refused, so that a typo sets nothing; give --create to set limits for a new tenant.",
 				Flags: append([]cli.Flag{
 					tenantFlag,
-					&cli.StringFlag{Name: "quota", Usage: "stored bytes, e.g. 10GiB, or unlimited"},
-					&cli.Float64Flag{Name: "requests-per-second", Usage: "tenant requests per second per node"},
-					&cli.IntFlag{Name: "burst", Usage: "tenant burst per node"},
-					&cli.Float64Flag{Name: "credential-requests-per-second", Usage: "requests per second per credential per node"},
-					&cli.IntFlag{Name: "credential-burst", Usage: "burst per credential per node"},
-					&cli.IntFlag{Name: "max-in-flight", Usage: "requests in progress per credential per node"},
-					&cli.StringSliceFlag{Name: "reset", Usage: "drop an override (quota, requests-per-second, burst, credential-requests-per-second, credential-burst, max-in-flight); repeat for several"},
+					&cli.StringFlag{Name: "quota", DefaultText: notChanged, Usage: "stored bytes, e.g. 10GiB, or unlimited"},
+					&cli.Float64Flag{Name: "requests-per-second", DefaultText: notChanged, Usage: "tenant requests per second per node; 0 means unlimited, else 0.001 to 1e9"},
+					&cli.IntFlag{Name: "burst", DefaultText: notChanged, Usage: "tenant burst per node, at least 1"},
+					&cli.Float64Flag{Name: "credential-requests-per-second", DefaultText: notChanged, Usage: "requests per second per credential per node; 0 means unlimited, else 0.001 to 1e9"},
+					&cli.IntFlag{Name: "credential-burst", DefaultText: notChanged, Usage: "burst per credential per node, at least 1"},
+					&cli.IntFlag{Name: "max-in-flight", DefaultText: notChanged, Usage: "requests in progress per credential per node; 0 means unlimited"},
+					&cli.StringSliceFlag{Name: "reset", Usage: "drop an override so the server default applies (quota, requests-per-second, burst, credential-requests-per-second, credential-burst, max-in-flight); repeat for several"},
+					&cli.BoolFlag{Name: "create", Usage: "set limits even if the server does not know the tenant yet"},
 					jsonFlag,
 				}, remoteFlags(env)...),
 				Action: func(c *cli.Context) error {
@@ -43,8 +52,12 @@ func limitsCommand(env Env) *cli.Command {
 					}
 					path := "/tenants/" + url.PathEscape(c.String("tenant")) + "/limits"
 					var cur server.EffectiveLimits
-					if err := a.do(c.Context, "GET", path, nil, &cur); err != nil {
-						return err
+					if err := a.c.Do(c.Context, "GET", path, nil, &cur); err != nil {
+						var ae *admin.Error
+						if !c.Bool("create") || !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != "not_found" {
+							return a.exit("GET", err)
+						}
+						// An unknown tenant: nothing to keep.
 					}
 					doc := cur.Overrides
 					for _, o := range overrideFlags {
@@ -63,6 +76,9 @@ func limitsCommand(env Env) *cli.Command {
 							}
 						}
 						return cli.Exit(fmt.Sprintf("--reset: unknown limit %q", r), 2)
+					}
+					if c.Bool("create") {
+						path += "?create=1"
 					}
 					var out server.EffectiveLimits
 					if err := a.do(c.Context, "PUT", path, doc, &out); err != nil {
@@ -106,7 +122,7 @@ func limitsCommand(env Env) *cli.Command {
 					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
 					fmt.Fprintln(tw, "TENANT\tUSAGE\tQUOTA\tREQ/S\tBURST\tCRED REQ/S\tCRED BURST\tIN FLIGHT")
 					for _, t := range out.Tenants {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\n", t.Tenant, FormatSize(t.UsageBytes), FormatSize(t.QuotaBytes),
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\n", t.Tenant, limits.FormatBytes(t.UsageBytes), limits.FormatBytes(t.QuotaBytes),
 							num(t.TenantRequestsPerSecond), t.TenantBurst, num(t.CredentialRequestsPerSecond), t.CredentialBurst, t.MaxInFlightPerCredential)
 					}
 					return tw.Flush()
@@ -115,6 +131,10 @@ func limitsCommand(env Env) *cli.Command {
 		},
 	}
 }
+
+// notChanged is the help's default of a `limits set` flag: not given, it
+// keeps the tenant's current override.
+const notChanged = "not changed"
 
 // overrideFlags are the flags of `limits set`, each bound to its override;
 // set with a nil context drops the override (--reset).
@@ -128,8 +148,11 @@ var overrideFlags = []struct {
 			return nil
 		}
 		q, err := ParseQuota(c.String("quota"))
+		if err != nil {
+			return err
+		}
 		d.QuotaBytes = &q
-		return err
+		return nil
 	}},
 	{"requests-per-second", floatOverride("requests-per-second", func(d *server.LimitsDoc) **float64 { return &d.TenantRequestsPerSecond })},
 	{"burst", intOverride("burst", func(d *server.LimitsDoc) **int { return &d.TenantBurst })},
@@ -145,6 +168,9 @@ func floatOverride(flag string, field func(*server.LimitsDoc) **float64) func(*c
 			return nil
 		}
 		v := c.Float64(flag)
+		if err := limits.CheckRate(v); err != nil {
+			return err
+		}
 		*field(d) = &v
 		return nil
 	}
@@ -170,8 +196,8 @@ func printLimits(w io.Writer, asJSON bool, l server.EffectiveLimits) error {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "tenant\t%s\t\n", l.Tenant)
-	fmt.Fprintf(tw, "usage\t%s\t(%d bytes)\n", FormatSize(l.UsageBytes), l.UsageBytes)
-	fmt.Fprintf(tw, "quota\t%s\t%s\n", FormatSize(l.QuotaBytes), l.Source["quota_bytes"])
+	fmt.Fprintf(tw, "usage\t%s\t(%d bytes)\n", limits.FormatBytes(l.UsageBytes), l.UsageBytes)
+	fmt.Fprintf(tw, "quota\t%s\t%s\n", limits.FormatBytes(l.QuotaBytes), l.Source["quota_bytes"])
 	fmt.Fprintf(tw, "requests per second\t%s\t%s\n", num(l.TenantRequestsPerSecond), l.Source["tenant_requests_per_second"])
 	fmt.Fprintf(tw, "burst\t%d\t%s\n", l.TenantBurst, l.Source["tenant_burst"])
 	fmt.Fprintf(tw, "credential requests per second\t%s\t%s\n", num(l.CredentialRequestsPerSecond), l.Source["credential_requests_per_second"])

@@ -10,6 +10,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"openxet/limits"
 	"openxet/load"
 )
 
@@ -20,7 +21,7 @@ func loadCommand(env Env) *cli.Command {
 		scenarios[i] = string(s)
 	}
 	size := func(name string, def int64, usage string) cli.Flag {
-		return &cli.StringFlag{Name: name, Value: FormatSize(def), Usage: usage}
+		return &cli.StringFlag{Name: name, Value: limits.FormatBytes(def), Usage: usage}
 	}
 	return &cli.Command{
 		Name:      "load",
@@ -51,7 +52,7 @@ func loadCommand(env Env) *cli.Command {
 			&cli.DurationFlag{Name: "think-max", Value: load.DefaultThinkMax, Usage: "longest wait between two operations of one credential"},
 			size("xorb-min", load.DefaultXorbMinBytes, "smallest honest xorb"),
 			size("xorb-max", load.DefaultXorbMaxBytes, "largest honest xorb"),
-			&cli.StringFlag{Name: "rss-overhead", Value: FormatSize(load.DefaultRSSOverheadBytes), Usage: "resident memory the server may use beyond its memory budget before the run fails, or off"},
+			&cli.StringFlag{Name: "rss-overhead", Value: limits.FormatBytes(load.DefaultRSSOverheadBytes), Usage: "resident memory the server may use beyond its memory budget before the run fails, or off"},
 			&cli.DurationFlag{Name: "drain-timeout", Value: load.DefaultDrainTimeout, Usage: "time operations still running at the end get to finish; one still running after it fails the run"},
 			&cli.Uint64Flag{Name: "seed", Usage: "seed for the generated data and choices; 0 takes one from the clock"},
 			&cli.Float64Flag{Name: "flood-rate", Value: load.DefaultFloodRate, Usage: "abuse: requests per second of the flooding credential"},

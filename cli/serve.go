@@ -165,7 +165,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		defer ms.Close()
 	}
 	log.Info("openxet serving", "version", Version, "addr", "http://"+ln.Addr().String(), "data_dir", cfg.DataDir,
-		"memory_budget", FormatSize(cfg.MemoryBudget))
+		"memory_budget", limits.FormatBytes(cfg.MemoryBudget))
 	err = srv.Serve(ctx, ln)
 	log.Info("openxet stopped")
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,9 +89,10 @@ func (o Overrides) Apply(def Limits) Limits {
 }
 
 // Validate reports every bad field of o, each error naming the field and
-// wrapping ErrInvalidOverrides; nil if o is valid. Rates must be finite and
-// >= 0 (0 means unlimited), bursts >= 1, the in-flight cap >= 0 (0 means
-// unlimited) and the quota >= -1 (-1 means unlimited).
+// wrapping ErrInvalidOverrides; nil if o is valid. Rates must be 0
+// (unlimited) or within [MinRequestsPerSecond, MaxRequestsPerSecond]
+// (CheckRate), bursts >= 1, the in-flight cap >= 0 (0 means unlimited) and
+// the quota >= -1 (-1 means unlimited).
 func (o Overrides) Validate() error {
 	var errs []error
 	bad := func(field, want string, got any) {
@@ -102,8 +102,11 @@ func (o Overrides) Validate() error {
 		bad(FieldQuotaBytes, ">= 0 bytes, or -1 for unlimited", *o.QuotaBytes)
 	}
 	rate := func(field string, v *float64) {
-		if v != nil && (math.IsNaN(*v) || math.IsInf(*v, 0) || *v < 0) {
-			bad(field, "a finite number >= 0 (0 for unlimited)", *v)
+		if v == nil {
+			return
+		}
+		if err := CheckRate(*v); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %s %v", ErrInvalidOverrides, field, err))
 		}
 	}
 	burst := func(field string, v *int) {

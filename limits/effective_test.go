@@ -3,6 +3,7 @@ package limits
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -119,6 +120,11 @@ func TestOverridesValidate(t *testing.T) {
 		{name: "quota", o: Overrides{QuotaBytes: ptr[int64](-2)}, fields: []string{FieldQuotaBytes}},
 		{name: "negative rate", o: Overrides{TenantRequestsPerSecond: ptr(-1.0)}, fields: []string{FieldTenantRequestsPerSecond}},
 		{name: "NaN rate", o: Overrides{CredentialRequestsPerSecond: &nan}, fields: []string{FieldCredentialRequestsPerSecond}},
+		{name: "rates at the bounds", o: Overrides{TenantRequestsPerSecond: ptr(MinRequestsPerSecond), CredentialRequestsPerSecond: ptr(MaxRequestsPerSecond)}},
+		{name: "tiny rate", o: Overrides{TenantRequestsPerSecond: ptr(1e-9)}, fields: []string{FieldTenantRequestsPerSecond}},
+		{name: "denormal rate", o: Overrides{CredentialRequestsPerSecond: ptr(1e-300)}, fields: []string{FieldCredentialRequestsPerSecond}},
+		{name: "huge rate", o: Overrides{CredentialRequestsPerSecond: ptr(2e9)}, fields: []string{FieldCredentialRequestsPerSecond}},
+		{name: "infinite rate", o: Overrides{TenantRequestsPerSecond: ptr(math.Inf(1))}, fields: []string{FieldTenantRequestsPerSecond}},
 		{name: "zero burst", o: Overrides{TenantBurst: ptr(0)}, fields: []string{FieldTenantBurst}},
 		{name: "negative in flight", o: Overrides{MaxInFlightPerCredential: ptr(-1)}, fields: []string{FieldMaxInFlightPerCredential}},
 		{name: "several", o: Overrides{CredentialBurst: ptr(-3), QuotaBytes: ptr[int64](-9)},

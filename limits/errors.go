@@ -42,7 +42,7 @@ var (
 
 // RateError is a refusal by one of the per-request limits. Limit is one of
 // LimitCredential, LimitTenant, LimitInFlight, LimitAuthFailures. Decision
-// carries the wait (use Decision.RetryAfterSeconds for Retry-After) and the
+// carries the wait (RetryAfterSeconds gives it for Retry-After) and the
 // rate that refused; for LimitInFlight, Decision.Limit.Burst is the cap and
 // RetryAfter is one second.
 type RateError struct {
@@ -51,7 +51,7 @@ type RateError struct {
 }
 
 func (e *RateError) Error() string {
-	return fmt.Sprintf("rate limited by the %s limit: retry after %ds", e.Limit, e.Decision.RetryAfterSeconds())
+	return fmt.Sprintf("rate limited by the %s limit: retry after %ds", e.Limit, RetryAfterSeconds(e.Decision.RetryAfter))
 }
 
 // Unwrap returns ErrRateLimited.

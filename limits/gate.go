@@ -42,10 +42,25 @@ func NewGate(c GateConfig) *Gate {
 	}
 }
 
-// CheckAuth returns a *RateError (LimitAuthFailures) if ip may not attempt
-// to authenticate at now, else nil.
-func (g *Gate) CheckAuth(ip string, now time.Time) error {
-	d := g.AuthFailures.Check(ip, now)
+// BeginAuth admits ip to one authentication attempt at now, spending the
+// attempt's unit of the auth-failure limit before the token is checked
+// (AuthFailures.Begin). It returns a *RateError (LimitAuthFailures) if ip
+// may not attempt now. End an admitted attempt with its Refund (the token
+// verified) or with AuthFailed.
+func (g *Gate) BeginAuth(ip string, now time.Time) (AuthAttempt, error) {
+	at, d := g.AuthFailures.Begin(ip, now)
+	if d.Allowed {
+		return at, nil
+	}
+	g.Refusals.Inc(LimitAuthFailures)
+	return at, &RateError{Limit: LimitAuthFailures, Decision: d}
+}
+
+// AuthFailed ends an attempt whose token did not verify, at now. It returns
+// a *RateError (LimitAuthFailures) when the failure could not be recorded
+// (see AuthFailures): answer that attempt as refused by the limit.
+func (g *Gate) AuthFailed(at AuthAttempt, now time.Time) error {
+	d := at.Failed(now)
 	if d.Allowed {
 		return nil
 	}
@@ -53,25 +68,11 @@ func (g *Gate) CheckAuth(ip string, now time.Time) error {
 	return &RateError{Limit: LimitAuthFailures, Decision: d}
 }
 
-// AuthFailed records a failed authentication by ip at now.
-func (g *Gate) AuthFailed(ip string, now time.Time) {
-	g.AuthFailures.Fail(ip, now)
-}
-
 // Admission holds the two rate decisions Gate.Admit took, for RateLimit
 // headers. On a refusal by the credential limit, Tenant is the zero value.
 type Admission struct {
 	Credential Decision
 	Tenant     Decision
-}
-
-// Tightest returns the name and decision of the rate limit with the fewest
-// requests remaining, for a RateLimit header.
-func (a Admission) Tightest() (string, Decision) {
-	if a.Tenant.Remaining < a.Credential.Remaining {
-		return LimitTenant, a.Tenant
-	}
-	return LimitCredential, a.Credential
 }
 
 // Admit applies the credential rate, the tenant rate and the in-flight cap

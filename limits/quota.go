@@ -2,6 +2,7 @@ package limits
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 )
 
@@ -28,6 +29,25 @@ func (v QuotaVerdict) String() string {
 		return "pending"
 	}
 	return fmt.Sprintf("QuotaVerdict(%d)", int(v))
+}
+
+// FormatBytes writes a byte count exactly, for people and for config
+// files alike: in the largest binary unit that keeps it whole ("10GiB"),
+// else in bytes ("300048 B"), and "unlimited" for a negative quota. The
+// size parser of the command line reads every output back to n.
+func FormatBytes(n int64) string {
+	if n < 0 {
+		return "unlimited"
+	}
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"EiB", 1 << 60}, {"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10) + " B"
 }
 
 // CheckQuota decides whether an upload of n bytes fits a tenant's quota,
@@ -126,7 +146,7 @@ func (p *Pending) addLocked(tenant string, n int64) int64 {
 }
 
 // Done removes n bytes from tenant's pending total, when an upload admitted
-// with Add or Reserve commits or fails. Call it exactly once per admitted
+// with Add commits or fails. Call it exactly once per admitted
 // upload (use defer). The total never goes below zero.
 func (p *Pending) Done(tenant string, n int64) {
 	p.mu.Lock()
@@ -139,23 +159,6 @@ func (p *Pending) Get(tenant string) int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.bytes[tenant]
-}
-
-// Reserve checks an upload of n bytes against quota and usage with the
-// tenant's current pending bytes and, if it fits (QuotaOK), adds n to the
-// pending bytes in the same step, so that concurrent uploads cannot all
-// pass a check that only one of them fits. It returns the verdict and the
-// pending bytes it was checked against (excluding n). Pair a QuotaOK with
-// one Done(tenant, n).
-func (p *Pending) Reserve(tenant string, quota, usage, n int64) (QuotaVerdict, int64) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	cur := p.bytes[tenant]
-	v := CheckQuota(quota, usage, cur, n)
-	if v == QuotaOK {
-		p.addLocked(tenant, n)
-	}
-	return v, cur
 }
 
 // Len returns the number of tenants with pending bytes.

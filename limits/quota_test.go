@@ -3,8 +3,6 @@ package limits
 import (
 	"errors"
 	"math"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -56,43 +54,10 @@ func TestPending(t *testing.T) {
 	}
 }
 
-// TestPendingReserveRace: 64 concurrent uploads of 10 bytes against 100
-// bytes of room; exactly 10 get through and the rest are told to retry.
-func TestPendingReserveRace(t *testing.T) {
-	p := NewPending()
-	var ok, pending atomic.Int64
-	var wg sync.WaitGroup
-	for range 64 {
-		wg.Go(func() {
-			switch v, _ := p.Reserve("t", 1000, 900, 10); v {
-			case QuotaOK:
-				ok.Add(1)
-			case QuotaPending:
-				pending.Add(1)
-			default:
-				t.Errorf("verdict %v", v)
-			}
-		})
-	}
-	wg.Wait()
-	if ok.Load() != 10 || pending.Load() != 54 || p.Get("t") != 100 {
-		t.Fatalf("ok %d pending %d held %d, want 10, 54, 100", ok.Load(), pending.Load(), p.Get("t"))
-	}
-	for range 10 {
-		p.Done("t", 10)
-	}
-	if p.Len() != 0 {
-		t.Fatal("entry left")
-	}
-	if v, held := p.Reserve("t", 1000, 995, 10); v != QuotaExceeded || held != 0 || p.Len() != 0 {
-		t.Fatalf("exceeded reserve: %v %d, len %d", v, held, p.Len())
-	}
-}
-
 func TestErrors(t *testing.T) {
 	rate := error(&RateError{Limit: LimitTenant, Decision: Decision{RetryAfter: 1500 * time.Millisecond}})
 	var re *RateError
-	if !errors.Is(rate, ErrRateLimited) || !errors.As(rate, &re) || re.Decision.RetryAfterSeconds() != 2 {
+	if !errors.Is(rate, ErrRateLimited) || !errors.As(rate, &re) || RetryAfterSeconds(re.Decision.RetryAfter) != 2 {
 		t.Fatalf("RateError: %v", rate)
 	}
 	for _, c := range []struct {
@@ -121,5 +86,16 @@ func TestErrors(t *testing.T) {
 	}
 	if err := NewQuotaError(QuotaOK, "t", 1, 1, 1, 1); err != nil {
 		t.Errorf("QuotaOK gave %v", err)
+	}
+}
+
+func TestFormatBytes(t *testing.T) {
+	for n, want := range map[int64]string{
+		-1: "unlimited", 0: "0 B", 1000: "1000 B", 1024: "1KiB", 1536: "1536 B", 10 << 30: "10GiB",
+		3 << 50: "3PiB", 7 << 60: "7EiB", math.MaxInt64: "9223372036854775807 B",
+	} {
+		if got := FormatBytes(n); got != want {
+			t.Errorf("FormatBytes(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

@@ -1,7 +1,9 @@
 package limits
 
 import (
+	"fmt"
 	"math"
+	"strconv"
 	"time"
 )
 
@@ -19,6 +21,27 @@ type Rate struct {
 
 // Unlimited reports whether r admits everything.
 func (r Rate) Unlimited() bool { return !(r.PerSecond > 0) }
+
+// Bounds of a configured rate (requests per second). Within them the
+// limiter's nanosecond arithmetic is exact up to rounding the emission
+// interval up to whole nanoseconds, and the headers it gives (Policy,
+// Retry-After) mean what they say. The limiter itself accepts any value.
+const (
+	MinRequestsPerSecond = 1e-3 // one request per 1000 s
+	MaxRequestsPerSecond = 1e9  // one per nanosecond, the limiter's resolution
+)
+
+// CheckRate reports whether perSecond is an acceptable requests-per-second
+// value for a limit: 0 (unlimited) or a finite number within
+// [MinRequestsPerSecond, MaxRequestsPerSecond]. The error says what is
+// allowed; the caller names the field or flag.
+func CheckRate(perSecond float64) error {
+	if perSecond == 0 || (perSecond >= MinRequestsPerSecond && perSecond <= MaxRequestsPerSecond) {
+		return nil
+	}
+	return fmt.Errorf("must be 0 (unlimited) or between %v and %v requests per second, got %v",
+		MinRequestsPerSecond, strconv.FormatFloat(MaxRequestsPerSecond, 'f', -1, 64), perSecond)
+}
 
 // Limits on the GCRA parameters keep every sum below in int64 range:
 // offsets are clamped to ±maxOffset, an emission interval to maxInterval and
@@ -72,24 +95,37 @@ type Decision struct {
 	Limit Rate
 }
 
-// RetryAfterSeconds is RetryAfter in whole seconds, rounded up and at least 1:
-// the value for an HTTP Retry-After header. Rounding up means a client that
-// waits exactly this long finds the allowance there.
-func (d Decision) RetryAfterSeconds() int {
-	if d.RetryAfter <= 0 {
+// RetryAfterSeconds is a wait in whole seconds, rounded up, at least 1 and
+// at most math.MaxInt32: the value for an HTTP Retry-After header (pass a
+// Decision's RetryAfter). Rounding up means a client that waits exactly
+// this long finds the allowance there.
+func RetryAfterSeconds(wait time.Duration) int {
+	if wait <= 0 {
 		return 1
 	}
-	s := d.RetryAfter / time.Second
-	if d.RetryAfter%time.Second != 0 {
+	s := wait / time.Second
+	if wait%time.Second != 0 {
 		s++
-	}
-	if s < 1 {
-		return 1
 	}
 	if s > math.MaxInt32 {
 		return math.MaxInt32
 	}
-	return int(s)
+	return max(int(s), 1)
+}
+
+// Policy is what r enforces, for a RateLimit-Policy header: at most quota
+// requests at once, and window, the time an empty bucket takes to refill
+// completely. Both come from the limiter's own arithmetic (the emission
+// interval rounded up to whole nanoseconds and clamped, the burst
+// tolerance clamped), so they agree with every Decision's RetryAfter: a
+// refusal's wait is at most window/quota. An unlimited r gives 0, 0.
+func (r Rate) Policy() (quota int, window time.Duration) {
+	interval, tolerance, limited := r.gcra()
+	if !limited {
+		return 0, 0
+	}
+	q := tolerance/interval + 1
+	return int(q), time.Duration(q * interval)
 }
 
 func unlimitedDecision(r Rate) Decision {

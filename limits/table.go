@@ -149,9 +149,17 @@ func (t *Table) offset(now time.Time) int64 {
 // another caller's is safe, one from the future spends allowance early.
 // An unlimited r admits without tracking the key.
 func (t *Table) Allow(key string, r Rate, now time.Time) Decision {
+	d, _ := t.allow(key, r, now, false)
+	return d
+}
+
+// allow is Allow. With passNew, a new key that finds its shard full of
+// throttled keys is admitted without being tracked (nothing is spent) and
+// tracked is false; Stats does not count it in Full.
+func (t *Table) allow(key string, r Rate, now time.Time, passNew bool) (d Decision, tracked bool) {
 	interval, tolerance, limited := r.gcra()
 	if !limited {
-		return unlimitedDecision(r)
+		return unlimitedDecision(r), false
 	}
 	nowN := t.offset(now)
 	s, h := t.shardFor(key)
@@ -168,19 +176,23 @@ func (t *Table) Allow(key string, r Rate, now time.Time) Decision {
 			s.denied++
 		}
 		s.mu.Unlock()
-		return d
+		return d, true
 	}
 	if wait, ok := s.makeRoom(nowN); !ok {
+		if passNew {
+			s.mu.Unlock()
+			return peek(nowN, nowN, interval, tolerance, r), false
+		}
 		s.full++
 		s.mu.Unlock()
-		return Decision{RetryAfter: wait, Limit: r}
+		return Decision{RetryAfter: wait, Limit: r}, false
 	}
 	// A new key starts with a full bucket (TAT = now), so it is admitted.
 	d, next := decide(nowN, nowN, interval, tolerance, r)
 	s.add(h, next)
 	s.allowed++
 	s.mu.Unlock()
-	return d
+	return d, true
 }
 
 // clampTAT caps a stored TAT at the latest one rate r itself can produce

@@ -117,7 +117,7 @@ func TestAccurateNotUntil(t *testing.T) {
 			t.Fatalf("case %d %+v: 1ns before the wait got %+v", it, r, got)
 		}
 		// Retry-After header: ceil, at least 1, and a retry then succeeds.
-		secs := d.RetryAfterSeconds()
+		secs := RetryAfterSeconds(d.RetryAfter)
 		wantSecs := int(math.Ceil(wait.Seconds()))
 		if secs != max(wantSecs, 1) || secs < 1 {
 			t.Fatalf("case %d %+v: RetryAfterSeconds() = %d for %v, want %d", it, r, secs, wait, max(wantSecs, 1))
@@ -150,8 +150,64 @@ func TestRetryAfterSeconds(t *testing.T) {
 		{time.Hour, 3600},
 		{time.Duration(math.MaxInt64), math.MaxInt32},
 	} {
-		if got := (Decision{RetryAfter: c.d}).RetryAfterSeconds(); got != c.want {
+		if got := RetryAfterSeconds(c.d); got != c.want {
 			t.Errorf("RetryAfterSeconds(%v) = %d, want %d", c.d, got, c.want)
+		}
+	}
+}
+
+// TestRatePolicyAgreesWithDecisions: the quota and window that Policy
+// reports (RateLimit-Policy) are what the limiter does, at the bounds of a
+// configurable rate and beyond them (where the GCRA clamps): a fresh key
+// is admitted quota requests at once, a drained key waits one
+// window/quota for the next, and is full again exactly one window after
+// it was drained. Before, the header computed its window from the float
+// rate (w=1000000000 at 1e-9/s) while Retry-After came from the clamped
+// interval (4503600 s).
+func TestRatePolicyAgreesWithDecisions(t *testing.T) {
+	for _, r := range []Rate{
+		{PerSecond: MinRequestsPerSecond, Burst: 1},
+		{PerSecond: MinRequestsPerSecond, Burst: 3},
+		{PerSecond: MaxRequestsPerSecond, Burst: 1},
+		{PerSecond: MaxRequestsPerSecond, Burst: 100},
+		{PerSecond: 0.5, Burst: 2},
+		{PerSecond: 3, Burst: 7},       // interval rounded up to 333333334ns
+		{PerSecond: 1e-9, Burst: 1},    // interval clamped
+		{PerSecond: 1e-300, Burst: 2},  // interval clamped
+		{PerSecond: 1e12, Burst: 5},    // interval clamped to 1ns
+		{PerSecond: 1, Burst: 1 << 40}, // tolerance clamped
+		{PerSecond: 1e-3, Burst: 1e9},  // tolerance clamped
+	} {
+		quota, window := r.Policy()
+		if quota < 1 || window <= 0 || window%time.Duration(quota) != 0 {
+			t.Fatalf("%+v: Policy() = %d, %v", r, quota, window)
+		}
+		interval := window / time.Duration(quota)
+		tbl := NewTable(0)
+		d := tbl.Allow("k", r, t0)
+		if !d.Allowed || d.Remaining != quota-1 {
+			t.Fatalf("%+v: first request %+v, want admitted with %d remaining", r, d, quota-1)
+		}
+		if quota > 1000 {
+			continue // too many to drain one by one; the remaining count above is the check
+		}
+		for i := 1; i < quota; i++ {
+			if d := tbl.Allow("k", r, t0); !d.Allowed {
+				t.Fatalf("%+v: request %d of the quota refused", r, i+1)
+			}
+		}
+		d = tbl.Allow("k", r, t0)
+		if d.Allowed || d.RetryAfter != interval {
+			t.Fatalf("%+v: past the quota %+v, want refused for %v", r, d, interval)
+		}
+		if RetryAfterSeconds(d.RetryAfter) > RetryAfterSeconds(window) || (quota == 1 && RetryAfterSeconds(d.RetryAfter) != RetryAfterSeconds(window)) {
+			t.Fatalf("%+v: Retry-After %d against a window of %d", r, RetryAfterSeconds(d.RetryAfter), RetryAfterSeconds(window))
+		}
+		if got := tbl.Peek("k", r, t0.Add(window-1)); got.Remaining == quota {
+			t.Fatalf("%+v: full again before the window: %+v", r, got)
+		}
+		if got := tbl.Peek("k", r, t0.Add(window)); !got.Allowed || got.Remaining != quota {
+			t.Fatalf("%+v: one window after draining %+v, want %d remaining", r, got, quota)
 		}
 	}
 }

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -22,6 +25,8 @@ type LimitsDoc = limits.Overrides
 // overrideSource reads tenant overrides from the index for limits.Effective.
 type overrideSource struct{ st *store.Store }
 
+// TenantOverrides reads a tenant's stored overrides document. It is the one
+// place a stored document is decoded.
 func (o overrideSource) TenantOverrides(ctx context.Context, tenant string) (limits.Overrides, bool, error) {
 	doc, ok, err := o.st.TenantLimits(ctx, tenant)
 	if err != nil || !ok {
@@ -32,6 +37,37 @@ func (o overrideSource) TenantOverrides(ctx context.Context, tenant string) (lim
 		return limits.Overrides{}, false, fmt.Errorf("limits of %s: %w", tenant, err)
 	}
 	return d, true, nil
+}
+
+// maxLimitsDocBytes bounds a limits document in a request.
+const maxLimitsDocBytes = 64 << 10
+
+// decodeLimitsDoc reads a limits document from a request body: exactly one
+// JSON object with known fields, nothing after it but whitespace, and valid
+// values. Anything else (null, an array, trailing data such as a second
+// object) is a bad_request, so that a malformed body never applies part of
+// itself.
+func decodeLimitsDoc(c echo.Context) (LimitsDoc, error) {
+	var d LimitsDoc
+	b, err := io.ReadAll(http.MaxBytesReader(c.Response(), c.Request().Body, maxLimitsDocBytes))
+	if err != nil {
+		return d, refuse(errBadRequest, "the body is not a limits document: %v", err)
+	}
+	if t := bytes.TrimLeft(b, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return d, refuse(errBadRequest, "the body is not a limits document: want one JSON object like {\"quota_bytes\": 10737418240}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&d); err != nil {
+		return LimitsDoc{}, refuse(errBadRequest, "the body is not a limits document: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return LimitsDoc{}, refuse(errBadRequest, "the body is not a limits document: data after the JSON object")
+	}
+	if err := d.Validate(); err != nil {
+		return LimitsDoc{}, refuse(errBadRequest, "%v", err)
+	}
+	return d, nil
 }
 
 // EffectiveLimits is the admin view of one tenant.
@@ -73,17 +109,17 @@ func (s *Server) adminRoutes(e *echo.Echo) {
 	g.DELETE("/credentials/:id", s.revokeCredential)
 }
 
+// effectiveView reads a tenant's overrides and usage for the admin API.
 func (s *Server) effectiveView(ctx context.Context, tenant string) (EffectiveLimits, error) {
-	var d LimitsDoc
-	doc, ok, err := s.store.TenantLimits(ctx, tenant)
+	d, _, err := overrideSource{s.store}.TenantOverrides(ctx, tenant)
 	if err != nil {
 		return EffectiveLimits{}, err
 	}
-	if ok {
-		if err := json.Unmarshal(doc, &d); err != nil {
-			return EffectiveLimits{}, err
-		}
-	}
+	return s.viewOf(ctx, tenant, d)
+}
+
+// viewOf is the admin view of a tenant whose overrides are d.
+func (s *Server) viewOf(ctx context.Context, tenant string, d LimitsDoc) (EffectiveLimits, error) {
 	lim := d.Apply(s.cfg.Limits)
 	usage, err := s.store.Usage(ctx, tenant)
 	if err != nil {
@@ -136,8 +172,32 @@ func tenantParam(c echo.Context) (string, error) {
 	return t, nil
 }
 
-func (s *Server) getLimits(c echo.Context) error {
+// knownTenant returns the tenant of the path if the index knows it
+// (store.TenantKnown), else 404 not_found, so that a typo in a tenant name
+// neither shows default limits nor sets limits nobody has. create lets a
+// PUT make an unknown tenant known.
+func (s *Server) knownTenant(c echo.Context, create bool) (string, error) {
 	t, err := tenantParam(c)
+	if err != nil {
+		return "", err
+	}
+	if create {
+		return t, nil
+	}
+	known, err := s.store.TenantKnown(c.Request().Context(), t)
+	if err != nil {
+		return "", err
+	}
+	if !known {
+		return "", &apiError{Status: http.StatusNotFound, Code: "not_found",
+			Message: fmt.Sprintf("tenant %s is unknown: it has no credentials, stored data, repos or limits", t),
+			Hint:    "check the name; to set limits before a tenant has anything, PUT with ?create=1 (openxet limits set --create)"}
+	}
+	return t, nil
+}
+
+func (s *Server) getLimits(c echo.Context) error {
+	t, err := s.knownTenant(c, false)
 	if err != nil {
 		return err
 	}
@@ -150,34 +210,43 @@ func (s *Server) getLimits(c echo.Context) error {
 
 // putLimits replaces a tenant's overrides with the body's (fields left out
 // are not overridden); the bucket record first, then the index, then this
-// node's cache at once.
+// node's cache at once. An unknown tenant is 404 unless the query says
+// create=1.
 func (s *Server) putLimits(c echo.Context) error {
-	t, err := tenantParam(c)
+	create := false
+	if v := c.QueryParam("create"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return refuse(errBadRequest, "create=%q is not a boolean (1 or 0)", v)
+		}
+		create = b
+	}
+	t, err := s.knownTenant(c, create)
 	if err != nil {
 		return err
 	}
-	var d LimitsDoc
-	dec := json.NewDecoder(http.MaxBytesReader(c.Response(), c.Request().Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&d); err != nil {
-		return refuse(errBadRequest, "the body is not a limits document: %v", err)
-	}
-	if err := d.Validate(); err != nil {
-		return refuse(errBadRequest, "%v", err)
+	d, err := decodeLimitsDoc(c)
+	if err != nil {
+		return err
 	}
 	var doc []byte
 	if !d.IsZero() {
 		doc, _ = json.Marshal(d)
 	}
-	if err := s.store.PutTenantLimits(c.Request().Context(), t, doc, d.QuotaBytes); err != nil {
+	ctx := c.Request().Context()
+	if err := s.store.PutTenantLimits(ctx, t, doc, d.QuotaBytes); err != nil {
 		return err
 	}
 	s.effective.Invalidate(t)
-	return s.getLimits(c)
+	v, err := s.viewOf(ctx, t, d)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, v)
 }
 
 func (s *Server) deleteLimits(c echo.Context) error {
-	t, err := tenantParam(c)
+	t, err := s.knownTenant(c, false)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 
 	"openxet/budget"
 	"openxet/limits"
-	"openxet/store"
 	"openxet/xet"
 )
 
@@ -394,15 +393,15 @@ func (s *Server) getReconstructionV2(c echo.Context) error {
 // is the authorisation; the request counts against the credential and tenant
 // it was signed for.
 func (s *Server) getFetch(c echo.Context) error {
-	ip := c.RealIP()
-	if err := s.gate.CheckAuth(ip, s.now()); err != nil {
+	attempt, err := s.gate.BeginAuth(c.RealIP(), s.now())
+	if err != nil {
 		return err
 	}
 	g, err := s.signer.parseFetchURL(c.Param("xorb"), c.QueryParams(), s.now())
 	if err != nil {
-		s.gate.AuthFailed(ip, s.now())
-		return err
+		return s.authFailed(attempt, err)
 	}
+	attempt.Refund()
 	e, err := s.creds.get(c.Request().Context(), g.CredentialID)
 	if err != nil || e.cred.IsRevoked() {
 		return refuse(errFetchURLInvalid, "the credential this URL was signed for is gone or revoked")
@@ -504,5 +503,3 @@ func (s *Server) limitsFor(c echo.Context, tenant string) (limits.Limits, error)
 	lim, _, err := s.effective.For(c.Request().Context(), tenant)
 	return lim, err
 }
-
-var _ = store.ErrNotFound

@@ -40,7 +40,6 @@ var (
 	errAnswerTooLarge  = errors.New("answer too large")
 	errBadRequest      = errors.New("bad request")
 	errNotFound        = errors.New("not found")
-	errUnavailable     = errors.New("unavailable")
 	errFetchURLInvalid = errors.New("fetch URL invalid")
 )
 
@@ -98,7 +97,7 @@ func toAPIError(err error) *apiError {
 	}
 	var busy *budget.BusyError
 	if errors.As(err, &busy) {
-		return &apiError{Status: 503, Code: "memory_busy", RetryAfter: ceilSeconds(busy.RetryAfter), cause: err,
+		return &apiError{Status: 503, Code: "memory_busy", RetryAfter: limits.RetryAfterSeconds(busy.RetryAfter), cause: err,
 			Message: "the server's memory for request work is busy (" + busy.Share + ")",
 			Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
 	}
@@ -153,7 +152,7 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), cause: err}
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
 		return &apiError{Status: 404, Code: "not_found", Message: errText(err), Hint: "check the hash or name; a tenant sees only what it registered", cause: err}
-	case errors.Is(err, limits.ErrLimitsUnavailable), errors.Is(err, errUnavailable):
+	case errors.Is(err, limits.ErrLimitsUnavailable):
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the server cannot read this tenant's limits right now; retry shortly", cause: err}
 	}
 	return &apiError{Status: 500, Code: "internal", Message: "internal error", Hint: "the server logged the cause; retry, or tell the operator", cause: err}
@@ -168,15 +167,16 @@ const storeRetryAfterSeconds = 2
 
 func quotaExceeded(tenant string, quota, usage, size int64, cause error) *apiError {
 	return &apiError{Status: 403, Code: "quota_exceeded", cause: cause,
-		Message: fmt.Sprintf("tenant %s: this upload of %s would pass the storage quota of %s (%s stored)", tenant, humanBytes(size), humanBytes(quota), humanBytes(usage)),
+		Message: fmt.Sprintf("tenant %s: this upload of %s would pass the storage quota of %s (%s stored)", tenant, limits.FormatBytes(size), limits.FormatBytes(quota), limits.FormatBytes(usage)),
 		Hint:    fmt.Sprintf("Ask an operator to raise the quota: openxet limits set --tenant %s --quota <size>", tenant),
 		Fields:  map[string]any{"quota": quota, "usage": usage, "size": size}}
 }
 
 func rateLimited(rl *limits.RateError) *apiError {
 	d := rl.Decision
-	secs := d.RetryAfterSeconds()
-	policy := fmt.Sprintf(`"%s";q=%d;w=%d`, rl.Limit, max(d.Limit.Burst, 1), windowSeconds(d.Limit))
+	secs := limits.RetryAfterSeconds(d.RetryAfter)
+	quota, window := d.Limit.Policy()
+	policy := fmt.Sprintf(`"%s";q=%d;w=%d`, rl.Limit, max(quota, 1), limits.RetryAfterSeconds(window))
 	hint := "slow down and retry after the delay in Retry-After"
 	switch rl.Limit {
 	case "in_flight":
@@ -193,40 +193,6 @@ func rateLimited(rl *limits.RateError) *apiError {
 			"RateLimit-Policy": policy,
 			"RateLimit":        fmt.Sprintf(`"%s";r=%d;t=%d`, rl.Limit, max(d.Remaining, 0), secs),
 		}}
-}
-
-// windowSeconds is the time a limit needs to refill its whole burst.
-func windowSeconds(r limits.Rate) int {
-	if r.PerSecond <= 0 {
-		return 1
-	}
-	w := int(float64(max(r.Burst, 1))/r.PerSecond + 0.999999)
-	return max(w, 1)
-}
-
-func ceilSeconds(d interface{ Seconds() float64 }) int {
-	s := d.Seconds()
-	n := int(s)
-	if float64(n) < s {
-		n++
-	}
-	return max(n, 1)
-}
-
-func humanBytes(n int64) string {
-	if n < 0 {
-		return "unlimited"
-	}
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatInt(n, 10) + " B"
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
 
 // body is the JSON a refusal carries.

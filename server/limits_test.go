@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"openxet/limits"
 )
 
 // fakeClock is the explicit clock the rate limiters read in these tests.
@@ -114,6 +116,67 @@ func TestRetryAfterIsExact(t *testing.T) {
 			t.Fatalf("%+v: at the exact wait: %d", c, r.Status)
 		}
 		clk.Add(time.Duration(secs)*time.Second + time.Hour) // refill for the next case's sake
+	}
+}
+
+// TestRateHeadersAtTheBounds: at the smallest and largest rate an admin may
+// set, Retry-After, RateLimit and the window of RateLimit-Policy agree with
+// the limiter (a retry at Retry-After succeeds, not a moment before), and
+// rates outside the bounds are refused with 400 naming the field, changing
+// nothing.
+func TestRateHeadersAtTheBounds(t *testing.T) {
+	e := newTestEnv(t)
+	clk := e.setClock()
+	for i, c := range []struct {
+		rps          float64
+		burst        int
+		retry        string
+		policy, rate string
+		exact        time.Duration
+	}{
+		{limits.MinRequestsPerSecond, 1, "1000", `"credential";q=1;w=1000`, `"credential";r=0;t=1000`, 1000 * time.Second},
+		{limits.MinRequestsPerSecond, 3, "1000", `"credential";q=3;w=3000`, `"credential";r=0;t=1000`, 1000 * time.Second},
+		{limits.MaxRequestsPerSecond, 1, "1", `"credential";q=1;w=1`, `"credential";r=0;t=1`, time.Nanosecond},
+	} {
+		tenant := fmt.Sprintf("b%d", i)
+		tok := e.credential(tenant, "read")
+		e.putLimits(tenant, map[string]any{"credential_requests_per_second": c.rps, "credential_burst": c.burst})
+		for n := 0; n < c.burst; n++ {
+			if r := e.probe(tok); r.Status != 404 {
+				t.Fatalf("%+v: request %d within burst: %d", c, n, r.Status)
+			}
+		}
+		r := e.probe(tok)
+		wantError(t, r, 429, "rate_limited")
+		if got := [3]string{r.Header.Get("Retry-After"), r.Header.Get("RateLimit-Policy"), r.Header.Get("RateLimit")}; got != [3]string{c.retry, c.policy, c.rate} {
+			t.Fatalf("%+v: headers %q", c, got)
+		}
+		if c.exact > time.Nanosecond {
+			clk.Add(c.exact - time.Nanosecond)
+			wantError(t, e.probe(tok), 429, "rate_limited")
+			clk.Add(time.Nanosecond)
+		} else {
+			clk.Add(c.exact)
+		}
+		if r := e.probe(tok); r.Status != 404 {
+			t.Fatalf("%+v: at the exact wait: %d", c, r.Status)
+		}
+		clk.Add(time.Hour * 24)
+	}
+	e.credential("alice", "read")
+	e.putLimits("alice", map[string]any{"tenant_requests_per_second": 5})
+	before := e.do("GET", "/api/openxet/v1/admin/tenants/alice/limits", e.admin, nil)
+	for _, field := range []string{"tenant_requests_per_second", "credential_requests_per_second"} {
+		for _, v := range []string{"1e-9", "1e-300", "0.000999", "1000000001", "1e300", "-1"} {
+			r := e.do("PUT", "/api/openxet/v1/admin/tenants/alice/limits", e.admin, []byte(`{"`+field+`": `+v+`}`))
+			wantError(t, r, 400, "bad_request")
+			if m := r.json(t)["message"].(string); !strings.Contains(m, field) {
+				t.Fatalf("%s=%s: message %q does not name the field", field, v, m)
+			}
+		}
+	}
+	if after := e.do("GET", "/api/openxet/v1/admin/tenants/alice/limits", e.admin, nil); string(after.Body) != string(before.Body) {
+		t.Fatalf("refused PUTs changed the limits: %s, was %s", after.Body, before.Body)
 	}
 }
 
@@ -328,6 +391,46 @@ func TestAuthFailuresPerIP(t *testing.T) {
 				t.Fatalf("another IP: %d", code)
 			}
 		})
+	}
+}
+
+// TestAuthFailuresIPv6Per64: behind a trusted proxy, IPv6 clients are
+// limited per /64 (one host is commonly given a whole /64), and an
+// IPv4-mapped address is the IPv4 address.
+func TestAuthFailuresIPv6Per64(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) {
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+	})
+	e.setClock()
+	good := e.credential("alice", "read")
+	url := e.http.URL + "/v1/reconstructions/" + strings.Repeat("ab", 32)
+	proxy := clientFrom("127.0.0.1")
+	for i := range 60 {
+		// Every failure from another address of the same /64.
+		xff := fmt.Sprintf("X-Forwarded-For: 2001:db8:0:1::%x", i+1)
+		if code := doFrom(t, proxy, url, "hf_oxt_bad", xff); code != 401 {
+			t.Fatalf("failure %d: %d", i+1, code)
+		}
+	}
+	for _, c := range []struct {
+		xff  string
+		want int
+	}{
+		{"2001:db8:0:1:ffff:ffff:ffff:ffff", 429}, // the same /64
+		{"2001:db8:0:2::1", 404},                  // the next /64
+		{"192.0.2.1", 404},
+	} {
+		if code := doFrom(t, proxy, url, good, "X-Forwarded-For: "+c.xff); code != c.want {
+			t.Fatalf("%s with a good token: %d, want %d", c.xff, code, c.want)
+		}
+	}
+	for i := range 60 {
+		if code := doFrom(t, proxy, url, "hf_oxt_bad", "X-Forwarded-For: 192.0.2.1"); code != 401 {
+			t.Fatalf("IPv4 failure %d: %d", i+1, code)
+		}
+	}
+	if code := doFrom(t, proxy, url, good, "X-Forwarded-For: ::ffff:192.0.2.1"); code != 429 {
+		t.Fatalf("IPv4-mapped form of a throttled IPv4 address: %d, want 429", code)
 	}
 }
 

@@ -4,6 +4,8 @@ import (
 	"errors"
 
 	"github.com/labstack/echo/v4"
+
+	"openxet/limits"
 )
 
 // guard authenticates a request, checks that its credential has scope, and
@@ -12,22 +14,23 @@ import (
 func (s *Server) guard(scope string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
-			ip := c.RealIP()
-			if err := s.gate.CheckAuth(ip, s.now()); err != nil {
+			attempt, err := s.gate.BeginAuth(c.RealIP(), s.now())
+			if err != nil {
 				return err
 			}
 			tok, ok := bearer(c.Request().Header.Get("Authorization"))
 			if !ok {
-				s.gate.AuthFailed(ip, s.now())
-				return refuse(errUnauthorized, "missing Authorization: Bearer token")
+				return s.authFailed(attempt, refuse(errUnauthorized, "missing Authorization: Bearer token"))
 			}
 			id, err := s.authenticate(c.Request().Context(), tok)
 			if err != nil {
 				if errors.Is(err, errUnauthorized) {
-					s.gate.AuthFailed(ip, s.now())
+					return s.authFailed(attempt, err)
 				}
+				attempt.Refund() // not the client's failure
 				return err
 			}
+			attempt.Refund()
 			c.Set(identityKey, id)
 			if scope != "" && !id.has(scope) {
 				return refuse(errForbidden, "this route needs the %s scope", scope)
@@ -40,6 +43,16 @@ func (s *Server) guard(scope string) echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// authFailed ends a failed authentication attempt and returns err, or the
+// auth-failure limit's refusal when the failure could not be recorded
+// (limits.AuthFailures: the table is full of throttled addresses).
+func (s *Server) authFailed(attempt limits.AuthAttempt, err error) error {
+	if rerr := s.gate.AuthFailed(attempt, s.now()); rerr != nil {
+		return rerr
+	}
+	return err
 }
 
 // admit runs the credential limiter, the tenant limiter and the in-flight

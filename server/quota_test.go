@@ -90,6 +90,107 @@ func TestAdminLimitsRequireAdmin(t *testing.T) {
 	wantError(t, e.do("GET", "/api/openxet/v1/admin/tenants/..%2Fetc/limits", e.admin, nil), 400, "bad_request")
 }
 
+// TestAdminLimitsRefuseBadDocuments: a limits document is one JSON object;
+// trailing data, null and anything but an object are refused with 400 and
+// change nothing (before, `{}{"quota_bytes":1}` applied `{}` and wiped
+// every override).
+func TestAdminLimitsRefuseBadDocuments(t *testing.T) {
+	e := newTestEnv(t)
+	e.credential("alice", "read")
+	path := "/api/openxet/v1/admin/tenants/alice/limits"
+	e.putLimits("alice", map[string]any{"quota_bytes": 5000, "tenant_burst": 7})
+	before := e.do("GET", path, e.admin, nil)
+	docBefore, _, err := e.st.TenantLimits(t.Context(), "alice")
+	if before.Status != 200 || err != nil {
+		t.Fatalf("GET: %d %s %v", before.Status, before.Body, err)
+	}
+	for _, bad := range []string{
+		`{}{"quota_bytes":1}`,
+		`{"quota_bytes":1}{}`,
+		`{} x`,
+		`{}]`,
+		`null`,
+		` null `,
+		`[]`,
+		`1`,
+		`"quota_bytes"`,
+		`true`,
+		``,
+		`{"quota_bytes": 1`,
+		`{"quota_bytes": null, "quota_bytes": 1} {}`,
+	} {
+		r := e.do("PUT", path, e.admin, []byte(bad))
+		if r.Status != 400 || r.json(t)["error"] != "bad_request" {
+			t.Errorf("PUT %q: %d %s, want 400 bad_request", bad, r.Status, r.Body)
+		}
+		after := e.do("GET", path, e.admin, nil)
+		doc, _, err := e.st.TenantLimits(t.Context(), "alice")
+		if err != nil || string(doc) != string(docBefore) || string(after.Body) != string(before.Body) {
+			t.Fatalf("after PUT %q: index %s (was %s), GET %s (was %s)", bad, doc, docBefore, after.Body, before.Body)
+		}
+	}
+	// Whitespace around one object is fine.
+	if r := e.do("PUT", path, e.admin, []byte(" {\"quota_bytes\": 6000}\n ")); r.Status != 200 || r.json(t)["quota_bytes"] != float64(6000) {
+		t.Fatalf("one object with whitespace: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestAdminLimitsUnknownTenant: a tenant the index does not know (no
+// credential, usage, repo or limits record) is 404 on GET, PUT and DELETE
+// of its limits, and nothing is written; PUT ?create=1 makes it known.
+// Before, a typo answered the defaults and PUT set limits nobody has.
+func TestAdminLimitsUnknownTenant(t *testing.T) {
+	e := newTestEnv(t)
+	e.credential("alice", "read")
+	const path = "/api/openxet/v1/admin/tenants/ghost/limits"
+	counts := func() map[string]int64 {
+		m, err := e.st.Counts(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	before := counts()
+	for _, c := range []struct{ method, query, body string }{
+		{"GET", "", ""},
+		{"PUT", "", `{"quota_bytes": 1000}`},
+		{"PUT", "?create=0", `{"quota_bytes": 1000}`},
+		{"PUT", "?create=false", `{}`},
+		{"DELETE", "", ""},
+	} {
+		r := e.do(c.method, path+c.query, e.admin, []byte(c.body))
+		wantError(t, r, 404, "not_found")
+		if m := r.json(t); !strings.Contains(m["message"].(string), "ghost") || !strings.Contains(m["hint"].(string), "create=1") {
+			t.Fatalf("%s %s: %s", c.method, c.query, r.Body)
+		}
+	}
+	wantError(t, e.do("PUT", path+"?create=maybe", e.admin, []byte(`{}`)), 400, "bad_request")
+	if diff := cmp.Diff(before, counts()); diff != "" {
+		t.Fatalf("refusals changed the index (-before +after):\n%s", diff)
+	}
+	if _, ok, _ := e.st.TenantLimits(t.Context(), "ghost"); ok {
+		t.Fatal("limits stored for an unknown tenant")
+	}
+	// Known tenants are served as before, with or without create.
+	if r := e.do("GET", "/api/openxet/v1/admin/tenants/alice/limits", e.admin, nil); r.Status != 200 {
+		t.Fatalf("known tenant: %d %s", r.Status, r.Body)
+	}
+	if r := e.do("PUT", "/api/openxet/v1/admin/tenants/alice/limits?create=1", e.admin, []byte(`{"quota_bytes": 5}`)); r.Status != 200 {
+		t.Fatalf("known tenant with create=1: %d %s", r.Status, r.Body)
+	}
+	// create=1 makes the tenant known.
+	r := e.do("PUT", path+"?create=1", e.admin, []byte(`{"quota_bytes": 1000}`))
+	if r.Status != 200 || r.json(t)["quota_bytes"] != float64(1000) {
+		t.Fatalf("PUT ?create=1: %d %s", r.Status, r.Body)
+	}
+	if r := e.do("GET", path, e.admin, nil); r.Status != 200 || r.json(t)["quota_bytes"] != float64(1000) {
+		t.Fatalf("GET after create: %d %s", r.Status, r.Body)
+	}
+	if r := e.do("DELETE", path, e.admin, nil); r.Status != 200 {
+		t.Fatalf("DELETE after create: %d %s", r.Status, r.Body)
+	}
+}
+
 // TestQuotaIsExact: 64 concurrent uploaders of distinct xorbs against a
 // quota that fits only some. Usage never passes the quota, each refusal is
 // 403 or 503 as specified, and usage equals the owned xorbs' sizes.
