@@ -69,13 +69,12 @@ func (s *Server) answerBeforeBody(c echo.Context) (after func()) {
 	}
 }
 
-// readBody reads exactly n bytes of the request body into memory the caller
-// has reserved.
-func (s *Server) readBody(c echo.Context, n int64) ([]byte, error) {
+// readBody reads exactly len(buf) bytes of the request body into buf, memory
+// the caller has reserved (budget.ReserveBuffer), and returns buf.
+func (s *Server) readBody(c echo.Context, buf []byte) ([]byte, error) {
 	if s.cfg.BodyReadTimeout > 0 {
 		http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 	}
-	buf := make([]byte, n)
 	if _, err := io.ReadFull(c.Request().Body, buf); err != nil {
 		return nil, refuse(errBadRequest, "the body ended after fewer bytes than its Content-Length (%v)", err)
 	}
@@ -120,12 +119,14 @@ func (s *Server) postXorb(c echo.Context) error {
 			return err
 		}
 	}
-	res, err := s.budget.Reserve(ctx, budgetKey(id), n)
+	// The body is read into a pooled buffer that goes back to the pool when
+	// the handler returns: nothing may keep a slice of it.
+	res, buf, err := s.budget.ReserveBuffer(ctx, budgetKey(id), n)
 	if err != nil {
 		return err
 	}
 	defer res.Release()
-	body, err := s.readBody(c, n)
+	body, err := s.readBody(c, buf)
 	if err != nil {
 		return err
 	}
@@ -163,18 +164,19 @@ func (s *Server) headXorb(c echo.Context) error {
 	return c.NoContent(http.StatusOK)
 }
 
-// receiveShard reads, parses and verifies a shard body.
+// receiveShard reads, parses and verifies a shard body. The body is in a
+// pooled buffer: it must not be used after release.
 func (s *Server) receiveShard(c echo.Context) ([]byte, *xet.Shard, func(), error) {
 	id := identityOf(c)
 	n, err := contentLength(c, xet.MaxShardBytes)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	res, err := s.budget.Reserve(c.Request().Context(), budgetKey(id), n)
+	res, buf, err := s.budget.ReserveBuffer(c.Request().Context(), budgetKey(id), n)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	body, err := s.readBody(c, n)
+	body, err := s.readBody(c, buf)
 	if err != nil {
 		res.Release()
 		return nil, nil, nil, err
@@ -416,7 +418,7 @@ func (s *Server) getFetch(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	res, err := s.budget.Reserve(ctx, budgetKey(id), fetchBufferBytes)
+	res, buf, err := s.budget.ReserveBuffer(ctx, budgetKey(id), fetchBufferBytes)
 	if err != nil {
 		return err
 	}
@@ -432,7 +434,6 @@ func (s *Server) getFetch(c echo.Context) error {
 	h.Set(echo.HeaderContentLength, fmt.Sprint(length))
 	h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/*", start, end))
 	c.Response().WriteHeader(http.StatusPartialContent)
-	buf := make([]byte, fetchBufferBytes)
 	// Both sides are wrapped so that CopyBuffer uses buf, the memory this
 	// request reserved, instead of a WriterTo/ReaderFrom with a buffer of
 	// its own (the blob reader's WriteTo allocates 1MiB per call).
