@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -257,8 +258,32 @@ func (s *Server) postShardV2(c echo.Context) error {
 // answer (the term, and at most one fetch entry with its signed URL).
 const reconstructionJSONBytesPerTerm = 768
 
-// reconstruction resolves a file and a Range into an answer, reserving the
-// memory the answer needs first.
+// reconstructionBytesPerTerm bounds what one term of a window holds in
+// memory without JSON: the decoded term, its answer term and a fetch range.
+const reconstructionBytesPerTerm = 160
+
+// windowTerms reads the terms of f that overlap [start, end) and the file
+// offset of the first. It reserves the memory reading f's whole term list
+// takes, from the term count the index stores, before it reads a byte of
+// it, and releases it once the window is decoded: the caller reserves for
+// the window's terms itself. A list that can never fit the credential's
+// share is refused with errTermsTooLarge.
+func (s *Server) windowTerms(ctx context.Context, id *identity, f store.File, start, end uint64) ([]xet.Term, uint64, error) {
+	res, err := s.budget.Reserve(ctx, budgetKey(id), store.FileTermListBytes(f.TermCount))
+	if err != nil {
+		var tl *budget.TooLargeError
+		if errors.As(err, &tl) {
+			return nil, 0, fmt.Errorf("%w: %w", errTermsTooLarge, err)
+		}
+		return nil, 0, err
+	}
+	defer res.Release()
+	return s.readTerms(ctx, id.Tenant, f.Hash, start, end)
+}
+
+// reconstruction resolves a file and a Range into an answer. Nothing is
+// decoded before memory is reserved for it: the term list (windowTerms),
+// then the answer for the terms of the range.
 func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), error) {
 	id := identityOf(c)
 	ctx := c.Request().Context()
@@ -274,7 +299,16 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 	if err != nil {
 		return xet.Reconstruction{}, nil, err
 	}
-	need := int64(xet.TermsInRange(f.Terms, start, end)+1) * reconstructionJSONBytesPerTerm
+	if start >= end { // an empty file: nothing to read
+		rec, err := xet.Reconstruct(nil, 0, 0, nil)
+		return rec, func() {}, err
+	}
+	terms, off, err := s.windowTerms(ctx, id, f, start, end)
+	if err != nil {
+		return xet.Reconstruction{}, nil, err
+	}
+	start, end = start-off, end-off
+	need := int64(xet.TermsInRange(terms, start, end)+1) * reconstructionJSONBytesPerTerm
 	res, err := s.budget.Reserve(ctx, budgetKey(id), need)
 	if err != nil {
 		var tl *budget.TooLargeError
@@ -283,7 +317,7 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 		}
 		return xet.Reconstruction{}, nil, err
 	}
-	rec, err := xet.Reconstruct(f.Terms, start, end, func(x xet.Hash) ([]xet.XorbChunk, error) { return s.store.XorbChunks(ctx, x) })
+	rec, err := xet.Reconstruct(terms, start, end, func(x xet.Hash) ([]xet.XorbChunk, error) { return s.store.XorbChunks(ctx, x) })
 	if err != nil {
 		res.Release()
 		return xet.Reconstruction{}, nil, err

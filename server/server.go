@@ -19,6 +19,7 @@ import (
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/xet"
 )
 
 // Config is what the server needs; cli fills it from the configuration.
@@ -76,6 +77,9 @@ type Server struct {
 	pending   *limits.Pending
 	budget    *budget.Budget
 	metrics   *metrics
+	// readTerms reads a window of a file's term list (store.FileTerms);
+	// tests wrap it to count the lists read.
+	readTerms func(ctx context.Context, tenant string, h xet.Hash, start, end uint64) ([]xet.Term, uint64, error)
 
 	publicURL string
 }
@@ -115,6 +119,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 			AuthFailuresPerMinute: max(cfg.AuthFailuresPerMinute, 1)}),
 		pending:   &limits.Pending{},
 		budget:    budget.New(cfg.Budget),
+		readTerms: st.FileTerms,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 	}
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
