@@ -124,14 +124,14 @@ func TestReconstructionReservesBeforeDecoding(t *testing.T) {
 	alice := e.credential("alice", "write")
 	const terms = 8000
 	file := e.manyTermFile(t, alice, terms)
-	if need := store.FileTermListBytes(terms); need <= 1<<20 {
-		t.Fatalf("the term list needs %d bytes; the test wants more than the 1MiB it leaves free", need)
+	if need := store.FileTermListBytes(terms); need <= 1<<18 {
+		t.Fatalf("the term list needs %d bytes; the test wants more than the quarter MiB it leaves free", need)
 	}
 	reads := e.countTermReads()
 
-	// The two stalled uploads leave alice's 70 MiB share under 1 MiB.
+	// The two stalled uploads leave a quarter MiB of alice's 70 MiB share.
 	drop1 := e.holdMemory(t, alice, strings.Repeat("ef", 32), 65<<20)
-	drop2 := e.holdMemory(t, alice, strings.Repeat("ee", 32), 4<<20+1)
+	drop2 := e.holdMemory(t, alice, strings.Repeat("ee", 32), 4<<20+3<<18)
 	path := "/v1/reconstructions/" + file.String()
 	for _, p := range []string{path, "/v2/reconstructions/" + file.String()} {
 		r := e.do("GET", p, alice, nil, "Range: bytes=0-0")
