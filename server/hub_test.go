@@ -164,7 +164,8 @@ func TestPreuploadAndLFSBatchCountOnlyNewBytes(t *testing.T) {
 // TestHubJSONReservesBeforeDecoding: preupload and LFS batch reserve the
 // memory their JSON body takes before they read it. While the credential's
 // share is held, a body that is not even JSON gets 503 memory_busy, not 400:
-// nothing was decoded. A body over the cap is refused 413 before it is read.
+// nothing was decoded. A body over the cap is refused 413 before it is read,
+// and so is a list of more than maxHubJSONEntries entries.
 func TestHubJSONReservesBeforeDecoding(t *testing.T) {
 	e := newTestEnv(t, smallBudget)
 	alice := e.credential("alice", "write")
@@ -175,6 +176,16 @@ func TestHubJSONReservesBeforeDecoding(t *testing.T) {
 		if r := e.do("POST", p, alice, notJSON); r.Status != 400 {
 			t.Fatalf("%s with memory free: %d %s, want 400", p, r.Status, r.Body)
 		}
+	}
+
+	// More entries than one request may carry: 413, before they are decoded.
+	many := make([]map[string]any, maxHubJSONEntries+1)
+	for i := range many {
+		many[i] = map[string]any{"path": "f", "size": 1, "oid": "x"}
+	}
+	for _, p := range routes {
+		r := e.do("POST", p, alice, jsonBody(map[string]any{"operation": "upload", "files": many, "objects": many}))
+		wantError(t, r, 413, "payload_too_large")
 	}
 
 	// The two stalled uploads leave a quarter MiB of alice's 70 MiB share.
