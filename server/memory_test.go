@@ -158,3 +158,39 @@ func TestReconstructionReservesBeforeDecoding(t *testing.T) {
 		t.Fatalf("%d term lists read, want 1", n)
 	}
 }
+
+// TestTrimMemoryDropsAnIdlePool: the periodic trim keeps the pool of
+// released buffers while uploads reuse it and drops it, giving the memory
+// back, once a whole interval passed without reuse.
+func TestTrimMemoryDropsAnIdlePool(t *testing.T) {
+	e := newTestEnv(t)
+	alice := e.credential("alice", "write")
+	released := func() bool { return e.srv.budget.Stats().ReservedBytes == 0 }
+	pooled := func() int64 { return e.srv.budget.Stats().PooledBytes }
+	for seed := range 2 {
+		body, info := xet.BuildXorb(randomChunks(uint64(200+seed), 16, 64<<10), false)
+		if r := e.postXorb(alice, body, info.Hash); r.Status != 200 {
+			t.Fatalf("xorb: %d %s", r.Status, r.Body)
+		}
+		waitFor(t, "the upload's memory to be released", released)
+	}
+	if pooled() == 0 {
+		t.Fatal("nothing pooled after two uploads")
+	}
+	steps := []struct {
+		name       string
+		wantPooled bool
+	}{
+		{"the pool was reused since the last trim", true},
+		{"a whole interval without reuse", false},
+	}
+	for _, st := range steps {
+		returned := e.srv.trimMemory()
+		if got := pooled() > 0; got != st.wantPooled {
+			t.Fatalf("%s: pooled %d bytes", st.name, pooled())
+		}
+		if !st.wantPooled && !returned {
+			t.Fatalf("%s: the dropped pool was not given back", st.name)
+		}
+	}
+}
