@@ -407,12 +407,16 @@ func (s *Server) hubJSONBody(c echo.Context) (io.Reader, func(), error) {
 	return io.LimitReader(c.Request().Body, n), res.Release, nil
 }
 
-// decodeJSONObject reads one JSON object from dec, member by member: member
-// gets each key and must decode its value from dec. Keys are matched as
-// encoding/json matches field names, case-insensitively.
+// decodeJSONObject reads one JSON object (or null) from dec, member by
+// member: member gets each key and must decode its value from dec. Callers
+// match keys as encoding/json matches field names, case-insensitively.
 func decodeJSONObject(dec *json.Decoder, member func(key string) error) error {
-	if err := expectDelim(dec, '{'); err != nil {
+	tok, err := dec.Token()
+	if err != nil || tok == nil {
 		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("want an object, found %v", tok)
 	}
 	for dec.More() {
 		tok, err := dec.Token()
@@ -424,7 +428,7 @@ func decodeJSONObject(dec *json.Decoder, member func(key string) error) error {
 			return err
 		}
 	}
-	_, err := dec.Token()
+	_, err = dec.Token()
 	return err
 }
 
@@ -450,17 +454,6 @@ func decodeJSONArray(dec *json.Decoder, what string, elem func() error) error {
 	}
 	_, err := dec.Token()
 	return err
-}
-
-func expectDelim(dec *json.Decoder, want json.Delim) error {
-	tok, err := dec.Token()
-	if err != nil {
-		return err
-	}
-	if d, ok := tok.(json.Delim); !ok || d != want {
-		return fmt.Errorf("want %q, found %v", want, tok)
-	}
-	return nil
 }
 
 // skipJSON consumes one JSON value from dec.
