@@ -42,8 +42,17 @@ type Budget struct {
 	freeTickets []*ticket
 	freeShares  []*keyShare
 
+	// Released buffers of ReserveBuffer, by capacity (see buffers.go).
+	// pooledBytes + reserved <= total at all times.
+	pool        map[int64][][]byte
+	pooledBytes int64
+	poolUsed    bool // a buffer was taken from the pool since the last TrimBuffers
+
 	granted, waited, cancelled uint64
 	busy, tooLarge             [numKinds]uint64
+
+	bufferHits, bufferMisses uint64
+	bufferDropped            int64
 }
 
 // keyShare is what one credential or one tenant holds and how many of its
@@ -66,6 +75,10 @@ type ticket struct {
 	n      int64
 	cred   *keyShare
 	tenant *keyShare
+	// wantBuf: take a pooled buffer of n bytes when granted (ReserveBuffer);
+	// buf is the buffer the reservation holds, pooled again on release.
+	wantBuf bool
+	buf     []byte
 
 	// While queued.
 	prev, next *ticket
@@ -165,8 +178,7 @@ func (r *Reservation) Release() {
 	b := tk.b
 	b.mu.Lock()
 	if tk.gen == r.gen {
-		b.credit(tk)
-		b.recycle(tk)
+		b.giveBack(tk)
 		if b.head != nil {
 			b.settle()
 		}
@@ -186,6 +198,12 @@ func (r *Reservation) Release() {
 //   - If ctx ends while waiting, Reserve returns ctx.Err() and gives up its
 //     place in line. ctx is not consulted when the reservation fits at once.
 func (b *Budget) Reserve(ctx context.Context, k Key, n int64) (Reservation, error) {
+	return b.reserve(ctx, k, n, false)
+}
+
+// reserve is Reserve; with wantBuf the granted ticket takes a pooled buffer
+// of n bytes if there is one (ReserveBuffer).
+func (b *Budget) reserve(ctx context.Context, k Key, n int64, wantBuf bool) (Reservation, error) {
 	if n <= 0 {
 		if n == 0 {
 			return Reservation{}, nil
@@ -200,13 +218,13 @@ func (b *Budget) Reserve(ctx context.Context, k Key, n int64) (Reservation, erro
 	t := b.share(b.tenants, k.Tenant)
 	why := b.place(c, t, n)
 	if why == kindFits {
-		tk := b.newTicket(c, t, n)
+		tk := b.newTicket(c, t, n, wantBuf)
 		b.take(tk)
 		gen := tk.gen
 		b.mu.Unlock()
 		return Reservation{t: tk, gen: gen, n: n}, nil
 	}
-	return b.await(ctx, c, t, n, why)
+	return b.await(ctx, c, t, n, wantBuf, why)
 }
 
 // refuseTooLarge counts and builds the error for a reservation no share can hold.
@@ -226,7 +244,7 @@ func (b *Budget) refuseTooLarge(n int64) error {
 
 // await queues a reservation that place could not grant and waits for it.
 // b.mu is held on entry and released before waiting.
-func (b *Budget) await(ctx context.Context, c, t *keyShare, n int64, why kind) (Reservation, error) {
+func (b *Budget) await(ctx context.Context, c, t *keyShare, n int64, wantBuf bool, why kind) (Reservation, error) {
 	if err := ctx.Err(); err != nil {
 		// place marked c, t or the budget as if this waiter were queued; it
 		// will not be, so work the marks out again.
@@ -237,7 +255,7 @@ func (b *Budget) await(ctx context.Context, c, t *keyShare, n int64, why kind) (
 		b.mu.Unlock()
 		return Reservation{}, err
 	}
-	tk := b.newTicket(c, t, n)
+	tk := b.newTicket(c, t, n, wantBuf)
 	gen := tk.gen
 	tk.ready = make(chan struct{})
 	tk.reason = why
@@ -266,8 +284,7 @@ func (b *Budget) await(ctx context.Context, c, t *keyShare, n int64, why kind) (
 		}
 		b.cancelled++
 		b.granted-- // counted by take, but not handed out after all
-		b.credit(tk)
-		b.recycle(tk)
+		b.giveBack(tk)
 		if b.head != nil {
 			b.settle()
 		}
@@ -351,6 +368,22 @@ func (b *Budget) take(tk *ticket) {
 	}
 	b.live++
 	b.granted++
+	if tk.wantBuf {
+		tk.buf = b.popBuffer(tk.n)
+	}
+	if b.pooledBytes > 0 && b.reserved+b.pooledBytes > b.total {
+		b.makeRoom()
+	}
+}
+
+// giveBack credits a granted ticket, pools its buffer and retires it.
+func (b *Budget) giveBack(tk *ticket) {
+	buf := tk.buf
+	b.credit(tk)
+	if buf != nil {
+		b.pushBuffer(buf)
+	}
+	b.recycle(tk)
 }
 
 // credit returns a granted ticket's bytes and drops shares that fall idle.
@@ -422,7 +455,7 @@ func (b *Budget) dropIfIdle(s *keyShare, m map[string]*keyShare) {
 	}
 }
 
-func (b *Budget) newTicket(c, t *keyShare, n int64) *ticket {
+func (b *Budget) newTicket(c, t *keyShare, n int64, wantBuf bool) *ticket {
 	var tk *ticket
 	if k := len(b.freeTickets); k > 0 {
 		tk = b.freeTickets[k-1]
@@ -430,7 +463,7 @@ func (b *Budget) newTicket(c, t *keyShare, n int64) *ticket {
 	} else {
 		tk = &ticket{b: b, gen: 1}
 	}
-	tk.n, tk.cred, tk.tenant = n, c, t
+	tk.n, tk.cred, tk.tenant, tk.wantBuf = n, c, t, wantBuf
 	return tk
 }
 
@@ -438,7 +471,7 @@ func (b *Budget) newTicket(c, t *keyShare, n int64) *ticket {
 // generation.
 func (b *Budget) recycle(tk *ticket) {
 	tk.gen++
-	tk.n, tk.cred, tk.tenant = 0, nil, nil
+	tk.n, tk.cred, tk.tenant, tk.wantBuf, tk.buf = 0, nil, nil, false, nil
 	tk.ready, tk.granted, tk.reason = nil, false, 0
 	if len(b.freeTickets) < maxFree {
 		b.freeTickets = append(b.freeTickets, tk)
@@ -488,6 +521,11 @@ type Stats struct {
 	Cancelled uint64  // reservations whose ctx ended before they were granted
 	Busy      ByShare // refused with *BusyError, by the share that held them back
 	TooLarge  ByShare // refused with *TooLargeError, by the binding share
+
+	PooledBytes        int64  // released buffers kept for reuse now (not reserved)
+	BufferHits         uint64 // ReserveBuffer calls served from the pool
+	BufferMisses       uint64 // ReserveBuffer calls that allocated
+	BufferDroppedBytes int64  // pooled bytes dropped to make room or by TrimBuffers
 }
 
 // Stats returns a snapshot of b.
@@ -509,5 +547,10 @@ func (b *Budget) Stats() Stats {
 		Cancelled:       b.cancelled,
 		Busy:            byShare(b.busy),
 		TooLarge:        byShare(b.tooLarge),
+
+		PooledBytes:        b.pooledBytes,
+		BufferHits:         b.bufferHits,
+		BufferMisses:       b.bufferMisses,
+		BufferDroppedBytes: b.bufferDropped,
 	}
 }

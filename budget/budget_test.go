@@ -99,6 +99,9 @@ func checkInvariants(t *testing.T, b *Budget) {
 	if credSum != b.reserved || tenantSum != b.reserved {
 		t.Errorf("reserved %d, credentials hold %d, tenants hold %d", b.reserved, credSum, tenantSum)
 	}
+	if b.pooledBytes < 0 || b.reserved+b.pooledBytes > b.total {
+		t.Errorf("reserved %d + pooled %d, budget %d", b.reserved, b.pooledBytes, b.total)
+	}
 	if b.reserved < 0 || b.reserved > b.total || b.highWater > b.total {
 		t.Errorf("reserved %d, high water %d, budget %d", b.reserved, b.highWater, b.total)
 	}

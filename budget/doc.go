@@ -9,9 +9,8 @@
 // Config.CredentialShare and one tenant, all its credentials together, at most
 // Config.TenantShare. It decides who may hold how much and in what order
 // waiters are served, and counts what happened (Stats). It does not own the
-// memory itself, the sizes asked for (the server works them out, e.g. a
-// reconstruction from its stored term count), HTTP status codes or metrics
-// registration: a *TooLargeError becomes 413, a *BusyError 503 memory_busy with
+// sizes asked for (the server works them out, e.g. a reconstruction from its
+// stored term count), HTTP status codes or metrics registration: a *TooLargeError becomes 413, a *BusyError 503 memory_busy with
 // Retry-After, in the server. Config comes from the cli; this package reads no
 // files, flags or environment and starts no goroutines.
 //
@@ -68,6 +67,18 @@
 // a reservation already released, is harmless: the bytes are credited back
 // only once. The zero Reservation, and what Reserve returns with an error, may
 // be released and do nothing.
+//
+// # Buffers
+//
+// ReserveBuffer reserves memory and hands it out as one []byte, for bodies
+// read whole (xorbs, shards, read buffers). Releasing such a reservation
+// keeps its buffer in a pool, by size class (BufferBytes), for the next
+// reservation of that class: a storm of 64 MiB uploads reuses the same few
+// buffers instead of leaving the garbage collector twice the budget to
+// collect. The pool lives inside the budget: pooled and reserved bytes
+// together never exceed Config.TotalBytes, any reservation that needs the
+// room drops pooled buffers, and TrimBuffers drops the pool once it has gone
+// unused, so that an idle process can give the memory back.
 //
 // Per-credential and per-tenant entries exist only while they hold bytes or
 // have a waiter, so memory used by the bookkeeping is bounded by work in

@@ -17,8 +17,10 @@ import (
 
 	"github.com/BurntSushi/toml"
 
+	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/xet"
 )
 
 // Config is every setting of `openxet serve`, read from defaults, a TOML
@@ -56,6 +58,13 @@ type Config struct {
 	AuthFailuresPerMinute       int
 	DefaultTenantQuota          int64 // < 0: unlimited
 	LimitsCacheTTL              time.Duration
+
+	// GoMemoryLimit is the soft memory limit serve gives the Go runtime
+	// (runtime/debug.SetMemoryLimit): MemoryBudget + GoMemoryLimitOverhead,
+	// or 0 to leave the runtime's own, which is the case when the
+	// environment sets GOMEMLIMIT. Not a configuration key; see
+	// goMemoryLimit.
+	GoMemoryLimit int64
 }
 
 // setting is one configuration key: where it is read from and how.
@@ -84,7 +93,6 @@ const (
 	DefaultDataDir    = "./openxet-data"
 	maxDefaultBudget  = 4 << 30
 	minMemoryBudget   = 64 << 20
-	maxXorbBodyBytes  = 64<<20 + 1<<20
 	unlimitedQuotaTxt = "unlimited"
 )
 
@@ -424,14 +432,34 @@ func (c *Config) fillDerived() {
 // Validate checks the rules that tie keys together.
 func (c Config) Validate() error {
 	var errs []error
-	if share := float64(c.MemoryBudget) * c.CredentialMemoryShare; share < maxXorbBodyBytes {
-		errs = append(errs, fmt.Errorf("config server.credential_memory_share: %.2f of server.memory_budget %s is %s, less than one maximum xorb (%s); raise either",
-			c.CredentialMemoryShare, limits.FormatBytes(c.MemoryBudget), limits.FormatBytes(int64(share)), limits.FormatBytes(maxXorbBodyBytes)))
+	// budget's own check: each share of the budget must hold one maximum xorb.
+	if err := c.budgetConfig().Validate(xet.MaxXorbBytes); err != nil {
+		for _, e := range unjoin(err) {
+			errs = append(errs, fmt.Errorf("config %w", e))
+		}
 	}
 	if c.LimitsCacheTTL > 10*time.Second {
 		errs = append(errs, errors.New("config limits.cache_ttl: must be at most 10s (design §5)"))
 	}
 	return errors.Join(errs...)
+}
+
+// budgetConfig is the memory budget's part of the configuration.
+func (c Config) budgetConfig() budget.Config {
+	return budget.Config{
+		TotalBytes:      c.MemoryBudget,
+		CredentialShare: c.CredentialMemoryShare,
+		TenantShare:     c.TenantMemoryShare,
+		Wait:            c.MemoryWait,
+	}
+}
+
+// unjoin lists the errors an errors.Join made, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // readTOML reads a TOML file into section.key -> text value.

@@ -144,8 +144,9 @@ func TestConfigFileErrors(t *testing.T) {
 		t.Fatal("broken TOML accepted")
 	}
 	small := writeFile(t, "c.toml", "[server]\nmemory_budget = \"100MiB\"\n")
-	if _, err := LoadConfig(small, nil, nil); err == nil || !strings.Contains(err.Error(), "server.credential_memory_share") {
-		t.Fatalf("a share that cannot hold one xorb: %v", err)
+	if _, err := LoadConfig(small, nil, nil); err == nil || !strings.Contains(err.Error(), "server.credential_memory_share") ||
+		!strings.Contains(err.Error(), "server.tenant_memory_share") {
+		t.Fatalf("shares that cannot hold one xorb: %v", err)
 	}
 }
 

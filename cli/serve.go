@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -19,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
-	"openxet/budget"
 	"openxet/limits"
 	"openxet/server"
 	"openxet/store"
@@ -37,9 +37,27 @@ func serveCommand(env Env) *cli.Command {
 			if err != nil {
 				return err
 			}
+			cfg.GoMemoryLimit = goMemoryLimit(cfg.MemoryBudget, env)
 			return serve(c.Context, cfg, c.App.Writer, c.App.ErrWriter)
 		},
 	}
+}
+
+// GoMemoryLimitOverhead is what the Go runtime may hold beyond the memory
+// budget before its garbage collector works harder to stay under the soft
+// limit: garbage not collected yet, goroutine stacks, caches, the runtime
+// itself. The documented RSS allowance is the budget plus 256 MiB; the rest
+// of it is SQLite's own memory (outside the Go heap) and the binary.
+const GoMemoryLimitOverhead = 128 << 20
+
+// goMemoryLimit is the soft memory limit serve sets: the budget plus
+// GoMemoryLimitOverhead, or 0 (leave it) when the environment sets
+// GOMEMLIMIT (to a size or "off"), which the runtime read at start.
+func goMemoryLimit(budgetBytes int64, env Env) int64 {
+	if v, ok := env("GOMEMLIMIT"); ok && v != "" {
+		return 0
+	}
+	return budgetBytes + GoMemoryLimitOverhead
 }
 
 func newLogger(cfg Config, w io.Writer) *slog.Logger {
@@ -69,12 +87,8 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		},
 		LimitsCacheTTL:        cfg.LimitsCacheTTL,
 		AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
-		Budget: budget.Config{
-			TotalBytes:      cfg.MemoryBudget,
-			CredentialShare: cfg.CredentialMemoryShare,
-			TenantShare:     cfg.TenantMemoryShare,
-			Wait:            cfg.MemoryWait,
-		},
+		Budget:                cfg.budgetConfig(),
+
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		BodyReadTimeout:   cfg.BodyReadTimeout,
@@ -164,8 +178,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		go ms.Serve(mln)
 		defer ms.Close()
 	}
+	if cfg.GoMemoryLimit > 0 {
+		prev := debug.SetMemoryLimit(cfg.GoMemoryLimit)
+		defer debug.SetMemoryLimit(prev)
+	}
 	log.Info("openxet serving", "version", Version, "addr", "http://"+ln.Addr().String(), "data_dir", cfg.DataDir,
-		"memory_budget", limits.FormatBytes(cfg.MemoryBudget))
+		"memory_budget", limits.FormatBytes(cfg.MemoryBudget), "go_memory_limit", limits.FormatBytes(debug.SetMemoryLimit(-1)))
 	err = srv.Serve(ctx, ln)
 	log.Info("openxet stopped")
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 
 	"openxet/budget"
 	"openxet/limits"
+	"openxet/store"
 	"openxet/xet"
 )
 
@@ -77,13 +79,12 @@ func (s *Server) answerBeforeBody(c echo.Context, refusal bool) (after func()) {
 	}
 }
 
-// readBody reads exactly n bytes of the request body into memory the caller
-// has reserved.
-func (s *Server) readBody(c echo.Context, n int64) ([]byte, error) {
+// readBody reads exactly len(buf) bytes of the request body into buf, memory
+// the caller has reserved (budget.ReserveBuffer), and returns buf.
+func (s *Server) readBody(c echo.Context, buf []byte) ([]byte, error) {
 	if s.cfg.BodyReadTimeout > 0 {
 		http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 	}
-	buf := make([]byte, n)
 	if _, err := io.ReadFull(c.Request().Body, buf); err != nil {
 		return nil, refuse(errBadRequest, "the body ended after fewer bytes than its Content-Length (%v)", err)
 	}
@@ -128,12 +129,14 @@ func (s *Server) postXorb(c echo.Context) error {
 			return err
 		}
 	}
-	res, err := s.budget.Reserve(ctx, budgetKey(id), n)
+	// The body is read into a pooled buffer that goes back to the pool when
+	// the handler returns: nothing may keep a slice of it.
+	res, buf, err := s.budget.ReserveBuffer(ctx, budgetKey(id), n)
 	if err != nil {
 		return err
 	}
 	defer res.Release()
-	body, err := s.readBody(c, n)
+	body, err := s.readBody(c, buf)
 	if err != nil {
 		return err
 	}
@@ -171,18 +174,19 @@ func (s *Server) headXorb(c echo.Context) error {
 	return c.NoContent(http.StatusOK)
 }
 
-// receiveShard reads, parses and verifies a shard body.
+// receiveShard reads, parses and verifies a shard body. The body is in a
+// pooled buffer: it must not be used after release.
 func (s *Server) receiveShard(c echo.Context) ([]byte, *xet.Shard, func(), error) {
 	id := identityOf(c)
 	n, err := contentLength(c, xet.MaxShardBytes)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	res, err := s.budget.Reserve(c.Request().Context(), budgetKey(id), n)
+	res, buf, err := s.budget.ReserveBuffer(c.Request().Context(), budgetKey(id), n)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	body, err := s.readBody(c, n)
+	body, err := s.readBody(c, buf)
 	if err != nil {
 		res.Release()
 		return nil, nil, nil, err
@@ -269,8 +273,32 @@ func (s *Server) postShardV2(c echo.Context) error {
 // answer (the term, and at most one fetch entry with its signed URL).
 const reconstructionJSONBytesPerTerm = 768
 
-// reconstruction resolves a file and a Range into an answer, reserving the
-// memory the answer needs first.
+// reconstructionBytesPerTerm bounds what one term of a window holds in
+// memory without JSON: the decoded term, its answer term and a fetch range.
+const reconstructionBytesPerTerm = 160
+
+// windowTerms reads the terms of f that overlap [start, end) and the file
+// offset of the first. It reserves the memory reading f's whole term list
+// takes, from the term count the index stores, before it reads a byte of
+// it, and releases it once the window is decoded: the caller reserves for
+// the window's terms itself. A list that can never fit the credential's
+// share is refused with errTermsTooLarge.
+func (s *Server) windowTerms(ctx context.Context, id *identity, f store.File, start, end uint64) ([]xet.Term, uint64, error) {
+	res, err := s.budget.Reserve(ctx, budgetKey(id), store.FileTermListBytes(f.TermCount))
+	if err != nil {
+		var tl *budget.TooLargeError
+		if errors.As(err, &tl) {
+			return nil, 0, fmt.Errorf("%w: %w", errTermsTooLarge, err)
+		}
+		return nil, 0, err
+	}
+	defer res.Release()
+	return s.readTerms(ctx, id.Tenant, f.Hash, start, end)
+}
+
+// reconstruction resolves a file and a Range into an answer. Nothing is
+// decoded before memory is reserved for it: the term list (windowTerms),
+// then the answer for the terms of the range.
 func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), error) {
 	id := identityOf(c)
 	ctx := c.Request().Context()
@@ -286,7 +314,16 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 	if err != nil {
 		return xet.Reconstruction{}, nil, err
 	}
-	need := int64(xet.TermsInRange(f.Terms, start, end)+1) * reconstructionJSONBytesPerTerm
+	if start >= end { // an empty file: nothing to read
+		rec, err := xet.Reconstruct(nil, 0, 0, nil)
+		return rec, func() {}, err
+	}
+	terms, off, err := s.windowTerms(ctx, id, f, start, end)
+	if err != nil {
+		return xet.Reconstruction{}, nil, err
+	}
+	start, end = start-off, end-off
+	need := int64(xet.TermsInRange(terms, start, end)+1) * reconstructionJSONBytesPerTerm
 	res, err := s.budget.Reserve(ctx, budgetKey(id), need)
 	if err != nil {
 		var tl *budget.TooLargeError
@@ -295,7 +332,7 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 		}
 		return xet.Reconstruction{}, nil, err
 	}
-	rec, err := xet.Reconstruct(f.Terms, start, end, func(x xet.Hash) ([]xet.XorbChunk, error) { return s.store.XorbChunks(ctx, x) })
+	rec, err := xet.Reconstruct(terms, start, end, func(x xet.Hash) ([]xet.XorbChunk, error) { return s.store.XorbChunks(ctx, x) })
 	if err != nil {
 		res.Release()
 		return xet.Reconstruction{}, nil, err
@@ -430,7 +467,7 @@ func (s *Server) getFetch(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	res, err := s.budget.Reserve(ctx, budgetKey(id), fetchBufferBytes)
+	res, buf, err := s.budget.ReserveBuffer(ctx, budgetKey(id), fetchBufferBytes)
 	if err != nil {
 		return err
 	}
@@ -446,7 +483,6 @@ func (s *Server) getFetch(c echo.Context) error {
 	h.Set(echo.HeaderContentLength, fmt.Sprint(length))
 	h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/*", start, end))
 	c.Response().WriteHeader(http.StatusPartialContent)
-	buf := make([]byte, fetchBufferBytes)
 	// Both sides are wrapped so that CopyBuffer uses buf, the memory this
 	// request reserved, instead of a WriterTo/ReaderFrom with a buffer of
 	// its own (the blob reader's WriteTo allocates 1MiB per call).

@@ -38,6 +38,7 @@ var (
 	errLengthRequired  = errors.New("length required")
 	errBodyTooLarge    = errors.New("body too large")
 	errAnswerTooLarge  = errors.New("answer too large")
+	errTermsTooLarge   = errors.New("term list too large") // a file's term list alone is over the share
 	errBadRequest      = errors.New("bad request")
 	errNotFound        = errors.New("not found")
 	errFetchURLInvalid = errors.New("fetch URL invalid")
@@ -103,6 +104,11 @@ func toAPIError(err error) *apiError {
 	}
 	var tooLarge *budget.TooLargeError
 	if errors.As(err, &tooLarge) {
+		if errors.Is(err, errTermsTooLarge) {
+			return &apiError{Status: 413, Code: "answer_too_large", cause: err,
+				Message: fmt.Sprintf("the file's term list needs %d bytes, more than the %d a credential may hold, whatever the Range", tooLarge.N, tooLarge.Limit),
+				Hint:    "ask the operator to raise server.memory_budget or server.credential_memory_share"}
+		}
 		if errors.Is(err, errAnswerTooLarge) {
 			return &apiError{Status: 413, Code: "answer_too_large", cause: err,
 				Message: fmt.Sprintf("the answer needs %d bytes, more than the %d a credential may hold", tooLarge.N, tooLarge.Limit),

@@ -45,6 +45,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{&budget.BusyError{RetryAfter: time.Second, Share: "budget"}, 503, "memory_busy"},
 		{&budget.TooLargeError{N: 10, Limit: 5, Share: "credential"}, 413, "payload_too_large"},
 		{fmt.Errorf("%w: %w", errAnswerTooLarge, &budget.TooLargeError{N: 10, Limit: 5}), 413, "answer_too_large"},
+		{fmt.Errorf("%w: %w", errTermsTooLarge, &budget.TooLargeError{N: 10, Limit: 5}), 413, "answer_too_large"},
 		{errUnauthorized, 401, "unauthorized"},
 		{errForbidden, 403, "forbidden"},
 		{errFetchURLInvalid, 403, "forbidden"},

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -40,6 +41,16 @@ const (
 	// maxCommitBytes caps a commit body.
 	maxCommitBytes = 32 << 20
 	treePageSize   = 1000
+
+	// maxHubJSONBytes caps the JSON body of preupload and LFS batch.
+	maxHubJSONBytes = 16 << 20
+	// maxHubJSONEntries caps the files of one preupload and the objects of
+	// one LFS batch (huggingface_hub sends 256 at most, @huggingface/hub
+	// and git-lfs 100).
+	maxHubJSONEntries = 1000
+	// hubJSONBytesPerEntry bounds what one file or object holds once
+	// decoded and answered, beyond its own text.
+	hubJSONBytesPerEntry = 512
 )
 
 var repoTypePlural = map[string]string{"models": "model", "datasets": "dataset", "spaces": "space"}
@@ -374,6 +385,96 @@ func (s *Server) tree(c echo.Context) error {
 	return c.JSON(http.StatusOK, items[start:end])
 }
 
+// hubJSONBody reserves the memory that decoding and answering a preupload
+// or LFS batch body takes, before a byte of the body is read, and returns
+// the body. The reservation is four times the Content-Length (the decoder's
+// buffer, the decoded strings, the answer), or four times the cap for a body
+// without one, plus a bound for the entries' own structures. A body over
+// maxHubJSONBytes is refused 413 unread.
+func (s *Server) hubJSONBody(c echo.Context) (io.Reader, func(), error) {
+	n := c.Request().ContentLength
+	if n > maxHubJSONBytes {
+		return nil, nil, &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the body of %d bytes is over the %d-byte limit", n, maxHubJSONBytes),
+			Hint: fmt.Sprintf("send at most %d files per request", maxHubJSONEntries)}
+	}
+	if n < 0 {
+		n = maxHubJSONBytes
+	}
+	res, err := s.budget.Reserve(c.Request().Context(), budgetKey(identityOf(c)), 4*n+maxHubJSONEntries*hubJSONBytesPerEntry)
+	if err != nil {
+		return nil, nil, err
+	}
+	return io.LimitReader(c.Request().Body, n), res.Release, nil
+}
+
+// decodeJSONObject reads one JSON object (or null) from dec, member by
+// member: member gets each key and must decode its value from dec. Callers
+// match keys as encoding/json matches field names, case-insensitively.
+func decodeJSONObject(dec *json.Decoder, member func(key string) error) error {
+	tok, err := dec.Token()
+	if err != nil || tok == nil {
+		return err
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return fmt.Errorf("want an object, found %v", tok)
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := tok.(string)
+		if err := member(key); err != nil {
+			return err
+		}
+	}
+	_, err = dec.Token()
+	return err
+}
+
+// decodeJSONArray reads a JSON array (or null) from dec, element by element,
+// each decoded by elem; more than maxHubJSONEntries elements are refused 413
+// before the next one is decoded.
+func decodeJSONArray(dec *json.Decoder, what string, elem func() error) error {
+	if tok, err := dec.Token(); err != nil {
+		return err
+	} else if tok == nil {
+		return nil
+	} else if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fmt.Errorf("%s: want an array", what)
+	}
+	for n := 0; dec.More(); n++ {
+		if n == maxHubJSONEntries {
+			return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("more than %d %s in one request", maxHubJSONEntries, what),
+				Hint: fmt.Sprintf("send at most %d %s per request", maxHubJSONEntries, what)}
+		}
+		if err := elem(); err != nil {
+			return err
+		}
+	}
+	_, err := dec.Token()
+	return err
+}
+
+// skipJSON consumes one JSON value from dec.
+func skipJSON(dec *json.Decoder) error {
+	var v json.RawMessage
+	return dec.Decode(&v)
+}
+
+// storedContent reports whether tenant already registered a file whose
+// SHA-256 is sha (hex, any case; "" is unknown).
+func (s *Server) storedContent(ctx context.Context, tenant, sha string) (bool, error) {
+	if sha == "" {
+		return false, nil
+	}
+	_, err := s.store.FileBySHA256(ctx, tenant, strings.ToLower(sha))
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
 // quotaForNew refuses, before any byte is sent, an upload of newBytes more
 // bytes that cannot fit the tenant's quota.
 func (s *Server) quotaForNew(c echo.Context, tenant string, newBytes int64) error {
@@ -399,23 +500,48 @@ func (s *Server) preupload(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		Files []struct {
-			Path   string `json:"path"`
-			Sample string `json:"sample"`
-			Size   int64  `json:"size"`
-		} `json:"files"`
+	body, release, err := s.hubJSONBody(c)
+	if err != nil {
+		return err
 	}
-	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 16<<20)).Decode(&req); err != nil {
+	defer release()
+	// sha is sent by older huggingface_hub releases; current clients send
+	// path, size and sample only.
+	type preuploadFile struct {
+		Path   string `json:"path"`
+		Sample string `json:"sample"`
+		Size   int64  `json:"size"`
+		SHA    string `json:"sha"`
+	}
+	var files []preuploadFile
+	dec := json.NewDecoder(body)
+	err = decodeJSONObject(dec, func(key string) error {
+		if !strings.EqualFold(key, "files") {
+			return skipJSON(dec)
+		}
+		return decodeJSONArray(dec, "files", func() error {
+			var f preuploadFile
+			err := dec.Decode(&f)
+			files = append(files, f)
+			return err
+		})
+	})
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return err
+		}
 		return refuse(errBadRequest, "the body is not a preupload request: %v", err)
 	}
 	cm, err := s.resolveRev(c, r, revision(c))
 	if err != nil {
 		return err
 	}
-	out := make([]map[string]any, 0, len(req.Files))
+	ctx := c.Request().Context()
+	out := make([]map[string]any, 0, len(files))
 	var newBytes int64
-	for _, f := range req.Files {
+	counted := map[string]bool{} // SHA-256s already counted in this request
+	for _, f := range files {
 		mode := "lfs"
 		if f.Size <= regularMaxBytes {
 			mode = "regular"
@@ -429,10 +555,27 @@ func (s *Server) preupload(c echo.Context) error {
 				item["oid"] = cur.GitOID
 			}
 		}
-		if mode == "lfs" && !(ok && cur.SizeBytes == f.Size) {
+		out = append(out, item)
+		// Only bytes the tenant does not own yet count: not a file already
+		// at the path with that size, nor content it stored before (by
+		// SHA-256), nor content counted once in this request.
+		if mode != "lfs" || (ok && cur.SizeBytes == f.Size) {
+			continue
+		}
+		sha := strings.ToLower(f.SHA)
+		if sha != "" && counted[sha] {
+			continue
+		}
+		stored, err := s.storedContent(ctx, r.Tenant, sha)
+		if err != nil {
+			return err
+		}
+		if sha != "" {
+			counted[sha] = true
+		}
+		if !stored {
 			newBytes += f.Size
 		}
-		out = append(out, item)
 	}
 	if err := s.quotaForNew(c, r.Tenant, newBytes); err != nil {
 		return err
@@ -749,15 +892,42 @@ func (s *Server) lfsBatch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	var req struct {
-		Operation string `json:"operation"`
-		Objects   []struct {
-			OID  string `json:"oid"`
-			Size int64  `json:"size"`
-		} `json:"objects"`
-		HashAlgo string `json:"hash_algo"`
+	body, release, err := s.hubJSONBody(c)
+	if err != nil {
+		return err
 	}
-	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 16<<20)).Decode(&req); err != nil {
+	defer release()
+	type lfsObject struct {
+		OID  string `json:"oid"`
+		Size int64  `json:"size"`
+	}
+	var req struct {
+		Operation string
+		Objects   []lfsObject
+		HashAlgo  string
+	}
+	dec := json.NewDecoder(body)
+	err = decodeJSONObject(dec, func(key string) error {
+		switch {
+		case strings.EqualFold(key, "operation"):
+			return dec.Decode(&req.Operation)
+		case strings.EqualFold(key, "hash_algo"):
+			return dec.Decode(&req.HashAlgo)
+		case strings.EqualFold(key, "objects"):
+			return decodeJSONArray(dec, "objects", func() error {
+				var o lfsObject
+				err := dec.Decode(&o)
+				req.Objects = append(req.Objects, o)
+				return err
+			})
+		}
+		return skipJSON(dec)
+	})
+	if err != nil {
+		var ae *apiError
+		if errors.As(err, &ae) {
+			return err
+		}
 		return refuse(errBadRequest, "the body is not an LFS batch request: %v", err)
 	}
 	if req.HashAlgo != "" && req.HashAlgo != "sha256" && req.HashAlgo != "sha_256" {
@@ -772,16 +942,24 @@ func (s *Server) lfsBatch(c echo.Context) error {
 	objects := make([]map[string]any, 0, len(req.Objects))
 	sessionID := randomID()
 	var newBytes int64
+	counted := map[string]bool{} // oids already counted in this request
 	for _, o := range req.Objects {
 		obj := map[string]any{"oid": o.OID, "size": o.Size}
 		if err := checkSHA256(o.OID); err != nil {
 			return refuse(errBadRequest, "object oid %v", err)
 		}
-		if _, err := s.store.FileBySHA256(c.Request().Context(), r.Tenant, o.OID); err == nil {
+		stored, err := s.storedContent(c.Request().Context(), r.Tenant, o.OID)
+		if err != nil {
+			return err
+		}
+		if stored {
 			objects = append(objects, obj)
 			continue
 		}
-		newBytes += o.Size
+		if oid := strings.ToLower(o.OID); !counted[oid] {
+			counted[oid] = true
+			newBytes += o.Size
+		}
 		obj["actions"] = map[string]any{"upload": map[string]any{"href": href, "header": map[string]string{
 			"X-Xet-Cas-Url": s.base(c), "X-Xet-Access-Token": tok, "X-Xet-Token-Expiration": strconv.FormatInt(exp, 10),
 			"X-Xet-Session-Id": sessionID}}}

@@ -40,11 +40,14 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	st("openxet_memory_reserved_high_water_bytes", "Highest reserved bytes seen.", func() float64 { return float64(s.budget.Stats().HighWaterBytes) })
 	st("openxet_memory_budget_bytes", "The memory budget.", func() float64 { return float64(s.cfg.Budget.TotalBytes) })
 	st("openxet_memory_waiting", "Reservations queued for memory now.", func() float64 { return float64(s.budget.Stats().Waiting) })
+	st("openxet_memory_pooled_bytes", "Bytes of released buffers kept for reuse (within the budget, not reserved).", func() float64 { return float64(s.budget.Stats().PooledBytes) })
 	counter := func(name, help string, labels prometheus.Labels, f func(budget.Stats) uint64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels},
 			func() float64 { return float64(f(s.budget.Stats())) }))
 	}
 	counter("openxet_memory_waits_total", "Reservations that had to wait for memory.", nil, func(st budget.Stats) uint64 { return st.Waited })
+	counter("openxet_memory_buffer_reuses_total", "Body and read buffers served from the pool of released buffers.", nil, func(st budget.Stats) uint64 { return st.BufferHits })
+	counter("openxet_memory_buffer_allocations_total", "Body and read buffers the pool could not serve.", nil, func(st budget.Stats) uint64 { return st.BufferMisses })
 	for share, pick := range map[string]func(budget.ByShare) uint64{
 		budget.ShareBudget:     func(b budget.ByShare) uint64 { return b.Budget },
 		budget.ShareCredential: func(b budget.ByShare) uint64 { return b.Credential },

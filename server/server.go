@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ import (
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/xet"
 )
 
 // Config is what the server needs; cli fills it from the configuration.
@@ -47,6 +50,10 @@ type Config struct {
 	MaxHeaderBytes    int
 	// MetricsOnMain serves /metrics on the main listener behind admin auth.
 	MetricsOnMain bool
+	// MemoryTrimInterval is how often Serve gives idle memory back to the
+	// operating system (see trimMemory); 0 means DefaultMemoryTrimInterval,
+	// a negative value never.
+	MemoryTrimInterval time.Duration
 }
 
 // Defaults for Config fields left zero.
@@ -58,6 +65,15 @@ const (
 	maxLimiterKeys        = 1_000_000
 	fetchBufferBytes      = 256 << 10
 	dedupAnswerXorbs      = 32
+)
+
+const (
+	// DefaultMemoryTrimInterval: a pool unused for one interval is dropped
+	// at the next, so memory goes back within two intervals of a burst.
+	DefaultMemoryTrimInterval = 20 * time.Second
+	// trimAfterBytes is how much the heap must have allocated since the
+	// last trim for an idle budget to trigger one.
+	trimAfterBytes = 64 << 20
 )
 
 // Server is the HTTP application. Create it with New, run it with Serve.
@@ -76,8 +92,13 @@ type Server struct {
 	pending   *limits.Pending
 	budget    *budget.Budget
 	metrics   *metrics
+	// readTerms reads a window of a file's term list (store.FileTerms);
+	// tests wrap it to count the lists read.
+	readTerms func(ctx context.Context, tenant string, h xet.Hash, start, end uint64) ([]xet.Term, uint64, error)
 
 	publicURL string
+
+	trimAllocs uint64 // heap bytes allocated at the last trim (trimMemory)
 }
 
 // New builds the server; it does no I/O.
@@ -93,6 +114,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	}
 	if cfg.LimitsCacheTTL == 0 {
 		cfg.LimitsCacheTTL = DefaultLimitsCacheTTL
+	}
+	if cfg.MemoryTrimInterval == 0 {
+		cfg.MemoryTrimInterval = DefaultMemoryTrimInterval
 	}
 	if cfg.DedupScope == "" {
 		cfg.DedupScope = "global"
@@ -115,6 +139,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 			AuthFailuresPerMinute: max(cfg.AuthFailuresPerMinute, 1)}),
 		pending:   &limits.Pending{},
 		budget:    budget.New(cfg.Budget),
+		readTerms: st.FileTerms,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 	}
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
@@ -249,6 +274,16 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	trimCtx, stopTrim := context.WithCancel(ctx)
+	trimDone := make(chan struct{})
+	go func() {
+		defer close(trimDone)
+		s.trimLoop(trimCtx)
+	}()
+	defer func() {
+		stopTrim()
+		<-trimDone
+	}()
 	select {
 	case err := <-errc:
 		return err
@@ -262,4 +297,47 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	return nil
+}
+
+// trimLoop runs trimMemory every MemoryTrimInterval until ctx ends.
+func (s *Server) trimLoop(ctx context.Context) {
+	if s.cfg.MemoryTrimInterval < 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.MemoryTrimInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.trimMemory()
+		}
+	}
+}
+
+// trimMemory gives memory the process no longer uses back to the operating
+// system, so that RSS falls back towards idle after a burst: the Go runtime
+// alone keeps freed heap mapped for minutes, and collects nothing while the
+// process is idle. It drops the budget's pool of released buffers once that
+// went unused for a whole interval, and returns freed memory to the system
+// (debug.FreeOSMemory, a forced collection) when buffers were dropped or,
+// with nothing reserved, when the heap allocated trimAfterBytes since the
+// last trim. Serve calls it every MemoryTrimInterval; it reports whether it
+// returned memory.
+func (s *Server) trimMemory() bool {
+	dropped := s.budget.TrimBuffers()
+	sample := []rtmetrics.Sample{{Name: "/gc/heap/allocs:bytes"}}
+	rtmetrics.Read(sample)
+	var allocs uint64
+	if sample[0].Value.Kind() == rtmetrics.KindUint64 {
+		allocs = sample[0].Value.Uint64()
+	}
+	idle := s.budget.Stats().Reservations == 0
+	if dropped == 0 && !(idle && allocs-s.trimAllocs >= trimAfterBytes) {
+		return false
+	}
+	debug.FreeOSMemory()
+	s.trimAllocs = allocs
+	return true
 }

@@ -13,8 +13,9 @@ import (
 )
 
 // serveXetFile streams a xet file (or a Range of it) reconstructed on the
-// server, for clients without hf_xet. It holds one term's bytes at a time,
-// reserved from the memory budget.
+// server, for clients without hf_xet. It reserves the memory for the file's
+// term list before reading it and for the window's terms while it streams,
+// and holds one term's bytes at a time, reserved from the memory budget.
 func (s *Server) serveXetFile(c echo.Context, tenant string, e store.TreeEntry) error {
 	ctx := c.Request().Context()
 	h, err := xet.ParseHash(e.XetHash)
@@ -45,13 +46,22 @@ func (s *Server) serveXetFile(c echo.Context, tenant string, e store.TreeEntry) 
 	if c.Request().Method == http.MethodHead || end == start {
 		return c.NoContent(status)
 	}
-	rec, err := xet.Reconstruct(f.Terms, start, end, func(x xet.Hash) ([]xet.XorbChunk, error) { return s.store.XorbChunks(ctx, x) })
+	id := identityOf(c)
+	terms, off, err := s.windowTerms(ctx, id, f, start, end)
+	if err != nil {
+		return err
+	}
+	res, err := s.budget.Reserve(ctx, budgetKey(id), int64(len(terms)+1)*reconstructionBytesPerTerm)
+	if err != nil {
+		return err
+	}
+	defer res.Release()
+	rec, err := xet.Reconstruct(terms, start-off, end-off, func(x xet.Hash) ([]xet.XorbChunk, error) { return s.store.XorbChunks(ctx, x) })
 	if err != nil {
 		return err
 	}
 	c.Response().WriteHeader(status)
 	skip, left := rec.OffsetIntoFirstRange, end-start
-	id := identityOf(c)
 	for _, t := range rec.Terms {
 		if left == 0 {
 			break

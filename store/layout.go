@@ -53,20 +53,41 @@ func encodeTerms(terms []xet.Term) []byte {
 	return out
 }
 
-func decodeTerms(b []byte) ([]xet.Term, error) {
+// decodeTermWindow decodes, from an encoded term list, the terms that
+// overlap the byte window [start, end) of the file (see Store.FileTerms),
+// reading only the sizes of the others, and returns the file offset of the
+// first.
+func decodeTermWindow(b []byte, start, end uint64) ([]xet.Term, uint64, error) {
 	if len(b)%termRecordBytes != 0 {
-		return nil, fmt.Errorf("term list of %d bytes is not a multiple of %d", len(b), termRecordBytes)
+		return nil, 0, fmt.Errorf("term list of %d bytes is not a multiple of %d", len(b), termRecordBytes)
 	}
-	out := make([]xet.Term, len(b)/termRecordBytes)
+	n := len(b) / termRecordBytes
+	size := func(i int) uint64 { return uint64(binary.LittleEndian.Uint32(b[i*termRecordBytes+36:])) }
+	var pos uint64
+	first := 0
+	for first < n && pos+size(first) <= start {
+		pos += size(first)
+		first++
+	}
+	offset := pos
+	last := first
+	for last < n && pos < end {
+		pos += size(last)
+		last++
+	}
+	if start >= end || first == last {
+		return nil, 0, nil
+	}
+	out := make([]xet.Term, last-first)
 	for i := range out {
-		r := b[i*termRecordBytes:]
+		r := b[(first+i)*termRecordBytes:]
 		copy(out[i].Xorb[:], r[:32])
 		out[i].Flags = binary.LittleEndian.Uint32(r[32:])
 		out[i].UnpackedBytes = binary.LittleEndian.Uint32(r[36:])
 		out[i].ChunkStart = binary.LittleEndian.Uint32(r[40:])
 		out[i].ChunkEnd = binary.LittleEndian.Uint32(r[44:])
 	}
-	return out, nil
+	return out, offset, nil
 }
 
 // layoutCache is a small bounded cache of xorb chunk layouts; when full it

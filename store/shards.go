@@ -12,12 +12,13 @@ import (
 	"openxet/xet"
 )
 
-// File is a file a tenant registered with a shard.
+// File is a file a tenant registered with a shard, as the index describes
+// it without its term list (FileTerms reads that).
 type File struct {
 	Hash      xet.Hash
 	SizeBytes uint64
 	SHA256    string // lowercase hex, "" when the shard carried none
-	Terms     []xet.Term
+	TermCount int    // terms in the file's term list
 }
 
 // ShardHash is the key a shard body is stored under: the hex SHA-256 of the body.
@@ -212,25 +213,14 @@ func (s *Store) FileBySHA256(ctx context.Context, tenant, sha string) (File, err
 	return s.fileWhere(ctx, `tenant = ? AND sha256 = ?`, tenant, sha)
 }
 
-// FileTermCount returns the number of terms of a file tenant registered.
-func (s *Store) FileTermCount(ctx context.Context, tenant string, h xet.Hash) (int, error) {
-	var n int
-	err := s.queryRow(ctx, `SELECT nterms FROM files WHERE tenant = ? AND hash = ?`, tenant, h.String()).Scan(&n)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, fmt.Errorf("file %s: %w", h, ErrNotFound)
-	}
-	return n, err
-}
-
 func (s *Store) fileWhere(ctx context.Context, where string, args ...any) (File, error) {
 	var (
-		f     File
-		hash  string
-		size  int64
-		sha   sql.NullString
-		terms []byte
+		f    File
+		hash string
+		size int64
+		sha  sql.NullString
 	)
-	err := s.queryRow(ctx, `SELECT hash, size, sha256, terms FROM files WHERE `+where+` LIMIT 1`, args...).Scan(&hash, &size, &sha, &terms)
+	err := s.queryRow(ctx, `SELECT hash, size, sha256, nterms FROM files WHERE `+where+` LIMIT 1`, args...).Scan(&hash, &size, &sha, &f.TermCount)
 	if errors.Is(err, sql.ErrNoRows) {
 		return File{}, fmt.Errorf("file: %w", ErrNotFound)
 	}
@@ -240,12 +230,43 @@ func (s *Store) fileWhere(ctx context.Context, where string, args ...any) (File,
 	if f.Hash, err = xet.ParseHash(hash); err != nil {
 		return File{}, fmt.Errorf("file: %w", err)
 	}
-	if f.Terms, err = decodeTerms(terms); err != nil {
-		return File{}, fmt.Errorf("file %s: %w", hash, err)
-	}
 	f.SizeBytes = uint64(size)
 	f.SHA256 = sha.String
 	return f, nil
+}
+
+// FileTermListBytes is the most memory FileTerms holds while it reads the
+// term list of a file of n terms (File.TermCount): the stored list as the
+// index reads it, the copy the driver hands over, and the decoded terms.
+// Reserve it before calling FileTerms.
+func FileTermListBytes(n int) int64 { return int64(n) * 3 * termRecordBytes }
+
+// FileTerms returns the terms of a file tenant registered that overlap the
+// byte window [start, end) of the file, from the first that ends after start
+// to the last that starts before end, and the file offset at which the first
+// of them starts; only those terms are decoded. An empty window gives no
+// terms. ErrNotFound when tenant did not register the file.
+func (s *Store) FileTerms(ctx context.Context, tenant string, h xet.Hash, start, end uint64) (terms []xet.Term, offset uint64, err error) {
+	rows, err := s.query(ctx, `SELECT terms FROM files WHERE tenant = ? AND hash = ?`, tenant, h.String())
+	if err != nil {
+		return nil, 0, fmt.Errorf("file %s terms: %w", h, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, 0, fmt.Errorf("file %s terms: %w", h, err)
+		}
+		return nil, 0, fmt.Errorf("file %s: %w", h, ErrNotFound)
+	}
+	// RawBytes: the driver's copy, read in place rather than copied again.
+	var raw sql.RawBytes
+	if err := rows.Scan(&raw); err != nil {
+		return nil, 0, fmt.Errorf("file %s terms: %w", h, err)
+	}
+	if terms, offset, err = decodeTermWindow(raw, start, end); err != nil {
+		return nil, 0, fmt.Errorf("file %s: %w", h, err)
+	}
+	return terms, offset, rows.Close()
 }
 
 // DedupAnswer returns the CAS blocks to offer for a chunk: the xorb that

@@ -44,7 +44,7 @@ func (s *Store) Tenants(ctx context.Context) ([]Tenant, error) {
 // tenant whose only trace was a deleted limits record.
 func (s *Store) TenantKnown(ctx context.Context, tenant string) (bool, error) {
 	var one int
-	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM tenants WHERE name = ?`, tenant).Scan(&one)
+	err := s.queryRow(ctx, `SELECT 1 FROM tenants WHERE name = ?`, tenant).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
