@@ -55,6 +55,8 @@ func NewApp(stdout, stderr io.Writer, env Env) *cli.App {
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
 			serveCommand(env),
+			configCommand(env),
+			healthcheckCommand(env),
 			reindexCommand(env),
 			limitsCommand(env),
 			credentialsCommand(env),
@@ -105,20 +107,33 @@ func configFlags(keys func(setting) bool) []cli.Flag {
 // loadConfig reads the configuration for a command: defaults, then the file
 // (--config or OPENXET_CONFIG), then OPENXET_* variables, then flags.
 func loadConfig(c *cli.Context, env Env) (Config, error) {
-	path := c.String("config")
-	if path == "" {
-		path, _ = env("OPENXET_CONFIG")
+	return configInputs(c, env).load()
+}
+
+// configSources are the inputs of a configuration besides the defaults.
+type configSources struct {
+	path       string            // the TOML file; "" for none
+	env, flags map[string]string // key -> value
+}
+
+func configInputs(c *cli.Context, env Env) configSources {
+	in := configSources{path: c.String("config"), env: map[string]string{}, flags: map[string]string{}}
+	if in.path == "" {
+		in.path, _ = env("OPENXET_CONFIG")
 	}
-	envVals, flagVals := map[string]string{}, map[string]string{}
 	for _, s := range settings {
 		if v, ok := env(s.envName()); ok {
-			envVals[s.key] = v
+			in.env[s.key] = v
 		}
 		if c.IsSet(s.flagName()) {
-			flagVals[s.key] = c.String(s.flagName())
+			in.flags[s.key] = c.String(s.flagName())
 		}
 	}
-	cfg, err := LoadConfig(path, envVals, flagVals)
+	return in
+}
+
+func (in configSources) load() (Config, error) {
+	cfg, err := LoadConfig(in.path, in.env, in.flags)
 	if err != nil {
 		return Config{}, cli.Exit(err.Error(), 2)
 	}

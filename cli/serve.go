@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -31,8 +32,11 @@ func serveCommand(env Env) *cli.Command {
 		Usage: "run the server",
 		Description: "Serves the Xet CAS API, the Hub API and the admin API. On first start with an empty store it\n" +
 			"prints one admin credential. Stops gracefully on SIGINT or SIGTERM.",
-		Flags: configFlags(nil),
+		Flags: append(configFlags(nil), &cli.BoolFlag{Name: "print-config", Usage: "print the effective configuration and where each value came from, then exit (as `openxet config check`)"}),
 		Action: func(c *cli.Context) error {
+			if c.Bool("print-config") {
+				return printConfig(c, env)
+			}
 			cfg, err := loadConfig(c, env)
 			if err != nil {
 				return err
@@ -127,6 +131,11 @@ func signingKey(dataDir string) ([]byte, error) {
 
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := newLogger(cfg, stderr)
+	tlsConf, stopTLS, err := startTLS(cfg, log)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	defer stopTLS()
 	st, err := openStore(ctx, cfg)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -149,6 +158,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Exit(fmt.Sprintf("listen on %s: %v", cfg.Listen, err), 1)
 	}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
+	}
 	if cfg.MetricsListen != "" {
 		mln, err := net.Listen("tcp", cfg.MetricsListen)
 		if err != nil {
@@ -159,7 +171,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		go ms.Serve(mln)
 		defer ms.Close()
 	}
-	log.Info("openxet serving", "version", Version, "addr", "http://"+ln.Addr().String(), "data_dir", cfg.DataDir,
+	log.Info("openxet serving", "version", Version, "addr", listenerScheme(cfg)+"://"+ln.Addr().String(), "data_dir", cfg.DataDir,
 		"memory_budget", FormatSize(cfg.MemoryBudget))
 	err = srv.Serve(ctx, ln)
 	log.Info("openxet stopped")
