@@ -12,8 +12,14 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Version is the release this binary was built from.
-const Version = "0.1.0"
+// Version is the release this binary was built from, and Revision the
+// commit (empty: the one Go's build info records, if any). Release builds
+// set both with -ldflags "-X openxet/cli.Version=… -X openxet/cli.Revision=…"
+// (see .goreleaser.yaml); nothing else writes them.
+var (
+	Version  = "0.1.0"
+	Revision = ""
+)
 
 // Env looks up an environment variable.
 type Env func(key string) (string, bool)
@@ -74,15 +80,25 @@ func NewApp(stdout, stderr io.Writer, env Env) *cli.App {
 }
 
 func versionString() string {
-	v := Version
+	if r := revision(); len(r) >= 12 {
+		return Version + " (" + r[:12] + ")"
+	}
+	return Version
+}
+
+// revision is the commit the binary was built from, "" when unknown.
+func revision() string {
+	if Revision != "" {
+		return Revision
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
+			if s.Key == "vcs.revision" {
+				return s.Value
 			}
 		}
 	}
-	return v
+	return ""
 }
 
 // configFlags are the flags of every configuration key plus --config.

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
 	"openxet/budget"
@@ -85,6 +83,7 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		ShutdownTimeout:   cfg.ShutdownTimeout,
 		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
 		MetricsOnMain:     cfg.MetricsListen == "",
+		MetricsTenants:    cfg.MetricsTenants,
 	}
 }
 
@@ -148,8 +147,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err := bootstrapAdmin(ctx, st, stdout); err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	srv, err := server.New(serverConfig(cfg, key), st, log, reg)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)

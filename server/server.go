@@ -47,6 +47,9 @@ type Config struct {
 	MaxHeaderBytes    int
 	// MetricsOnMain serves /metrics on the main listener behind admin auth.
 	MetricsOnMain bool
+	// MetricsTenants is how many tenants /metrics shows usage and quota of,
+	// those nearest their quota first; 0: none (totals only).
+	MetricsTenants int
 }
 
 // Defaults for Config fields left zero.
