@@ -70,7 +70,7 @@ func TestMetricFamiliesAreDocumented(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"openxet_build_info", "openxet_stored_xorb_bytes", "openxet_tenant_usage_bytes", "openxet_tenant_quota_bytes"} {
+	for _, want := range []string{"openxet_build_info", "openxet_ready", "openxet_stored_xorb_bytes", "openxet_tenant_usage_bytes", "openxet_tenant_quota_bytes"} {
 		if !registered[want] {
 			t.Errorf("%s is not registered", want)
 		}

@@ -14,7 +14,12 @@ import (
 // of an earlier one: summing them reads every xorb row of the index.
 const storeMetricsRefresh = 30 * time.Second
 
-// storeCollector exports the stored bytes of the index, and per tenant (up
+// readyTimeout bounds the readiness check of openxet_ready, as /readyz
+// bounds its own.
+const readyTimeout = 5 * time.Second
+
+// storeCollector exports readiness (checked on every scrape), the stored
+// bytes of the index, and per tenant (up
 // to Config.MetricsTenants of them, nearest their quota first) usage and
 // quota. Figures are read on a scrape, at most once per
 // storeMetricsRefresh; when the index cannot be read the families are
@@ -22,7 +27,7 @@ const storeMetricsRefresh = 30 * time.Second
 type storeCollector struct {
 	s *Server
 
-	xorbBytes, chargedBytes, tenantUsage, tenantQuota *prometheus.Desc
+	ready, xorbBytes, chargedBytes, tenantUsage, tenantQuota *prometheus.Desc
 	errors                                            prometheus.Counter
 
 	mu   sync.Mutex
@@ -33,6 +38,8 @@ type storeCollector struct {
 func newStoreCollector(s *Server) *storeCollector {
 	return &storeCollector{
 		s: s,
+		ready: prometheus.NewDesc("openxet_ready",
+			"1 when the index and the bucket answered this scrape (what /readyz checks), else 0.", nil, nil),
 		xorbBytes: prometheus.NewDesc("openxet_stored_xorb_bytes",
 			"Bytes of every xorb in the index, each counted once however many tenants own it.", nil, nil),
 		chargedBytes: prometheus.NewDesc("openxet_tenants_usage_bytes",
@@ -47,6 +54,7 @@ func newStoreCollector(s *Server) *storeCollector {
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.ready
 	ch <- c.xorbBytes
 	ch <- c.chargedBytes
 	ch <- c.tenantUsage
@@ -55,6 +63,13 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ready := 0.0
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	if c.s.store.Ping(ctx) == nil {
+		ready = 1
+	}
+	cancel()
+	ch <- prometheus.MustNewConstMetric(c.ready, prometheus.GaugeValue, ready)
 	if snap, ok := c.summary(); ok {
 		ch <- prometheus.MustNewConstMetric(c.xorbBytes, prometheus.GaugeValue, float64(snap.XorbBytes))
 		ch <- prometheus.MustNewConstMetric(c.chargedBytes, prometheus.GaugeValue, float64(snap.ChargedBytes))
