@@ -166,15 +166,16 @@ func checkTLSFiles(cfg Config) error {
 }
 
 // startTLS loads the configured pair and reloads it on SIGHUP until stop
-// is called; it returns a nil config when TLS is off. Without TLS, SIGHUP
-// keeps its default action.
+// is called; it returns a nil config when TLS is off. SIGHUP never stops
+// the server (systemctl reload sends it): without TLS it is logged and
+// ignored.
 func startTLS(cfg Config, log *slog.Logger) (conf *tls.Config, stop func(), err error) {
-	if cfg.TLSCert == "" {
-		return nil, func() {}, nil
-	}
-	r, err := newCertReloader(cfg.TLSCert, cfg.TLSKey, log)
-	if err != nil {
-		return nil, nil, err
+	var r *certReloader
+	if cfg.TLSCert != "" {
+		if r, err = newCertReloader(cfg.TLSCert, cfg.TLSKey, log); err != nil {
+			return nil, nil, err
+		}
+		conf = serverTLSConfig(r)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	hup := make(chan os.Signal, 1)
@@ -182,9 +183,20 @@ func startTLS(cfg Config, log *slog.Logger) (conf *tls.Config, stop func(), err 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		r.watch(ctx, hup)
+		if r != nil {
+			r.watch(ctx, hup)
+			return
+		}
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				log.Info("SIGHUP: nothing to reload (server.tls_cert is not set)")
+			}
+		}
 	}()
-	return serverTLSConfig(r), func() {
+	return conf, func() {
 		signal.Stop(hup)
 		cancel()
 		<-done
