@@ -28,7 +28,7 @@ type storeCollector struct {
 	s *Server
 
 	ready, xorbBytes, chargedBytes, tenantUsage, tenantQuota *prometheus.Desc
-	errors                                            prometheus.Counter
+	errors                                                   prometheus.Counter
 
 	mu   sync.Mutex
 	at   time.Time // of snap; zero: none yet

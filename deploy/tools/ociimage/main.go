@@ -59,7 +59,9 @@ type Binary struct {
 	Path              string
 }
 
-func (b Binary) platform() v1.Platform { return v1.Platform{OS: b.OS, Architecture: b.Arch, Variant: b.Variant} }
+func (b Binary) platform() v1.Platform {
+	return v1.Platform{OS: b.OS, Architecture: b.Arch, Variant: b.Variant}
+}
 
 // ParseBinary reads os/arch[/variant]=path.
 func ParseBinary(s string) (Binary, error) {
