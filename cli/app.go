@@ -12,8 +12,14 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Version is the release this binary was built from.
-const Version = "0.1.0"
+// Version is the release this binary was built from, and Revision the
+// commit (empty: the one Go's build info records, if any). Release builds
+// set both with -ldflags "-X openxet/cli.Version=… -X openxet/cli.Revision=…"
+// (see .goreleaser.yaml); nothing else writes them.
+var (
+	Version  = "0.1.0"
+	Revision = ""
+)
 
 // Env looks up an environment variable.
 type Env func(key string) (string, bool)
@@ -55,6 +61,8 @@ func NewApp(stdout, stderr io.Writer, env Env) *cli.App {
 		HideHelpCommand: true,
 		Commands: []*cli.Command{
 			serveCommand(env),
+			configCommand(env),
+			healthcheckCommand(env),
 			reindexCommand(env),
 			limitsCommand(env),
 			credentialsCommand(env),
@@ -72,15 +80,25 @@ func NewApp(stdout, stderr io.Writer, env Env) *cli.App {
 }
 
 func versionString() string {
-	v := Version
+	if r := revision(); len(r) >= 12 {
+		return Version + " (" + r[:12] + ")"
+	}
+	return Version
+}
+
+// revision is the commit the binary was built from, "" when unknown.
+func revision() string {
+	if Revision != "" {
+		return Revision
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " (" + s.Value[:12] + ")"
+			if s.Key == "vcs.revision" {
+				return s.Value
 			}
 		}
 	}
-	return v
+	return ""
 }
 
 // configFlags are the flags of every configuration key plus --config.
@@ -105,20 +123,33 @@ func configFlags(keys func(setting) bool) []cli.Flag {
 // loadConfig reads the configuration for a command: defaults, then the file
 // (--config or OPENXET_CONFIG), then OPENXET_* variables, then flags.
 func loadConfig(c *cli.Context, env Env) (Config, error) {
-	path := c.String("config")
-	if path == "" {
-		path, _ = env("OPENXET_CONFIG")
+	return configInputs(c, env).load()
+}
+
+// configSources are the inputs of a configuration besides the defaults.
+type configSources struct {
+	path       string            // the TOML file; "" for none
+	env, flags map[string]string // key -> value
+}
+
+func configInputs(c *cli.Context, env Env) configSources {
+	in := configSources{path: c.String("config"), env: map[string]string{}, flags: map[string]string{}}
+	if in.path == "" {
+		in.path, _ = env("OPENXET_CONFIG")
 	}
-	envVals, flagVals := map[string]string{}, map[string]string{}
 	for _, s := range settings {
 		if v, ok := env(s.envName()); ok {
-			envVals[s.key] = v
+			in.env[s.key] = v
 		}
 		if c.IsSet(s.flagName()) {
-			flagVals[s.key] = c.String(s.flagName())
+			in.flags[s.key] = c.String(s.flagName())
 		}
 	}
-	cfg, err := LoadConfig(path, envVals, flagVals)
+	return in
+}
+
+func (in configSources) load() (Config, error) {
+	cfg, err := LoadConfig(in.path, in.env, in.flags)
 	if err != nil {
 		return Config{}, cli.Exit(err.Error(), 2)
 	}

@@ -65,6 +65,10 @@ type Config struct {
 	// environment sets GOMEMLIMIT. Not a configuration key; see
 	// goMemoryLimit.
 	GoMemoryLimit int64
+	// [server], appended: built-in TLS and per-tenant metrics.
+	TLSCert        string // PEM certificate chain file; "" with TLSKey "": plain HTTP
+	TLSKey         string // PEM private key file of TLSCert
+	MetricsTenants int    // tenants whose stored bytes /metrics shows; 0: none
 }
 
 // setting is one configuration key: where it is read from and how.
@@ -94,6 +98,7 @@ const (
 	maxDefaultBudget  = 4 << 30
 	minMemoryBudget   = 64 << 20
 	unlimitedQuotaTxt = "unlimited"
+	maxMetricsTenants = 1000 // bounds the per-tenant series of /metrics
 )
 
 var settings = []setting{
@@ -232,6 +237,20 @@ var settings = []setting{
 		return err
 	}},
 	{"limits.cache_ttl", "10s", "how long a node trusts cached tenant limits and usage (at most 10s)", durationSetter(func(c *Config) *time.Duration { return &c.LimitsCacheTTL }, 0)},
+
+	{"server.tls_cert", "", "PEM certificate chain file: serve HTTPS without a proxy (with server.tls_key; reloaded on SIGHUP or when the file changes)", func(c *Config, v string) error { c.TLSCert = v; return nil }},
+	{"server.tls_key", "", "PEM private key file of server.tls_cert", func(c *Config, v string) error { c.TLSKey = v; return nil }},
+	{"server.metrics_tenants", "0", "tenants whose stored bytes and quota /metrics exports, those nearest their quota first (0 to 1000; 0: none)", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		if n < 0 || n > maxMetricsTenants {
+			return fmt.Errorf("must be between 0 and %d", maxMetricsTenants)
+		}
+		c.MetricsTenants = n
+		return nil
+	}},
 }
 
 func durationSetter(field func(*Config) *time.Duration, min time.Duration) func(*Config, string) error {
@@ -440,6 +459,9 @@ func (c Config) Validate() error {
 	}
 	if c.LimitsCacheTTL > 10*time.Second {
 		errs = append(errs, errors.New("config limits.cache_ttl: must be at most 10s (design §5)"))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("config server.tls_cert, server.tls_key: set both (HTTPS) or neither (HTTP)"))
 	}
 	return errors.Join(errs...)
 }

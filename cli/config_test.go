@@ -111,6 +111,9 @@ func TestInvalidValues(t *testing.T) {
 		"limits.auth_failures_per_minute":       "0",
 		"limits.default_tenant_quota":           "lots",
 		"limits.cache_ttl":                      "1m",
+		"server.tls_cert":                       "/etc/openxet/cert.pem", // without server.tls_key
+		"server.tls_key":                        "/etc/openxet/key.pem",  // without server.tls_cert
+		"server.metrics_tenants":                "1001",
 	}
 	anyValue := map[string]bool{"server.index": true} // any path is a valid index path
 	for _, s := range settings {

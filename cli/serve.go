@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,8 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/urfave/cli/v2"
 
 	"openxet/limits"
@@ -31,8 +30,11 @@ func serveCommand(env Env) *cli.Command {
 		Usage: "run the server",
 		Description: "Serves the Xet CAS API, the Hub API and the admin API. On first start with an empty store it\n" +
 			"prints one admin credential. Stops gracefully on SIGINT or SIGTERM.",
-		Flags: configFlags(nil),
+		Flags: append(configFlags(nil), &cli.BoolFlag{Name: "print-config", Usage: "print the effective configuration and where each value came from, then exit (as `openxet config check`)"}),
 		Action: func(c *cli.Context) error {
+			if c.Bool("print-config") {
+				return printConfig(c, env)
+			}
 			cfg, err := loadConfig(c, env)
 			if err != nil {
 				return err
@@ -95,6 +97,7 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		ShutdownTimeout:   cfg.ShutdownTimeout,
 		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
 		MetricsOnMain:     cfg.MetricsListen == "",
+		MetricsTenants:    cfg.MetricsTenants,
 	}
 }
 
@@ -141,6 +144,11 @@ func signingKey(dataDir string) ([]byte, error) {
 
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	log := newLogger(cfg, stderr)
+	tlsConf, stopTLS, err := startTLS(cfg, log)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	defer stopTLS()
 	// Bind first: a start that cannot listen changes nothing in the store
 	// (in particular it creates no first admin credential).
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -164,14 +172,16 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg := newRegistry()
 	srv, err := server.New(serverConfig(cfg, key), st, log, reg)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}
 	if err := bootstrapAdmin(ctx, st, stdout); err != nil {
 		return cli.Exit(err.Error(), 1)
+	}
+	if tlsConf != nil {
+		ln = tls.NewListener(ln, tlsConf)
 	}
 	if mln != nil {
 		ms := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
@@ -182,7 +192,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		prev := debug.SetMemoryLimit(cfg.GoMemoryLimit)
 		defer debug.SetMemoryLimit(prev)
 	}
-	log.Info("openxet serving", "version", Version, "addr", "http://"+ln.Addr().String(), "data_dir", cfg.DataDir,
+	log.Info("openxet serving", "version", Version, "addr", listenerScheme(cfg)+"://"+ln.Addr().String(), "data_dir", cfg.DataDir,
 		"memory_budget", limits.FormatBytes(cfg.MemoryBudget), "go_memory_limit", limits.FormatBytes(debug.SetMemoryLimit(-1)))
 	err = srv.Serve(ctx, ln)
 	log.Info("openxet stopped")

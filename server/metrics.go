@@ -27,7 +27,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 		refusalCodes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "openxet_refusals_total",
 			Help: "Refused requests by error code (the fixed set of docs/api.md)."}, []string{"code"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.uploadedBytes, m.servedBytes, m.refusalCodes)
+	reg.MustRegister(m.requests, m.duration, m.uploadedBytes, m.servedBytes, m.refusalCodes, newStoreCollector(s))
 	for _, l := range limits.LimitNames() {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "openxet_rate_limit_refusals_total",
 			Help: "Requests refused by a rate limit, by limit.", ConstLabels: prometheus.Labels{"limit": l}},

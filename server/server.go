@@ -54,6 +54,9 @@ type Config struct {
 	// operating system (see trimMemory); 0 means DefaultMemoryTrimInterval,
 	// a negative value never.
 	MemoryTrimInterval time.Duration
+	// MetricsTenants is how many tenants /metrics shows usage and quota of,
+	// those nearest their quota first; 0: none (totals only).
+	MetricsTenants int
 }
 
 // Defaults for Config fields left zero.

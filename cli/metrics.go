@@ -1,0 +1,32 @@
+package cli
+
+import (
+	"runtime"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// newRegistry is the registry serve exposes on /metrics, with the Go
+// runtime, process and build-info families; server.New adds its own.
+func newRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+	return reg
+}
+
+// buildInfo is openxet_build_info: always 1, labelled with the release,
+// the Go version and the commit ("unknown" when not recorded).
+func buildInfo() prometheus.Collector {
+	rev := revision()
+	if rev == "" {
+		rev = "unknown"
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "openxet_build_info",
+		Help:        "Always 1; the labels say which build is running.",
+		ConstLabels: prometheus.Labels{"version": Version, "go_version": runtime.Version(), "revision": rev},
+	})
+	g.Set(1)
+	return g
+}
