@@ -48,6 +48,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rec := newRecorder(t0)
 	r := &Report{
 		Scenario: string(cfg.Scenario), Server: cfg.Server, RunID: randomHex(3), Started: t0.UTC(), Seed: seed,
+		GeneratorSharesCPUs: sharesHost(ctx, cfg.Server),
 		Settings: Settings{
 			Tenants: cfg.Tenants, CredentialsPerTenant: cfg.CredentialsPerTenant, PhaseSeconds: cfg.Duration.Seconds(),
 			ThinkMinMs: ms(cfg.ThinkMin), ThinkMaxMs: ms(cfg.ThinkMax), XorbMinBytes: cfg.XorbMinBytes, XorbMaxBytes: cfg.XorbMaxBytes,

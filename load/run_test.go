@@ -177,6 +177,9 @@ func TestManyTenantsInProcess(t *testing.T) {
 	if !r.Memory.Measured || r.Memory.BudgetBytes != 512<<20 || r.Memory.PeakRSSBytes == 0 {
 		t.Errorf("memory %+v, want it measured against the 512MiB budget", r.Memory)
 	}
+	if r.GeneratorSharesCPUs != sharedYes {
+		t.Errorf("generator shares the server's CPUs: %q, want yes (the server is in this process)", r.GeneratorSharesCPUs)
+	}
 	var b bytes.Buffer
 	if err := r.WriteHTML(&b); err != nil {
 		t.Fatal(err)
