@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -64,6 +65,7 @@ func credentialsCommand(env Env) *cli.Command {
 				Usage: "list credentials (never their secrets)",
 				Flags: append([]cli.Flag{
 					&cli.StringFlag{Name: "tenant", Usage: "only this tenant's"},
+					&cli.BoolFlag{Name: "active", Usage: "only credentials that are not revoked"},
 					&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 				}, common...),
 				Action: func(c *cli.Context) error {
@@ -93,6 +95,9 @@ func credentialsCommand(env Env) *cli.Command {
 						for _, cr := range cs {
 							views = append(views, credentialView(cr))
 						}
+					}
+					if c.Bool("active") {
+						views = slices.DeleteFunc(views, func(v server.CredentialView) bool { return !v.Revoked.IsZero() })
 					}
 					if c.Bool("json") {
 						return printJSON(c.App.Writer, views)

@@ -32,7 +32,9 @@ func limitsCommand(env Env) *cli.Command {
 				Description: "Each flag given sets that override; flags not given keep the tenant's current\n" +
 					"override, and --reset NAME drops one so the server default applies again.\n" +
 					"A tenant the server does not know (no credentials, stored data, repos or limits)\n" +
-					"is refused, so that a typo sets nothing; give --create to set limits for a new tenant.",
+					"is refused, so that a typo sets nothing; give --create to set limits for a new tenant.\n" +
+					"--suspend stops every request of the tenant's credentials (403 tenant_suspended) without\n" +
+					"revoking them, until --resume; the admin API stays open to its admin credentials.",
 				Flags: append([]cli.Flag{
 					tenantFlag,
 					&cli.StringFlag{Name: "quota", DefaultText: notChanged, Usage: "stored bytes, e.g. 10GiB, or unlimited"},
@@ -43,9 +45,14 @@ func limitsCommand(env Env) *cli.Command {
 					&cli.IntFlag{Name: "max-in-flight", DefaultText: notChanged, Usage: "requests in progress per credential per node; 0 means unlimited"},
 					&cli.StringSliceFlag{Name: "reset", Usage: "drop an override so the server default applies (quota, requests-per-second, burst, credential-requests-per-second, credential-burst, max-in-flight); repeat for several"},
 					&cli.BoolFlag{Name: "create", Usage: "set limits even if the server does not know the tenant yet"},
+					&cli.BoolFlag{Name: "suspend", Usage: "refuse every request of the tenant's credentials until --resume (they are not revoked)"},
+					&cli.BoolFlag{Name: "resume", Usage: "lift a suspension"},
 					jsonFlag,
 				}, remoteFlags(env)...),
 				Action: func(c *cli.Context) error {
+					if c.Bool("suspend") && c.Bool("resume") {
+						return cli.Exit("--suspend and --resume: give one of them", 2)
+					}
 					a, err := newAdminClient(c, env, true)
 					if err != nil {
 						return err
@@ -76,6 +83,12 @@ func limitsCommand(env Env) *cli.Command {
 							}
 						}
 						return cli.Exit(fmt.Sprintf("--reset: unknown limit %q", r), 2)
+					}
+					switch {
+					case c.Bool("suspend"):
+						doc.Suspended = true
+					case c.Bool("resume"):
+						doc.Suspended = false
 					}
 					if c.Bool("create") {
 						path += "?create=1"
@@ -120,10 +133,10 @@ func limitsCommand(env Env) *cli.Command {
 						return printJSON(c.App.Writer, out.Tenants)
 					}
 					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "TENANT\tUSAGE\tQUOTA\tREQ/S\tBURST\tCRED REQ/S\tCRED BURST\tIN FLIGHT")
+					fmt.Fprintln(tw, "TENANT\tUSAGE\tQUOTA\tREQ/S\tBURST\tCRED REQ/S\tCRED BURST\tIN FLIGHT\tSTATE")
 					for _, t := range out.Tenants {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\n", t.Tenant, limits.FormatBytes(t.UsageBytes), limits.FormatBytes(t.QuotaBytes),
-							num(t.TenantRequestsPerSecond), t.TenantBurst, num(t.CredentialRequestsPerSecond), t.CredentialBurst, t.MaxInFlightPerCredential)
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", t.Tenant, limits.HumanBytes(t.UsageBytes), limits.HumanBytes(t.QuotaBytes),
+							num(t.TenantRequestsPerSecond), t.TenantBurst, num(t.CredentialRequestsPerSecond), t.CredentialBurst, t.MaxInFlightPerCredential, state(t.Suspended))
 					}
 					return tw.Flush()
 				},
@@ -190,14 +203,35 @@ func intOverride(flag string, field func(*server.LimitsDoc) **int) func(*cli.Con
 
 func num(f float64) string { return strconv.FormatFloat(f, 'f', -1, 64) }
 
+// state is a tenant's STATE in `limits list`.
+func state(suspended bool) string {
+	if suspended {
+		return "suspended"
+	}
+	return "active"
+}
+
+// sizeCell is a size in `limits get`: rounded for reading, exact beside.
+func sizeCell(n int64) string {
+	if n < 0 {
+		return limits.HumanBytes(n)
+	}
+	return fmt.Sprintf("%s (%d bytes)", limits.HumanBytes(n), n)
+}
+
 func printLimits(w io.Writer, asJSON bool, l server.EffectiveLimits) error {
 	if asJSON {
 		return printJSON(w, l)
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "tenant\t%s\t\n", l.Tenant)
-	fmt.Fprintf(tw, "usage\t%s\t(%d bytes)\n", limits.FormatBytes(l.UsageBytes), l.UsageBytes)
-	fmt.Fprintf(tw, "quota\t%s\t%s\n", limits.FormatBytes(l.QuotaBytes), l.Source["quota_bytes"])
+	if l.Suspended {
+		fmt.Fprintf(tw, "state\tsuspended\t(every request refused; openxet limits set --tenant %s --resume lifts it)\n", l.Tenant)
+	} else {
+		fmt.Fprintf(tw, "state\tactive\t\n")
+	}
+	fmt.Fprintf(tw, "usage\t%s\t\n", sizeCell(l.UsageBytes))
+	fmt.Fprintf(tw, "quota\t%s\t%s\n", sizeCell(l.QuotaBytes), l.Source["quota_bytes"])
 	fmt.Fprintf(tw, "requests per second\t%s\t%s\n", num(l.TenantRequestsPerSecond), l.Source["tenant_requests_per_second"])
 	fmt.Fprintf(tw, "burst\t%d\t%s\n", l.TenantBurst, l.Source["tenant_burst"])
 	fmt.Fprintf(tw, "credential requests per second\t%s\t%s\n", num(l.CredentialRequestsPerSecond), l.Source["credential_requests_per_second"])

@@ -30,7 +30,8 @@ func loadCommand(env Env) *cli.Command {
 		Description: "Creates its own tenants and credentials through the admin API (admin token in OPENXET_TOKEN),\n" +
 			"drives real protocol traffic (xorb and shard uploads, reconstructions, fetch-URL range reads,\n" +
 			"dedup queries), checks every downloaded byte against what was uploaded, and revokes its\n" +
-			"credentials at the end. Every loop stops by itself.\n\n" +
+			"credentials at the end; with --cleanup (the default) it also removes its tenants' limits\n" +
+			"records. Every loop stops by itself.\n\n" +
 			"  many_tenants  honest tenants at moderate rates within the default limits, one phase\n" +
 			"  abuse         the same honest tenants alone (baseline), then beside one tenant that floods\n" +
 			"                requests, holds hundreds of slow reads open and uploads over its quota, and\n" +
@@ -45,6 +46,7 @@ func loadCommand(env Env) *cli.Command {
 			&cli.StringFlag{Name: "token", Usage: "admin token (env OPENXET_TOKEN; prefer the env var, flags show in ps)"},
 			&cli.StringFlag{Name: "metrics", Usage: "URL of the server's Prometheus metrics, scraped with the admin token (default <server>/metrics)"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow a --server that is not a loopback address"},
+			&cli.BoolFlag{Name: "cleanup", Value: true, Usage: "at the end, remove the run's tenants' limits records (and, once the server deletes tenants, the tenants); --cleanup=false keeps them for inspection. Credentials are revoked either way"},
 			&cli.DurationFlag{Name: "duration", Value: load.DefaultDuration, Usage: "length of each phase (abuse runs two)"},
 			&cli.IntFlag{Name: "tenants", Value: load.DefaultTenants, Usage: "honest tenants"},
 			&cli.IntFlag{Name: "credentials-per-tenant", Value: load.DefaultCredentialsPerTenant, Usage: "credentials per honest tenant, each running its own loop"},
@@ -115,6 +117,7 @@ func loadConfigFrom(c *cli.Context, env Env) (load.Config, error) {
 		MetricsURL:           c.String("metrics"),
 		AdminToken:           c.String("token"),
 		AllowRemote:          c.Bool("allow-remote"),
+		KeepTenants:          !c.Bool("cleanup"),
 		Duration:             c.Duration("duration"),
 		Tenants:              c.Int("tenants"),
 		CredentialsPerTenant: c.Int("credentials-per-tenant"),

@@ -132,3 +132,34 @@ func TestLoadCommandRuns(t *testing.T) {
 		t.Errorf("stderr %q does not say where the report went", stderr)
 	}
 }
+
+// TestLoadCleanupFlag: a load run cleans up its tenants unless told
+// --cleanup=false.
+func TestLoadCleanupFlag(t *testing.T) {
+	env := func(k string) (string, bool) {
+		return map[string]string{"OPENXET_TOKEN": "hf_oxt_x"}[k], k == "OPENXET_TOKEN"
+	}
+	for _, c := range []struct {
+		args []string
+		keep bool
+	}{
+		{nil, false},
+		{[]string{"--cleanup"}, false},
+		{[]string{"--cleanup=false"}, true},
+	} {
+		cmd := loadCommand(env)
+		var got load.Config
+		cmd.Action = func(c *cli.Context) error {
+			var err error
+			got, err = loadConfigFrom(c, env)
+			return err
+		}
+		app := &cli.App{Name: "openxet", Writer: io.Discard, ErrWriter: io.Discard, ExitErrHandler: func(*cli.Context, error) {}, Commands: []*cli.Command{cmd}}
+		if err := app.RunContext(context.Background(), append([]string{"openxet", "load", "--scenario", "many_tenants"}, c.args...)); err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		if got.KeepTenants != c.keep {
+			t.Errorf("%v: KeepTenants %v, want %v", c.args, got.KeepTenants, c.keep)
+		}
+	}
+}

@@ -105,7 +105,7 @@ func TestLimitsCommands(t *testing.T) {
 		t.Fatalf("create through the API: %d %s %s", code, out, errOut)
 	}
 	code, out, errOut := run(t, env, "limits", "set", "--tenant", "alice", "--quota", "10GiB", "--requests-per-second", "50", "--burst", "100")
-	if code != 0 || !strings.Contains(out, "10GiB") || !strings.Contains(out, "override") {
+	if code != 0 || !strings.Contains(out, "10 GiB") || !strings.Contains(out, "override") {
 		t.Fatalf("set: %d %s %s", code, out, errOut)
 	}
 	code, out, _ = run(t, env, "limits", "get", "--tenant", "alice", "--json")

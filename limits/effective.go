@@ -28,6 +28,9 @@ type Limits struct {
 	CredentialRate           Rate  // requests of one credential, per node
 	MaxInFlightPerCredential int   // requests of one credential in progress, per node; <= 0 unlimited
 	QuotaBytes               int64 // stored bytes of the tenant, deployment-wide; < 0 unlimited
+	// Suspended: an operator stopped the tenant; its requests are refused
+	// (ErrTenantSuspended) until the flag is cleared. False by default.
+	Suspended bool
 }
 
 // DefaultLimits returns the built-in defaults.
@@ -49,6 +52,10 @@ type Overrides struct {
 	CredentialRequestsPerSecond *float64 `json:"credential_requests_per_second,omitempty"` // 0 unlimited
 	CredentialBurst             *int     `json:"credential_burst,omitempty"`               // >= 1
 	MaxInFlightPerCredential    *int     `json:"max_in_flight_per_credential,omitempty"`   // 0 unlimited
+	// Suspended stops the tenant short of revoking its credentials (see
+	// Limits.Suspended). Unlike the other fields it is a flag: false, the
+	// zero value, is both "not overridden" and "not suspended".
+	Suspended bool `json:"suspended,omitempty"`
 }
 
 // Override field names, as used in Validate's errors and Source.Field.
@@ -59,6 +66,7 @@ const (
 	FieldCredentialRequestsPerSecond = "credential_requests_per_second"
 	FieldCredentialBurst             = "credential_burst"
 	FieldMaxInFlightPerCredential    = "max_in_flight_per_credential"
+	FieldSuspended                   = "suspended"
 )
 
 // IsZero reports whether o overrides nothing.
@@ -84,6 +92,9 @@ func (o Overrides) Apply(def Limits) Limits {
 	}
 	if o.MaxInFlightPerCredential != nil {
 		l.MaxInFlightPerCredential = *o.MaxInFlightPerCredential
+	}
+	if o.Suspended {
+		l.Suspended = true
 	}
 	return l
 }
@@ -159,6 +170,8 @@ func (s Source) Field(name string) string {
 		set = o.CredentialBurst != nil
 	case FieldMaxInFlightPerCredential:
 		set = o.MaxInFlightPerCredential != nil
+	case FieldSuspended:
+		set = o.Suspended
 	}
 	if set {
 		return "override"

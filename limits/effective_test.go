@@ -2,6 +2,7 @@ package limits
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"math"
 	"strings"
@@ -102,6 +103,49 @@ func TestOverridesApply(t *testing.T) {
 	wantAll := Limits{TenantRate: Rate{5, 6}, CredentialRate: Rate{7, 8}, MaxInFlightPerCredential: 0, QuotaBytes: -1}
 	if diff := cmp.Diff(wantAll, all.Apply(def)); diff != "" {
 		t.Fatalf("Apply all (-want +got):\n%s", diff)
+	}
+}
+
+// TestOverridesSuspend: the suspended flag of a limits record suspends the
+// tenant and is shown as an override; it survives a JSON round trip (the
+// bucket record and the index hold the document as JSON), and a record
+// without it does not suspend.
+func TestOverridesSuspend(t *testing.T) {
+	def := DefaultLimits()
+	if def.Suspended {
+		t.Fatal("the defaults suspend every tenant")
+	}
+	o := Overrides{Suspended: true, QuotaBytes: ptr[int64](5)}
+	want := def
+	want.Suspended, want.QuotaBytes = true, 5
+	if diff := cmp.Diff(want, o.Apply(def)); diff != "" {
+		t.Fatalf("Apply (-want +got):\n%s", diff)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if o.IsZero() || (Overrides{Suspended: true}).IsZero() {
+		t.Fatal("a suspension overrides nothing")
+	}
+	if got := (Source{HasOverride: true, Overrides: o}).Field(FieldSuspended); got != "override" {
+		t.Errorf("Field(suspended) = %q, want override", got)
+	}
+	if got := (Source{}).Field(FieldSuspended); got != "default" {
+		t.Errorf("Field(suspended) without a record = %q, want default", got)
+	}
+	raw, err := json.Marshal(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(raw), `"suspended":true`) {
+		t.Errorf("JSON %s lacks the flag", raw)
+	}
+	var back Overrides
+	if err := json.Unmarshal(raw, &back); err != nil || !back.Apply(def).Suspended {
+		t.Errorf("round trip of %s: %+v, %v", raw, back, err)
+	}
+	if raw, _ := json.Marshal(Overrides{QuotaBytes: ptr[int64](5)}); strings.Contains(string(raw), "suspended") {
+		t.Errorf("a record that does not suspend says suspended: %s", raw)
 	}
 }
 

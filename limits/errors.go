@@ -35,6 +35,11 @@ var (
 	// defaults.
 	ErrLimitsUnavailable = errors.New("tenant limits unavailable")
 
+	// ErrTenantSuspended refuses a request of a tenant whose limits record
+	// suspends it (Limits.Suspended). It is not temporary: it lasts until
+	// an operator resumes the tenant.
+	ErrTenantSuspended = errors.New("tenant suspended")
+
 	// ErrInvalidOverrides is wrapped by the errors Overrides.Validate
 	// returns.
 	ErrInvalidOverrides = errors.New("invalid limit overrides")

@@ -2,6 +2,7 @@ package limits
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 )
@@ -31,6 +32,13 @@ func (v QuotaVerdict) String() string {
 	return fmt.Sprintf("QuotaVerdict(%d)", int(v))
 }
 
+// byteUnits are the binary units FormatBytes and HumanBytes write, largest
+// first.
+var byteUnits = [...]struct {
+	name string
+	size int64
+}{{"EiB", 1 << 60}, {"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}}
+
 // FormatBytes writes a byte count exactly, for people and for config
 // files alike: in the largest binary unit that keeps it whole ("10GiB"),
 // else in bytes ("300048 B"), and "unlimited" for a negative quota. The
@@ -39,13 +47,32 @@ func FormatBytes(n int64) string {
 	if n < 0 {
 		return "unlimited"
 	}
-	for _, u := range []struct {
-		name string
-		size int64
-	}{{"EiB", 1 << 60}, {"PiB", 1 << 50}, {"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+	for _, u := range byteUnits {
 		if n >= u.size && n%u.size == 0 {
 			return strconv.FormatInt(n/u.size, 10) + u.name
 		}
+	}
+	return strconv.FormatInt(n, 10) + " B"
+}
+
+// HumanBytes writes a byte count for a table, rounded: in the largest
+// binary unit it reaches, to one decimal without a trailing ".0" ("4.7 GiB",
+// "293 KiB", "10 GiB"), in bytes below 1 KiB ("300 B"), and "unlimited" for
+// a negative quota. It is not exact; FormatBytes is, where a value must be
+// read back.
+func HumanBytes(n int64) string {
+	if n < 0 {
+		return "unlimited"
+	}
+	for i, u := range byteUnits {
+		if n < u.size {
+			continue
+		}
+		v := math.Round(float64(n)/float64(u.size)*10) / 10
+		if v >= 1024 && i > 0 { // rounded up into the next unit
+			u, v = byteUnits[i-1], math.Round(float64(n)/float64(byteUnits[i-1].size)*10)/10
+		}
+		return strconv.FormatFloat(v, 'f', -1, 64) + " " + u.name
 	}
 	return strconv.FormatInt(n, 10) + " B"
 }

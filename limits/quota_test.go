@@ -99,3 +99,21 @@ func TestFormatBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestHumanBytes: sizes for tables, rounded to one decimal in the largest
+// binary unit that is at most the size; "unlimited" below zero.
+func TestHumanBytes(t *testing.T) {
+	for _, c := range []struct {
+		n    int64
+		want string
+	}{
+		{-1, "unlimited"}, {0, "0 B"}, {1023, "1023 B"}, {1024, "1 KiB"}, {1536, "1.5 KiB"},
+		{300048, "293 KiB"}, {5023741823, "4.7 GiB"}, {10 << 30, "10 GiB"},
+		{1<<20 - 1, "1 MiB"}, // 1023.999 KiB rounds up into the next unit
+		{7 << 60, "7 EiB"}, {math.MaxInt64, "8 EiB"},
+	} {
+		if got := HumanBytes(c.n); got != c.want {
+			t.Errorf("HumanBytes(%d) = %q, want %q", c.n, got, c.want)
+		}
+	}
+}

@@ -82,6 +82,10 @@ type Config struct {
 	AdminToken string
 	// AllowRemote lets Server be an address that is not loopback.
 	AllowRemote bool
+	// KeepTenants leaves what the run made of its tenants on the server
+	// (their limits records) for inspection. By default the run removes it
+	// at the end. Its credentials are revoked either way.
+	KeepTenants bool
 
 	// Duration is the length of each measured phase (Abuse has two).
 	Duration             time.Duration

@@ -34,6 +34,9 @@ code{background:#f3f3f3;padding:0 .25em}
 	fmt.Fprintf(&b, "<p class=\"muted\">%s · run %s · seed %d · started %s<br>%d tenants × %d credentials, one operation per credential every %s–%s, xorbs %s–%s, %d phase(s) of %.1fs</p>\n",
 		esc(r.Server), esc(r.RunID), r.Seed, esc(r.Started.Format("2006-01-02 15:04:05 MST")),
 		s.Tenants, s.CredentialsPerTenant, fmtMs(s.ThinkMinMs), fmtMs(s.ThinkMaxMs), fmtBytes(s.XorbMinBytes), fmtBytes(s.XorbMaxBytes), len(r.Phases), s.PhaseSeconds)
+	if line := r.sharedCPUsText(); line != "" {
+		fmt.Fprintf(&b, "<p class=\"muted\">%s</p>\n", esc(strings.ToUpper(line[:1])+line[1:]))
+	}
 	if r.OK {
 		b.WriteString("<p class=\"ok\">Result: OK — no honest request refused, every downloaded byte matched.</p>\n")
 	} else {
@@ -47,15 +50,15 @@ code{background:#f3f3f3;padding:0 .25em}
 		b.WriteString("</ul>\n")
 	}
 
-	b.WriteString("<h2>Phases</h2>\n<table><tr><th>phase</th><th>class</th><th>requests</th><th>ops/s</th><th>MiB/s</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>403/429/503</th><th>Jain (ops)</th></tr>\n")
+	b.WriteString("<h2>Phases</h2>\n<table><tr><th>phase</th><th>class</th><th>requests</th><th>ops/s</th><th>MiB/s</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>max ms</th><th>403/429/503</th><th>Jain (ops)</th><th>Jain (bytes)</th></tr>\n")
 	for _, p := range r.Phases {
-		row := func(class string, c ClassReport, jain string) {
-			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%.2f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%d</td><td>%s</td></tr>\n",
-				esc(p.Name), class, c.Requests, opsCell(c), c.BytesPerSecond/(1<<20), c.Latency.P50ms, c.Latency.P95ms, c.Latency.P99ms, c.Latency.Maxms, refusedCount(c), jain)
+		row := func(class string, c ClassReport, jainOps, jainBytes string) {
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%d</td><td>%s</td><td>%.2f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%.1f</td><td>%d</td><td>%s</td><td>%s</td></tr>\n",
+				esc(p.Name), class, c.Requests, opsCell(c), c.BytesPerSecond/(1<<20), c.Latency.P50ms, c.Latency.P95ms, c.Latency.P99ms, c.Latency.Maxms, refusedCount(c), jainOps, jainBytes)
 		}
-		row(classHonest, p.Honest, fmt.Sprintf("%.4f", p.JainOps))
+		row(classHonest, p.Honest, fmt.Sprintf("%.4f", p.JainOps), fmt.Sprintf("%.4f", p.JainBytes))
 		if p.Abuser != nil {
-			row(classAbuser, *p.Abuser, "")
+			row(classAbuser, *p.Abuser, "", "")
 		}
 	}
 	b.WriteString("</table>\n")
@@ -344,11 +347,29 @@ func latencyChart(r *Report) string {
 	return p.svg("latency over time per class")
 }
 
-// memoryChart plots RSS and reserved bytes over time against the budget.
+// memoryChart plots RSS and reserved bytes over time, with the budget
+// lines that fit its scale and a sentence for those that do not.
 func memoryChart(r *Report) string {
+	p, off := memoryPlot(r)
+	if p == nil {
+		return ""
+	}
+	out := p.svg("server memory against the budget")
+	if off != "" {
+		out += "<p class=\"muted\">" + html.EscapeString(off) + "</p>\n"
+	}
+	return out
+}
+
+// memoryPlot is the memory chart: RSS and reserved bytes over time, in
+// MiB, on an axis up to 1.2 × the larger of their peaks, so that both can
+// be read however large the budget. The budget and the limit (budget +
+// overhead) are drawn when within twice that peak (the axis then reaches
+// them); off names in a sentence those left off the scale ("" when none).
+// p is nil without samples.
+func memoryPlot(r *Report) (p *plot, off string) {
 	m := r.Memory
 	mib := func(n int64) float64 { return float64(n) / (1 << 20) }
-	p := &plot{xLabel: "seconds since start", yLabel: "MiB", bands: phaseBands(r)}
 	var xs, rss, res []float64
 	for _, s := range m.Samples {
 		xs = append(xs, s.AtSeconds)
@@ -356,17 +377,33 @@ func memoryChart(r *Report) string {
 		res = append(res, mib(s.ReservedBytes))
 	}
 	if len(xs) == 0 {
-		return ""
+		return nil, ""
 	}
+	p = &plot{xLabel: "seconds since start", yLabel: "MiB", bands: phaseBands(r)}
 	p.x0, p.x1 = xs[0], xs[len(xs)-1]
-	p.y0 = 0
-	p.y1 = max(mib(m.LimitBytes), mib(m.PeakRSSBytes)) * 1.08
-	p.rules = []plotRule{{name: "budget", color: colorOK, y: mib(m.BudgetBytes)}}
+	peak := max(mib(m.PeakRSSBytes), mib(m.PeakReservedBytes))
+	p.y0, p.y1 = 0, max(peak*1.2, 1)
+	var left []string
+	rule := func(name, what, color string, n int64) {
+		if y := mib(n); y <= 2*peak {
+			p.rules = append(p.rules, plotRule{name: name, color: color, y: y})
+			p.y1 = max(p.y1, y*1.05)
+		} else {
+			left = append(left, fmt.Sprintf("the %s (%s)", what, fmtBytes(n)))
+		}
+	}
+	rule("budget", "budget", colorOK, m.BudgetBytes)
 	if m.LimitBytes > m.BudgetBytes {
-		p.rules = append(p.rules, plotRule{name: "budget + overhead", color: colorAbuser, y: mib(m.LimitBytes)})
+		rule("budget + overhead", "limit", colorAbuser, m.LimitBytes)
 	}
 	p.lines = []plotLine{{name: "RSS", color: colorRSS, xs: xs, ys: rss}, {name: "reserved", color: colorReserved, xs: xs, ys: res}}
-	return p.svg("server memory against the budget")
+	switch len(left) {
+	case 1:
+		off = fmt.Sprintf("Not drawn: %s is more than twice the peak (%s), off the plot's scale.", left[0], fmtBytes(max(m.PeakRSSBytes, m.PeakReservedBytes)))
+	case 2:
+		off = fmt.Sprintf("Not drawn: %s and %s are more than twice the peak (%s), off the plot's scale.", left[0], left[1], fmtBytes(max(m.PeakRSSBytes, m.PeakReservedBytes)))
+	}
+	return p, off
 }
 
 // tenantChart draws one bar per tenant and phase: completed operations

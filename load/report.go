@@ -28,6 +28,10 @@ type Report struct {
 	Memory     MemoryReport  `json:"memory"`
 	// Timeline is the latency over time of each class of requests.
 	Timeline []Series `json:"timeline"`
+	// GeneratorSharesCPUs says whether the load generator ran on the
+	// server's host and so shared its CPUs: "yes" (the figures include the
+	// generator's own CPU use), "no", or "unknown" (sharesHost).
+	GeneratorSharesCPUs string `json:"generator_shares_server_cpus,omitempty"`
 
 	// Failures counts correctness failures by kind; any makes OK false.
 	Failures        map[string]int `json:"failures"`
@@ -379,6 +383,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "abuser %s: flood %.0f req/s, %d held reads of a %s xorb at %s/s each, quota uploads %.0f/s, bad tokens %.0f/s\n",
 			r.Abuser.Tenant, s.FloodRate, s.Readers, fmtBytes(s.BigXorbBytes), fmtBytes(s.ReadBytesPerSecond), s.QuotaRate, s.SprayRate)
 	}
+	if line := r.sharedCPUsText(); line != "" {
+		b.WriteString(line + "\n")
+	}
 	b.WriteString("\n")
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -534,6 +541,20 @@ func fmtCounts(m map[string]int) string {
 }
 
 // limitText says what the RSS was checked against.
+// sharedCPUsText says whether the generator shared the server's CPUs, or
+// "" when the report does not know (it predates the field).
+func (r *Report) sharedCPUsText() string {
+	why := map[string]string{
+		sharedYes:     "the server is on this host; latency and throughput include the generator's own CPU use",
+		sharedNo:      "the server is on another host",
+		sharedUnknown: "the server's address could not be matched to this host or another",
+	}[r.GeneratorSharesCPUs]
+	if why == "" {
+		return ""
+	}
+	return fmt.Sprintf("load generator shares the server's host CPUs: %s (%s)", r.GeneratorSharesCPUs, why)
+}
+
 func (m MemoryReport) limitText() string {
 	if m.OverheadBytes < 0 {
 		return "no RSS check"

@@ -6,9 +6,12 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"html"
 	"io"
+	"math"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -161,7 +164,7 @@ func TestWriteHTMLIsSelfContained(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"honest p99", "abuser p99", "budget + overhead", "RSS", "load-x-t0001 abuse"} {
+	for _, want := range []string{"honest p99", "abuser p99", "budget", "limit (768MiB)", "RSS", "load-x-t0001 abuse"} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %q", want)
 		}
@@ -306,5 +309,97 @@ func TestImports(t *testing.T) {
 				t.Errorf("load depends on %s", dep)
 			}
 		}
+	}
+}
+
+// memoryOnly returns sampleReport with the memory of a run whose server
+// has a budget of budget bytes and peaked at peakRSS and peakReserved.
+func memoryOnly(budget, overhead, peakRSS, peakReserved int64) *Report {
+	r := sampleReport()
+	r.Memory = MemoryReport{Measured: true, BudgetBytes: budget, OverheadBytes: overhead, LimitBytes: budget + max(overhead, 0),
+		PeakRSSBytes: peakRSS, PeakReservedBytes: peakReserved,
+		Samples: []MemSample{{0, peakRSS / 4, 0, budget}, {2, peakRSS, peakReserved, budget}, {4, peakRSS / 2, peakReserved / 3, budget}}}
+	return r
+}
+
+// TestMemoryChartScale: the memory plot's y axis follows what was observed
+// (up to 1.2 × the peak), so RSS and reserved bytes can be read however
+// large the budget; a budget or limit line is drawn only when it is within
+// twice the peak, and the page says when it is left off the scale.
+func TestMemoryChartScale(t *testing.T) {
+	const mib = 1 << 20
+	cases := []struct {
+		name                string
+		budget, overhead    int64
+		peakRSS, peakRes    int64
+		wantY1              float64 // MiB
+		wantRules, wantNote []string
+	}{
+		{"4GiB budget, 300MiB used", 4 << 30, 256 * mib, 300 * mib, 80 * mib, 360, nil, []string{"budget (4GiB)", "limit (4.25GiB)"}},
+		{"budget in reach, limit not", 512 * mib, 256 * mib, 300 * mib, 80 * mib, 512 * 1.05, []string{"budget"}, []string{"limit (768MiB)"}},
+		{"both in reach", 512 * mib, 64 * mib, 400 * mib, 80 * mib, 576 * 1.05, []string{"budget", "budget + overhead"}, nil},
+		{"over the limit", 256 * mib, 64 * mib, 400 * mib, 80 * mib, 480, []string{"budget", "budget + overhead"}, nil},
+		{"no RSS check", 4 << 30, -1, 300 * mib, 80 * mib, 360, nil, []string{"budget (4GiB)"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := memoryOnly(c.budget, c.overhead, c.peakRSS, c.peakRes)
+			p, off := memoryPlot(r)
+			if math.Abs(p.y1-c.wantY1) > 1e-6 {
+				t.Errorf("y axis up to %v MiB, want %v", p.y1, c.wantY1)
+			}
+			var rules []string
+			for _, rl := range p.rules {
+				rules = append(rules, rl.name)
+				if rl.y > p.y1 {
+					t.Errorf("rule %s at %v is above the axis (%v)", rl.name, rl.y, p.y1)
+				}
+			}
+			if !slices.Equal(rules, c.wantRules) {
+				t.Errorf("rules %v, want %v", rules, c.wantRules)
+			}
+			var b bytes.Buffer
+			if err := r.WriteHTML(&b); err != nil {
+				t.Fatal(err)
+			}
+			page := b.String()
+			for _, n := range c.wantNote {
+				if !strings.Contains(off, n) || !strings.Contains(page, html.EscapeString(n)) {
+					t.Errorf("the page does not say %q is off the scale: note %q", n, off)
+				}
+			}
+			if len(c.wantNote) == 0 && off != "" {
+				t.Errorf("note %q, want none", off)
+			}
+		})
+	}
+}
+
+// TestHTMLShowsJainBytesAndSharedCPUs: the HTML report shows the
+// byte-fairness Jain index beside the ops one, and says whether the load
+// generator shared the server's host CPUs (the text report too).
+func TestHTMLShowsJainBytesAndSharedCPUs(t *testing.T) {
+	r := sampleReport()
+	r.Phases[0].JainBytes = 0.8765
+	for _, shared := range []string{"yes", "no", "unknown"} {
+		r.GeneratorSharesCPUs = shared
+		var h, txt bytes.Buffer
+		if err := r.WriteHTML(&h); err != nil {
+			t.Fatal(err)
+		}
+		r.WriteText(&txt)
+		for _, want := range []string{"Jain (bytes)", "0.8765"} {
+			if !strings.Contains(h.String(), want) {
+				t.Errorf("the page lacks %q", want)
+			}
+		}
+		line := "generator shares the server's host CPUs: " + shared
+		if !strings.Contains(h.String(), html.EscapeString(line)) || !strings.Contains(txt.String(), line) {
+			t.Errorf("the reports do not say %q", line)
+		}
+	}
+	raw, _ := json.Marshal(r)
+	if !strings.Contains(string(raw), `"generator_shares_server_cpus":"unknown"`) {
+		t.Errorf("JSON lacks the field: %s", raw)
 	}
 }

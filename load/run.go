@@ -21,7 +21,8 @@ import (
 //
 // Every loop is bounded: the phases end after Config.Duration each, the
 // honest operations still running get Config.DrainTimeout, and the
-// credentials the run made are revoked before it returns. If ctx ends early,
+// credentials the run made are revoked before it returns (and, unless
+// Config.KeepTenants, its tenants' limits records removed: cleanUp). If ctx ends early,
 // the run stops where it is and reports what ran (Report.Interrupted).
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg = cfg.WithDefaults()
@@ -47,6 +48,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	rec := newRecorder(t0)
 	r := &Report{
 		Scenario: string(cfg.Scenario), Server: cfg.Server, RunID: randomHex(3), Started: t0.UTC(), Seed: seed,
+		GeneratorSharesCPUs: sharesHost(ctx, cfg.Server),
 		Settings: Settings{
 			Tenants: cfg.Tenants, CredentialsPerTenant: cfg.CredentialsPerTenant, PhaseSeconds: cfg.Duration.Seconds(),
 			ThinkMinMs: ms(cfg.ThinkMin), ThinkMaxMs: ms(cfg.ThinkMax), XorbMinBytes: cfg.XorbMinBytes, XorbMaxBytes: cfg.XorbMaxBytes,
@@ -77,18 +79,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	c := &client{hc: &http.Client{Transport: tr}, rec: rec, timeout: cfg.RequestTimeout}
 	h := &honest{cfg: cfg, base: cfg.Server, c: c, rec: rec, seed: seed, targets: tg}
 
-	// Credentials, revoked on the way out whatever happens.
+	// Credentials, revoked on the way out whatever happens, and the
+	// tenants, cleaned up unless the run keeps them.
 	var made []credential
 	var madeMu sync.Mutex
+	var runTenants []string // every tenant the run makes
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		n := revokeAll(rctx, adm, made)
-		progress("revoked %d of %d credentials", n, len(made))
+		revoked, removed := cleanUp(rctx, adm, made, runTenants, cfg.KeepTenants)
+		progress("revoked %d of %d credentials", revoked, len(made))
+		if cfg.KeepTenants {
+			progress("kept the %d tenants of run %s (load-%s-…) and their limits", len(runTenants), r.RunID, r.RunID)
+		} else {
+			progress("removed the limits records of %d of %d tenants (the server has no tenant deletion yet: the tenants stay known, with their stored bytes)", removed, len(runTenants))
+		}
 	}()
 	progress("run %s: creating %d tenants × %d credentials", r.RunID, cfg.Tenants, cfg.CredentialsPerTenant)
 	for i := range cfg.Tenants {
 		h.tenants = append(h.tenants, &tenant{idx: int32(i), name: fmt.Sprintf("load-%s-t%04d", r.RunID, i)})
+		runTenants = append(runTenants, h.tenants[i].name)
 	}
 	err := parallel(ctx, 8, len(h.tenants), func(i int) error {
 		t := h.tenants[i]
@@ -132,6 +142,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if err != nil {
 			return nil, err
 		}
+		runTenants = append(runTenants, ab.name)
 		progress("abuser %s: uploading a %s xorb to hold reads of, setting its quota", ab.name, fmtBytes(cfg.Abuser.BigXorbBytes))
 		if err := ab.setup(ctx, adm, seed, tg); err != nil {
 			return nil, fmt.Errorf("abuser setup: %w", err)
@@ -280,18 +291,32 @@ func parallel(ctx context.Context, k, n int, fn func(i int) error) error {
 	return err
 }
 
-func revokeAll(ctx context.Context, adm *admin, creds []credential) int {
+// cleanUp ends a run on the server: it revokes the credentials the run
+// made, then, unless keep, removes what is left of its tenants
+// (admin.removeTenant). It returns how many credentials were revoked and
+// tenants removed; failures are counted out, not returned.
+func cleanUp(ctx context.Context, adm *admin, creds []credential, tenants []string, keep bool) (revoked, removed int) {
+	revoked = countOK(ctx, len(creds), func(i int) error { return adm.revoke(ctx, creds[i].ID) })
+	if !keep {
+		removed = countOK(ctx, len(tenants), func(i int) error { return adm.removeTenant(ctx, tenants[i]) })
+	}
+	return revoked, removed
+}
+
+// countOK runs fn(0..n-1) on 8 goroutines and counts the calls that
+// succeeded.
+func countOK(ctx context.Context, n int, fn func(i int) error) int {
 	var mu sync.Mutex
-	n := 0
-	parallel(ctx, 8, len(creds), func(i int) error {
-		if adm.revoke(ctx, creds[i].ID) == nil {
+	ok := 0
+	parallel(ctx, 8, n, func(i int) error {
+		if fn(i) == nil {
 			mu.Lock()
-			n++
+			ok++
 			mu.Unlock()
 		}
 		return nil
 	})
-	return n
+	return ok
 }
 
 // newAbuser makes the abuser's clients: its own (the honest tenants'

@@ -3,6 +3,7 @@ package load
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -176,6 +177,9 @@ func TestManyTenantsInProcess(t *testing.T) {
 	if !r.Memory.Measured || r.Memory.BudgetBytes != 512<<20 || r.Memory.PeakRSSBytes == 0 {
 		t.Errorf("memory %+v, want it measured against the 512MiB budget", r.Memory)
 	}
+	if r.GeneratorSharesCPUs != sharedYes {
+		t.Errorf("generator shares the server's CPUs: %q, want yes (the server is in this process)", r.GeneratorSharesCPUs)
+	}
 	var b bytes.Buffer
 	if err := r.WriteHTML(&b); err != nil {
 		t.Fatal(err)
@@ -257,6 +261,92 @@ func TestAbuseInProcess(t *testing.T) {
 	}
 	if ar.HeldPeak == 0 {
 		t.Errorf("no slow read was ever held open")
+	}
+	// The run cleaned up after itself (Config.KeepTenants false): every
+	// credential it made is revoked and the abuser's limits record, the
+	// only one it set, is gone.
+	adm := &admin{base: ts.url, token: ts.admin, hc: http.DefaultClient}
+	if lim, err := adm.limits(context.Background(), ar.Tenant); err != nil || lim.QuotaBytes != -1 {
+		t.Errorf("after the run the abuser's quota is %d (%v); want the default (-1): its limits record removed", lim.QuotaBytes, err)
+	}
+	var creds struct {
+		Credentials []struct {
+			ID      string
+			Tenant  string
+			Revoked time.Time
+		}
+	}
+	if err := adm.call(context.Background(), "GET", "/credentials", nil, &creds); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range creds.Credentials {
+		if strings.HasPrefix(c.Tenant, "load-") && c.Revoked.IsZero() {
+			t.Errorf("credential %s of %s was left active", c.ID, c.Tenant)
+		}
+	}
+}
+
+// TestCleanUp: after a run, cleanUp revokes the credentials it made and,
+// unless the run keeps its tenants, removes their limits records; a tenant
+// the server never heard of (its credential creation failed) counts as
+// removed. The limits records of other tenants stay.
+func TestCleanUp(t *testing.T) {
+	ts := startServer(t, nil)
+	ctx := context.Background()
+	adm := &admin{base: ts.url, token: ts.admin, hc: http.DefaultClient}
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprintf("keep=%v", keep), func(t *testing.T) {
+			run := fmt.Sprintf("load-keep%v", keep)
+			var made []credential
+			for _, tn := range []string{run + "-t0000", run + "-abuser", "bystander"} {
+				c, err := adm.createCredential(ctx, tn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				made = append(made, c)
+				if _, err := adm.setLimits(ctx, tn, map[string]any{"quota_bytes": 12345}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			bystander := made[2]
+			made = made[:2]
+			revoked, removed := cleanUp(ctx, adm, made, []string{run + "-t0000", run + "-abuser", run + "-t0001"}, keep)
+			if revoked != 2 {
+				t.Errorf("revoked %d, want 2", revoked)
+			}
+			wantRemoved, wantQuota := 3, int64(-1)
+			if keep {
+				wantRemoved, wantQuota = 0, 12345
+			}
+			if removed != wantRemoved {
+				t.Errorf("removed %d tenants, want %d", removed, wantRemoved)
+			}
+			for _, tn := range []string{run + "-t0000", run + "-abuser"} {
+				if lim, err := adm.limits(ctx, tn); err != nil || lim.QuotaBytes != wantQuota {
+					t.Errorf("%s: quota %d (%v), want %d", tn, lim.QuotaBytes, err, wantQuota)
+				}
+			}
+			if lim, _ := adm.limits(ctx, "bystander"); lim.QuotaBytes != 12345 {
+				t.Errorf("a tenant the run did not make lost its limits: quota %d", lim.QuotaBytes)
+			}
+			var creds struct {
+				Credentials []struct {
+					ID      string
+					Revoked time.Time
+				}
+			}
+			if err := adm.call(ctx, "GET", "/credentials", nil, &creds); err != nil {
+				t.Fatal(err)
+			}
+			revokedByID := map[string]bool{}
+			for _, c := range creds.Credentials {
+				revokedByID[c.ID] = !c.Revoked.IsZero()
+			}
+			if !revokedByID[made[0].ID] || !revokedByID[made[1].ID] || revokedByID[bystander.ID] {
+				t.Errorf("revoked: the run's %v and %v, the bystander's %v; want true, true, false",
+					revokedByID[made[0].ID], revokedByID[made[1].ID], revokedByID[bystander.ID])
+			}
+		})
 	}
 }
 

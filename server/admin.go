@@ -80,6 +80,7 @@ type EffectiveLimits struct {
 	CredentialRequestsPerSecond float64           `json:"credential_requests_per_second"`
 	CredentialBurst             int               `json:"credential_burst"`
 	MaxInFlightPerCredential    int               `json:"max_in_flight_per_credential"`
+	Suspended                   bool              `json:"suspended"`
 	Overrides                   LimitsDoc         `json:"overrides"`
 	Source                      map[string]string `json:"source"`
 }
@@ -136,6 +137,7 @@ func (s *Server) viewOf(ctx context.Context, tenant string, d LimitsDoc) (Effect
 		TenantRequestsPerSecond: lim.TenantRate.PerSecond, TenantBurst: lim.TenantRate.Burst,
 		CredentialRequestsPerSecond: lim.CredentialRate.PerSecond, CredentialBurst: lim.CredentialRate.Burst,
 		MaxInFlightPerCredential: lim.MaxInFlightPerCredential,
+		Suspended:                lim.Suspended,
 		Overrides:                d,
 		Source: map[string]string{
 			"quota_bytes":                    src(d.QuotaBytes != nil),
@@ -144,6 +146,7 @@ func (s *Server) viewOf(ctx context.Context, tenant string, d LimitsDoc) (Effect
 			"credential_requests_per_second": src(d.CredentialRequestsPerSecond != nil),
 			"credential_burst":               src(d.CredentialBurst != nil),
 			"max_in_flight_per_credential":   src(d.MaxInFlightPerCredential != nil),
+			"suspended":                      src(d.Suspended),
 		},
 	}, nil
 }

@@ -445,7 +445,7 @@ func (s *Server) getFetch(c echo.Context) error {
 	}
 	id := &identity{CredentialID: g.CredentialID, CredentialKey: e.key, Tenant: g.Tenant, Scopes: []string{"read"}}
 	c.Set(identityKey, id)
-	release, err := s.admit(c, id)
+	release, err := s.admit(c, id, false)
 	if err != nil {
 		return err
 	}

@@ -158,6 +158,8 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), cause: err}
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
 		return &apiError{Status: 404, Code: "not_found", Message: errText(err), Hint: "check the hash or name; a tenant sees only what it registered", cause: err}
+	case errors.Is(err, limits.ErrTenantSuspended):
+		return &apiError{Status: 403, Code: "tenant_suspended", Message: message(err, limits.ErrTenantSuspended), Hint: "ask an operator to resume the tenant (openxet limits set --tenant <tenant> --resume)", cause: err}
 	case errors.Is(err, limits.ErrLimitsUnavailable):
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the server cannot read this tenant's limits right now; retry shortly", cause: err}
 	}

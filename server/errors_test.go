@@ -42,6 +42,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{&limits.QuotaError{Tenant: "a", Quota: 10, Usage: 1, Pending: 8, Size: 2, Verdict: limits.QuotaPending}, 503, "quota_pending"},
 		{&limits.RateError{Limit: "tenant", Decision: limits.Decision{RetryAfter: 1500 * time.Millisecond}}, 429, "rate_limited"},
 		{limits.ErrLimitsUnavailable, 503, "unavailable"},
+		{limits.ErrTenantSuspended, 403, "tenant_suspended"},
 		{&budget.BusyError{RetryAfter: time.Second, Share: "budget"}, 503, "memory_busy"},
 		{&budget.TooLargeError{N: 10, Limit: 5, Share: "credential"}, 413, "payload_too_large"},
 		{fmt.Errorf("%w: %w", errAnswerTooLarge, &budget.TooLargeError{N: 10, Limit: 5}), 413, "answer_too_large"},

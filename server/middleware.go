@@ -6,6 +6,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/limits"
+	"openxet/store"
 )
 
 // guard authenticates a request, checks that its credential has scope, and
@@ -35,7 +36,7 @@ func (s *Server) guard(scope string) echo.MiddlewareFunc {
 			if scope != "" && !id.has(scope) {
 				return refuse(errForbidden, "this route needs the %s scope", scope)
 			}
-			release, err := s.admit(c, id)
+			release, err := s.admit(c, id, scope == store.ScopeAdmin)
 			if err != nil {
 				return err
 			}
@@ -55,13 +56,20 @@ func (s *Server) authFailed(attempt limits.AuthAttempt, err error) error {
 	return err
 }
 
-// admit runs the credential limiter, the tenant limiter and the in-flight
-// cap for one request (limits.Gate: a refusal by one gives back what the
-// others spent). The caller calls release when the request ends.
-func (s *Server) admit(c echo.Context, id *identity) (release func(), err error) {
+// admit refuses a suspended tenant, then runs the credential limiter, the
+// tenant limiter and the in-flight cap for one request (limits.Gate: a
+// refusal by one gives back what the others spent). The suspension comes
+// first, so a suspended tenant's requests spend none of its allowance.
+// adminRoute exempts the admin API from the suspension, so that an
+// operator whose admin credential belongs to a suspended tenant can still
+// resume it. The caller calls release when the request ends.
+func (s *Server) admit(c echo.Context, id *identity, adminRoute bool) (release func(), err error) {
 	lim, err := s.limitsFor(c, id.Tenant)
 	if err != nil {
 		return nil, err
+	}
+	if lim.Suspended && !adminRoute {
+		return nil, refuse(limits.ErrTenantSuspended, "tenant %s is suspended by an operator: its requests are refused until it is resumed", id.Tenant)
 	}
 	if _, err := s.gate.Admit(id.CredentialKey, id.Tenant, lim, s.now()); err != nil {
 		return nil, err
