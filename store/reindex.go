@@ -101,7 +101,7 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 	}
 	defer db.Close()
 	b := &builder{ctx: ctx, bucket: bucket, db: db, progress: progress}
-	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.shardOwners, b.repos} {
+	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.shardOwners, b.repos, b.lifecycle} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -236,6 +236,9 @@ func (b *builder) shardOwners() error {
 		}
 		sh, err := xet.ParseShard(body)
 		if err != nil {
+			return err
+		}
+		if sh, err = b.presentOnly(tx, sh); err != nil { // lifecycle: reindex_lifecycle.go
 			return err
 		}
 		_, err = recordShard(b.ctx, tx, rec.Tenant, shard, int64(len(body)), sh, rec.Created)

@@ -81,6 +81,11 @@ func (s *Store) Open(ctx context.Context) error {
 		return err
 	}
 	s.db = db
+	if err := s.openLifecycle(ctx); err != nil {
+		db.Close()
+		s.unlock()
+		return err
+	}
 	b, err := OpenBucket(ctx, s.cfg.BucketURL)
 	if err != nil {
 		db.Close()

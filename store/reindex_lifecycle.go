@@ -1,0 +1,142 @@
+package store
+
+import (
+	"database/sql"
+	"errors"
+	"strings"
+
+	"openxet/xet"
+)
+
+// Reindex's part of the lifecycle (lifecycle.go, gc.go): what the bucket
+// says about releases, applied after the repos are rebuilt.
+
+// presentOnly drops from a shard being replayed the files and CAS blocks
+// that name a xorb the bucket no longer has (collected after the shard's
+// owner record was released, or a registration that never committed): the
+// index never had them, and a file without its bytes is not a file.
+func (b *builder) presentOnly(tx *sql.Tx, sh *xet.Shard) (*xet.Shard, error) {
+	have := map[xet.Hash]bool{}
+	present := func(x xet.Hash) (bool, error) {
+		if ok, seen := have[x]; seen {
+			return ok, nil
+		}
+		var one int
+		err := tx.QueryRowContext(b.ctx, `SELECT 1 FROM xorbs WHERE hash = ?`, x.String()).Scan(&one)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return false, err
+		}
+		have[x] = err == nil
+		return err == nil, nil
+	}
+	out := &xet.Shard{Footer: sh.Footer}
+files:
+	for _, f := range sh.Files {
+		for _, t := range f.Terms {
+			ok, err := present(t.Xorb)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue files
+			}
+		}
+		out.Files = append(out.Files, f)
+	}
+	for _, c := range sh.Xorbs {
+		ok, err := present(c.Xorb)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out.Xorbs = append(out.Xorbs, c)
+		}
+	}
+	return out, nil
+}
+
+// lifecycle applies the release records: a file a tenant released (and did
+// not register again since) is not retained unless a revision references
+// it, and commits no ref reaches are not revisions.
+func (b *builder) lifecycle() error {
+	type tf struct{ tenant, file string }
+	registered := map[tf]int64{}
+	err := b.each("file registrations", prefixFileRegistrations, func(tx *sql.Tx, key string) error {
+		var rec fileRegistrationRecord
+		if err := b.readJSON(key, &rec); err != nil {
+			return err
+		}
+		registered[tf{rec.Tenant, rec.File}] = rec.Registered
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	err = b.each("file releases", prefixFileReleases, func(tx *sql.Tx, key string) error {
+		var rec fileReleaseRecord
+		if err := b.readJSON(key, &rec); err != nil {
+			return err
+		}
+		if registered[tf{rec.Tenant, rec.File}] > rec.Released {
+			return nil // registered again since
+		}
+		_, err := tx.ExecContext(b.ctx, `INSERT INTO file_releases(tenant, hash, released) VALUES (?, ?, ?)
+			ON CONFLICT(tenant, hash) DO UPDATE SET released = MAX(file_releases.released, excluded.released)`, rec.Tenant, rec.File, rec.Released)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	tx, err := b.db.BeginTx(b.ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	repos, err := queryStrings(b.ctx, tx, `SELECT tenant || '/' || type || '/' || name FROM repos`)
+	if err != nil {
+		return err
+	}
+	for _, r := range repos {
+		parts := strings.SplitN(r, "/", 3)
+		id := RepoID{Tenant: parts[0], Type: parts[1], Name: parts[2]}
+		refs, err := repoRefs(b.ctx, tx, id)
+		if err != nil {
+			return err
+		}
+		gone, err := unreachableAfter(b.ctx, tx, id, refs)
+		if err != nil {
+			return err
+		}
+		if err := dropCommits(b.ctx, tx, id, gone); err != nil {
+			return err
+		}
+	}
+	// Commits of repos whose repo.json is gone were skipped already.
+	tenants, err := queryStrings(b.ctx, tx, `SELECT DISTINCT tenant FROM file_releases`)
+	if err != nil {
+		return err
+	}
+	for _, t := range tenants {
+		rev, err := loadRevisions(b.ctx, tx, t)
+		if err != nil {
+			return err
+		}
+		files, err := queryStrings(b.ctx, tx, `SELECT hash FROM file_releases WHERE tenant = ?`, t)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if len(rev.files[f]) > 0 {
+				continue
+			}
+			if _, err := tx.ExecContext(b.ctx, `DELETE FROM files WHERE tenant = ? AND hash = ?`, t, f); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	b.progress("lifecycle", 1, 1)
+	return nil
+}
