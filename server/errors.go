@@ -143,6 +143,16 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another change got there first; read the current state and retry", cause: err}
 	case errors.Is(err, store.ErrIndexInUse):
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the index is being rebuilt; retry shortly", cause: err}
+	case errors.Is(err, store.ErrCollecting):
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the collector is deleting an object this request names; retry in a moment", cause: err}
+	case errors.Is(err, store.ErrFileInRepo):
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "remove the file from every revision that has it (commit, then super-squash the history, or delete the branch or repo)", cause: err}
+	case errors.Is(err, store.ErrRefExists):
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "pick another name, or delete the existing one first", cause: err}
+	case errors.Is(err, store.ErrCollectorBusy):
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another process is collecting; try again when its pass is done", cause: err}
+	case errors.Is(err, store.ErrNotBranch), errors.Is(err, store.ErrBadRefName):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "name a branch other than main, or a tag: 1 to 200 characters, no spaces, no '..', no refs/ prefix", cause: err}
 	case errors.Is(err, store.ErrBadRepoName):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "repo names match [A-Za-z0-9][A-Za-z0-9._-]{0,95}", cause: err}
 	case errors.Is(err, errBadRequest):

@@ -47,6 +47,12 @@ type Config struct {
 	MaxHeaderBytes    int
 	// MetricsOnMain serves /metrics on the main listener behind admin auth.
 	MetricsOnMain bool
+
+	// GCInterval is how often Serve runs a collection pass (0: never;
+	// the admin route and deletions still run passes). GCGrace is the
+	// grace period of every pass (store.GCConfig.Grace).
+	GCInterval time.Duration
+	GCGrace    time.Duration
 }
 
 // Defaults for Config fields left zero.
@@ -76,6 +82,7 @@ type Server struct {
 	pending   *limits.Pending
 	budget    *budget.Budget
 	metrics   *metrics
+	gc        *collector
 
 	publicURL string
 }
@@ -120,6 +127,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
+	s.gc = newCollector(s, reg)
 	s.echo = s.routes()
 	return s, nil
 }
@@ -170,6 +178,7 @@ func (s *Server) routes() *echo.Echo {
 
 	s.adminRoutes(e)
 	s.hubRoutes(e)
+	s.lifecycleRoutes(e)
 	return e
 }
 
@@ -249,6 +258,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	gcCtx, stopGC := context.WithCancel(ctx)
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		if s.cfg.GCInterval > 0 {
+			s.gc.loop(gcCtx, s.cfg.GCInterval)
+		}
+	}()
+	defer func() { stopGC(); <-gcDone }()
 	select {
 	case err := <-errc:
 		return err

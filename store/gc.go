@@ -126,6 +126,11 @@ func (s *Store) Collect(ctx context.Context, cfg GCConfig) (GCReport, error) {
 	p.rep.Started = start.UTC()
 	err := p.run(ctx)
 	p.rep.Duration = s.now().Sub(start)
+	if err != nil && !p.hookErr && !cfg.DryRun && !errors.Is(err, ErrCollectorBusy) {
+		// Stopped (cancelled, bucket error): what is done is consistent;
+		// give the lease back so the next pass need not wait for it.
+		s.db.ExecContext(context.WithoutCancel(ctx), `DELETE FROM gc_lease WHERE id = 1 AND holder = ?`, p.holder)
+	}
 	return p.rep, err
 }
 
@@ -137,6 +142,9 @@ type pass struct {
 	cutoff int64 // t0 - grace
 	rep    GCReport
 	m      *mark
+	// hookErr: the Hook stopped the pass (a simulated crash: the lease
+	// stays).
+	hookErr bool
 }
 
 // graceEnd is the latest release (or write) time whose grace period is
@@ -149,7 +157,9 @@ func (p *pass) hook(step string) error {
 	if p.cfg.Hook == nil {
 		return nil
 	}
-	return p.cfg.Hook(step)
+	err := p.cfg.Hook(step)
+	p.hookErr = err != nil
+	return err
 }
 
 func (p *pass) run(ctx context.Context) error {

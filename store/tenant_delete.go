@@ -11,6 +11,7 @@ import (
 type TenantDeletion struct {
 	Tenant        string   `json:"tenant"`
 	Credentials   int      `json:"credentials"`
+	CredentialIDs []string `json:"credential_ids"`
 	Repos         []string `json:"repos"`
 	ReleasedFiles int      `json:"released_files"`
 	LimitsRemoved bool     `json:"limits_removed"`
@@ -28,26 +29,13 @@ type TenantDeletion struct {
 // index knows nothing of the tenant. Deleting again finishes an
 // interrupted deletion.
 func (s *Store) DeleteTenant(ctx context.Context, tenant string) (TenantDeletion, error) {
-	out := TenantDeletion{Tenant: tenant, Repos: []string{}}
+	out := TenantDeletion{Tenant: tenant, Repos: []string{}, CredentialIDs: []string{}}
 	if err := ValidTenant(tenant); err != nil {
 		return out, err
 	}
-	known := false
-	for _, q := range []string{
-		`SELECT 1 FROM tenants WHERE name = ?`, `SELECT 1 FROM credentials WHERE tenant = ?`, `SELECT 1 FROM files WHERE tenant = ?`,
-		`SELECT 1 FROM xorb_owners WHERE tenant = ?`, `SELECT 1 FROM shard_owners WHERE tenant = ?`, `SELECT 1 FROM repos WHERE tenant = ?`,
-	} {
-		var one int
-		err := s.db.QueryRowContext(ctx, q+` LIMIT 1`, tenant).Scan(&one)
-		if err == nil {
-			known = true
-			break
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
-			return out, fmt.Errorf("tenant %s: %w", tenant, err)
-		}
-	}
-	if !known {
+	if known, err := s.TenantKnown(ctx, tenant); err != nil {
+		return out, err
+	} else if !known {
 		return out, fmt.Errorf("tenant %s: %w", tenant, ErrNotFound)
 	}
 	// Credentials first: nothing new arrives once they are gone (caches
@@ -61,6 +49,7 @@ func (s *Store) DeleteTenant(ctx context.Context, tenant string) (TenantDeletion
 			return out, err
 		}
 		out.Credentials++
+		out.CredentialIDs = append(out.CredentialIDs, c.ID)
 	}
 	var filesBefore int
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM files WHERE tenant = ?`, tenant).Scan(&filesBefore); err != nil {
@@ -125,4 +114,35 @@ func (s *Store) deleteCredential(ctx context.Context, c Credential) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM credentials WHERE id = ?`, c.ID)
 		return err
 	})
+}
+
+// TenantKnown reports whether the index knows anything of a tenant: a
+// row, credentials, files, owners or repos.
+func (s *Store) TenantKnown(ctx context.Context, tenant string) (bool, error) {
+	for _, q := range []string{
+		`SELECT 1 FROM tenants WHERE name = ?`, `SELECT 1 FROM credentials WHERE tenant = ?`, `SELECT 1 FROM files WHERE tenant = ?`,
+		`SELECT 1 FROM xorb_owners WHERE tenant = ?`, `SELECT 1 FROM shard_owners WHERE tenant = ?`, `SELECT 1 FROM repos WHERE tenant = ?`,
+	} {
+		var one int
+		err := s.db.QueryRowContext(ctx, q+` LIMIT 1`, tenant).Scan(&one)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return false, fmt.Errorf("tenant %s: %w", tenant, err)
+		}
+	}
+	return false, nil
+}
+
+// ReleasesWaiting reports whether files were released whose xorbs a
+// collection pass has not released yet (a cheap check for a collector
+// loop that wants to give quota back soon after a deletion).
+func (s *Store) ReleasesWaiting(ctx context.Context) (bool, error) {
+	var one int
+	err := s.db.QueryRowContext(ctx, `SELECT 1 FROM gc_dropped LIMIT 1`).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
 }
