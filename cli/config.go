@@ -54,6 +54,10 @@ type Config struct {
 	AuthFailuresPerMinute       int
 	DefaultTenantQuota          int64 // < 0: unlimited
 	LimitsCacheTTL              time.Duration
+
+	// [gc]
+	GCInterval time.Duration // 0: serve runs no passes on its own
+	GCGrace    time.Duration
 }
 
 // setting is one configuration key: where it is read from and how.
@@ -66,14 +70,23 @@ type setting struct {
 
 // flagName is the flag of a setting: the key's name with '-' for '_'.
 func (s setting) flagName() string {
-	_, name, _ := strings.Cut(s.key, ".")
-	return strings.ReplaceAll(name, "_", "-")
+	return strings.ReplaceAll(s.name(), "_", "-")
 }
 
 // envName is the environment variable of a setting: OPENXET_ and the name.
 func (s setting) envName() string {
-	_, name, _ := strings.Cut(s.key, ".")
-	return "OPENXET_" + strings.ToUpper(name)
+	return "OPENXET_" + strings.ToUpper(s.name())
+}
+
+// name is the key without its section, except that keys of sections other
+// than [server] and [limits] keep the section as a prefix (gc.grace is
+// --gc-grace and OPENXET_GC_GRACE).
+func (s setting) name() string {
+	section, name, _ := strings.Cut(s.key, ".")
+	if section != "server" && section != "limits" {
+		return section + "_" + name
+	}
+	return name
 }
 
 // Default values that are not plain literals.
@@ -222,6 +235,9 @@ var settings = []setting{
 		return err
 	}},
 	{"limits.cache_ttl", "10s", "how long a node trusts cached tenant limits and usage (at most 10s)", durationSetter(func(c *Config) *time.Duration { return &c.LimitsCacheTTL }, 0)},
+
+	{"gc.interval", "1h", "how often serve runs a collection pass; 0 turns the loop off (run `openxet gc` yourself)", durationSetter(func(c *Config) *time.Duration { return &c.GCInterval }, 0)},
+	{"gc.grace", "24h", "how long an object or owner nobody needs is kept after its last upload, registration or release", durationSetter(func(c *Config) *time.Duration { return &c.GCGrace }, 0)},
 }
 
 func durationSetter(field func(*Config) *time.Duration, min time.Duration) func(*Config, string) error {

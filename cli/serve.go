@@ -81,6 +81,8 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		ShutdownTimeout:   cfg.ShutdownTimeout,
 		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
 		MetricsOnMain:     cfg.MetricsListen == "",
+		GCInterval:        cfg.GCInterval,
+		GCGrace:           cfg.GCGrace,
 	}
 }
 
