@@ -236,8 +236,32 @@ var settings = []setting{
 	}},
 	{"limits.cache_ttl", "10s", "how long a node trusts cached tenant limits and usage (at most 10s)", durationSetter(func(c *Config) *time.Duration { return &c.LimitsCacheTTL }, 0)},
 
-	{"gc.interval", "1h", "how often serve runs a collection pass; 0 turns the loop off (run `openxet gc` yourself)", durationSetter(func(c *Config) *time.Duration { return &c.GCInterval }, 0)},
-	{"gc.grace", "24h", "how long an object or owner nobody needs is kept after its last upload, registration or release", durationSetter(func(c *Config) *time.Duration { return &c.GCGrace }, 0)},
+	{"gc.interval", "1h", "how often serve runs a collection pass; 0 turns the loop off (run `openxet gc` yourself)", daysSetter(func(c *Config) *time.Duration { return &c.GCInterval })},
+	{"gc.grace", "22d", "how long an object nobody owns or references is kept after its last upload, registration or release (longer than hf_xet's 3-week local shard cache)", daysSetter(func(c *Config) *time.Duration { return &c.GCGrace })},
+}
+
+// daysSetter reads a duration that may also be a whole number of days
+// ("22d"); never negative.
+func daysSetter(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if n, ok := strings.CutSuffix(v, "d"); ok {
+			days, err := strconv.Atoi(n)
+			if err != nil || days < 0 {
+				return fmt.Errorf("%q is not a duration like 12h or a number of days like 22d", v)
+			}
+			*field(c) = time.Duration(days) * 24 * time.Hour
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration like 12h or a number of days like 22d", v)
+		}
+		if d < 0 {
+			return errors.New("must not be negative")
+		}
+		*field(c) = d
+		return nil
+	}
 }
 
 func durationSetter(field func(*Config) *time.Duration, min time.Duration) func(*Config, string) error {

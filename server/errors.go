@@ -133,7 +133,9 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 400, Code: "hash_mismatch", Message: errText(err), Hint: "the body does not hash to the hash in the path", cause: err}
 	case errors.Is(err, xet.ErrInvalidXorb):
 		return &apiError{Status: 400, Code: "invalid_xorb", Message: errText(err), Hint: "the body is not a valid serialized xorb", cause: err}
-	case errors.Is(err, xet.ErrInvalidShard), errors.Is(err, store.ErrInvalidShard), errors.Is(err, store.ErrMissingXorb):
+	case errors.Is(err, store.ErrMissingXorb):
+		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard; a client whose local cache (HF_XET_CACHE) remembers xorbs the server has since collected must clear that cache and upload again", cause: err}
+	case errors.Is(err, xet.ErrInvalidShard), errors.Is(err, store.ErrInvalidShard):
 		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard, and send the shard the client built", cause: err}
 	case errors.Is(err, xet.ErrBadHash):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "hashes are 64 hex digits", cause: err}

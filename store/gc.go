@@ -26,7 +26,8 @@ import (
 //  3. marks: the xorbs each tenant's retained files reference, the xorbs
 //     any retained file references or any owned shard names, the blobs any
 //     revision names;
-//  4. releases each xorb owner whose tenant no longer needs it: the owner
+//  4. releases each xorb owner whose tenant no longer needs it (at once
+//     for the xorbs of files it deleted, else after OwnerGrace): the owner
 //     row and the tenant's usage change in one index transaction (the only
 //     other place a counter changes), then the owner record leaves the
 //     bucket. Index first: a crash in between leaves the bucket with an
@@ -49,15 +50,27 @@ import (
 // races, whatever the grace: a pass never deletes what was touched after it
 // started.
 
-// DefaultGCGrace is the default grace period: longer than any upload,
-// registration and commit sequence of a stock client, and long enough for
-// an operator to notice a wrong deletion and restore from a backup.
-const DefaultGCGrace = 24 * time.Hour
+// DefaultGCGrace is the default grace period, 22 days: hf_xet keeps the
+// shards of its own uploads in a local cache for 3 weeks and dedups new
+// uploads against them without asking the server, so a xorb must outlive
+// the last upload or release that named it by that long, or a stock client
+// uploading the same data again would register a shard naming a xorb that
+// is gone. It is also far longer than any upload, registration and commit
+// sequence, and leaves an operator time to notice a wrong deletion.
+const DefaultGCGrace = 22 * 24 * time.Hour
 
 // DefaultGCLeaseTTL is how long the collector lease lasts without renewal.
 // A pass renews it at every batch; a crashed collector's lease expires
 // after this long and another process may collect.
 const DefaultGCLeaseTTL = 5 * time.Minute
+
+// OwnerGrace caps how long a xorb owner no retained file of its tenant
+// needs is kept after it was created: an upload abandoned before its shard
+// stops counting against the quota after a day even when gc.grace is
+// longer. (An upload that registers its shard later adopts the xorb again:
+// nothing is lost, only charged again.) Owners of xorbs the tenant's
+// deleted files referenced are released at the next pass.
+const OwnerGrace = 24 * time.Hour
 
 const gcBatch = 256
 
@@ -471,7 +484,7 @@ func (p *pass) releaseOwners(ctx context.Context) error {
 			p.rep.Deferred++
 			continue
 		}
-		if o.created >= p.cutoff && !p.m.dropped[[2]string{o.tenant, o.xorb}] {
+		if o.created >= p.t0-int64(min(p.cfg.Grace, OwnerGrace)/time.Second) && !p.m.dropped[[2]string{o.tenant, o.xorb}] {
 			continue
 		}
 		cands = append(cands, o)

@@ -362,11 +362,12 @@ func TestDeleteRepoGivesQuotaBack(t *testing.T) {
 
 func TestGracePeriodKeepsRecentUploads(t *testing.T) {
 	l := newLC(t)
+	const grace = 24 * time.Hour
 	f := buildFile(chunkSet(4))
 	// An upload in progress: xorbs sent, no shard yet.
 	l.putXorbs(l.s, "alice", f)
 	l.clock.advance(time.Hour)
-	rep := l.collect(DefaultGCGrace)
+	rep := l.collect(grace)
 	if rep.ReleasedOwners != 0 || rep.DeletedXorbs != 0 {
 		t.Fatalf("a pass within the grace period released %+v", rep)
 	}
@@ -379,12 +380,12 @@ func TestGracePeriodKeepsRecentUploads(t *testing.T) {
 	// A leftover xorb nobody registered goes once the grace period is over.
 	g := buildFile(chunkSet(5))
 	l.putXorbs(l.s, "bob", g)
-	l.clock.advance(DefaultGCGrace - time.Minute)
-	if rep := l.collect(DefaultGCGrace); rep.ReleasedOwners != 0 {
+	l.clock.advance(grace - time.Minute)
+	if rep := l.collect(grace); rep.ReleasedOwners != 0 {
 		t.Fatalf("released before the grace period was over: %+v", rep)
 	}
 	l.clock.advance(2 * time.Minute)
-	if rep := l.collect(DefaultGCGrace); rep.ReleasedOwners != 1 || rep.ReleasedBytes != g.xorbs[0].StreamLen {
+	if rep := l.collect(grace); rep.ReleasedOwners != 1 || rep.ReleasedBytes != g.xorbs[0].StreamLen {
 		t.Fatalf("the leftover's owner was not released: %+v", rep)
 	}
 	if l.usage("bob") != 0 {
@@ -394,8 +395,8 @@ func TestGracePeriodKeepsRecentUploads(t *testing.T) {
 	if !l.exists(xorbKey(g.xorbs[0].Hash.String())) {
 		t.Fatal("the object was deleted at its release")
 	}
-	l.clock.advance(DefaultGCGrace + time.Second)
-	if rep := l.collect(DefaultGCGrace); rep.DeletedXorbs != 1 {
+	l.clock.advance(grace + time.Second)
+	if rep := l.collect(grace); rep.DeletedXorbs != 1 {
 		t.Fatalf("the released object was not collected: %+v", rep)
 	}
 	l.mustReadable("alice", f)
@@ -1006,4 +1007,33 @@ func TestShardReleaseRecomputesDedup(t *testing.T) {
 	}
 	l.mustReadable("alice", b)
 	l.checkConsistent("alice", "bob")
+}
+
+// TestOwnerGraceCapsAbandonedUploads: under the default (long) grace
+// period, an upload abandoned before its shard stops counting against the
+// quota after OwnerGrace; its bytes stay for the whole grace period, and a
+// shard that comes late adopts them again.
+func TestOwnerGraceCapsAbandonedUploads(t *testing.T) {
+	l := newLC(t)
+	f := buildFile(chunkSet(50))
+	l.putXorbs(l.s, "alice", f)
+	l.clock.advance(OwnerGrace - time.Minute)
+	if rep := l.collect(DefaultGCGrace); rep.ReleasedOwners != 0 {
+		t.Fatalf("released within OwnerGrace: %+v", rep)
+	}
+	l.clock.advance(2 * time.Minute)
+	if rep := l.collect(DefaultGCGrace); rep.ReleasedBytes != f.xorbs[0].StreamLen || rep.DeletedXorbs != 0 {
+		t.Fatalf("after OwnerGrace: %+v", rep)
+	}
+	if l.usage("alice") != 0 {
+		t.Fatalf("usage %d", l.usage("alice"))
+	}
+	if err := l.register(l.s, "alice", f); err != nil {
+		t.Fatalf("the late shard: %v", err)
+	}
+	if l.usage("alice") != f.xorbs[0].StreamLen {
+		t.Fatalf("the late shard did not adopt the xorb: usage %d", l.usage("alice"))
+	}
+	l.mustReadable("alice", f)
+	l.checkConsistent("alice")
 }

@@ -208,7 +208,8 @@ func (p *shardPrep) apply(ctx context.Context, tx *sql.Tx, now int64) error {
 		var one int
 		err := tx.QueryRowContext(ctx, `SELECT 1 FROM xorbs WHERE hash = ?`, x).Scan(&one)
 		if errors.Is(err, sql.ErrNoRows) {
-			return &ShardError{Kind: ErrMissingXorb, Reason: fmt.Sprintf("xorb %s is not stored (it was collected); upload it again before the shard", x)}
+			return &ShardError{Kind: ErrMissingXorb, Reason: fmt.Sprintf("xorb %s is not stored (it was collected after it was released); upload it again before the shard; "+
+				"a client that remembers it from its local cache must clear that cache (HF_XET_CACHE) first", x)}
 		}
 		if err != nil {
 			return err
