@@ -23,15 +23,15 @@ import (
 
 func TestGCConfigKeys(t *testing.T) {
 	file := writeFile(t, "openxet.toml", "[gc]\ninterval = \"0s\"\ngrace = \"2h\"\n")
-	c, err := LoadConfig(file, map[string]string{"gc.grace": "3h"}, nil)
+	c, err := LoadConfig(file, map[string]string{"gc.grace": "3d"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.GCInterval != 0 || c.GCGrace != 3*time.Hour {
+	if c.GCInterval != 0 || c.GCGrace != 72*time.Hour {
 		t.Fatalf("interval %v grace %v", c.GCInterval, c.GCGrace)
 	}
 	d, err := LoadConfig("", nil, nil)
-	if err != nil || d.GCInterval != time.Hour || d.GCGrace != 24*time.Hour {
+	if err != nil || d.GCInterval != time.Hour || d.GCGrace != store.DefaultGCGrace {
 		t.Fatalf("defaults: %v %v %v", d.GCInterval, d.GCGrace, err)
 	}
 	_, err = LoadConfig("", nil, map[string]string{"gc.grace": "-1s", "gc.interval": "soon"})
