@@ -545,7 +545,35 @@ func (p *pass) releaseOwners(ctx context.Context) error {
 	if len(cands) == 0 {
 		p.cfg.Progress("release owners", 0, 0)
 	}
-	return nil
+	return p.dropSettledHints(ctx)
+}
+
+// dropSettledHints forgets the "dropped" hints the pass found nothing to
+// do for: the tenant owns no such xorb, or a retained file of it still
+// references the xorb. (A hint whose owner was released went with it; one
+// deferred by a race stays for the next pass.)
+func (p *pass) dropSettledHints(ctx context.Context) error {
+	owns := make(map[[2]string]bool, len(p.m.owners))
+	for _, o := range p.m.owners {
+		owns[[2]string{o.tenant, o.xorb}] = true
+	}
+	var settled [][2]string
+	for k := range p.m.dropped {
+		if !owns[k] || p.m.need[k[0]][k[1]] {
+			settled = append(settled, k)
+		}
+	}
+	if len(settled) == 0 || p.cfg.DryRun {
+		return nil
+	}
+	return p.s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, k := range settled {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM gc_dropped WHERE tenant = ? AND xorb = ?`, k[0], k[1]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func (p *pass) noteReleased(tenant string, size int64) {

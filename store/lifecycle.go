@@ -559,6 +559,9 @@ func (s *Store) SquashHistory(ctx context.Context, id RepoID, ref, message strin
 	if err != nil {
 		return Commit{}, err
 	}
+	for _, e := range head.Tree {
+		delete(cands, e.XetHash) // the squashed commit keeps them
+	}
 	_, err = s.changeRevisions(ctx, revisionChange{
 		tenant:     id.Tenant,
 		candidates: cands,

@@ -1037,3 +1037,29 @@ func TestOwnerGraceCapsAbandonedUploads(t *testing.T) {
 	l.mustReadable("alice", f)
 	l.checkConsistent("alice")
 }
+
+// TestReleaseHintsDoNotLinger: a hint left by a file deletion whose xorb
+// another retained file still needs is forgotten by the next pass, so
+// serve's loop does not run a pass every minute for ever.
+func TestReleaseHintsDoNotLinger(t *testing.T) {
+	l := newLC(t)
+	ctx := context.Background()
+	x := chunkSet(60)
+	a, b := buildFile(x), buildFile(x, chunkSet(61))
+	l.upload("alice", a)
+	l.upload("alice", b)
+	if err := l.s.ReleaseFile(ctx, "alice", a.hash()); err != nil {
+		t.Fatal(err)
+	}
+	if waiting, _ := l.s.ReleasesWaiting(ctx); !waiting {
+		t.Fatal("no release waiting after a deletion")
+	}
+	l.clock.advance(time.Second)
+	if rep := l.collect(DefaultGCGrace); rep.ReleasedOwners != 0 {
+		t.Fatalf("released a xorb another file needs: %+v", rep)
+	}
+	if waiting, _ := l.s.ReleasesWaiting(ctx); waiting {
+		t.Fatal("the hint of a settled release lingers")
+	}
+	l.mustReadable("alice", b)
+}
