@@ -43,7 +43,9 @@ func TestGCScaleData(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	hash := func(kind string, i int) xet.Hash { return xet.Hash(sha256.Sum256([]byte(fmt.Sprintf("%s/%d", kind, i)))) }
+	hash := func(kind string, i int) xet.Hash {
+		return xet.Hash(sha256.Sum256([]byte(fmt.Sprintf("%s/%d", kind, i))))
+	}
 	tenant := func(shard int) string { return fmt.Sprintf("tenant%02d", shard%nTenants) }
 	obj := make([]byte, objBytes)
 	layout := make([]xet.XorbChunk, chunksPer)
