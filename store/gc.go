@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 	"time"
@@ -24,8 +23,7 @@ import (
 //     release committed in the index, objects it was deleting, dedup rows to
 //     recompute);
 //  3. marks: the xorbs each tenant's retained files reference, the xorbs
-//     any retained file references or any owned shard names, the blobs any
-//     revision names;
+//     any retained file references, the blobs any revision names;
 //  4. releases each xorb owner whose tenant no longer needs it (at once
 //     for the xorbs of files it deleted, else after OwnerGrace): the owner
 //     row and the tenant's usage change in one index transaction (the only
@@ -37,9 +35,12 @@ import (
 //  5. releases shard owners whose tenant has no retained file registered
 //     through the shard and owns none of its xorbs (same order);
 //  6. sweeps: an object (xorb, shard, blob) that nobody owns or references
-//     and that nothing touched for the grace period is condemned in one
-//     transaction that checks all of that again, deleted from the bucket
-//     (its stale owner records first), then dropped from the index.
+//     and that nothing touched for the grace period is condemned and
+//     forgotten by the index in one transaction that checks all of that
+//     again, then deleted from the bucket (its stale owner records first).
+//     The dedup rows that offered a collected xorb go, and the chunks they
+//     were for are recomputed from their tenants' shards;
+//  7. recomputes those dedup rows (and those of released shard owners).
 //
 // Why a grace period: an upload in progress has sent xorbs but registered
 // no shard yet, a shard names xorbs no file references yet, a commit names a
@@ -193,8 +194,8 @@ func (p *pass) run(ctx context.Context) error {
 		{"marked", p.mark, true},
 		{"owners released", p.releaseOwners, true},
 		{"shard owners released", p.releaseShardOwners, true},
-		{"dedup recomputed", p.recomputeDedup, false},
 		{"swept", p.sweep, true},
+		{"dedup recomputed", p.recomputeDedup, false},
 		{"tenants tidied", p.tidyTenants, false},
 	}
 	for _, st := range steps {
@@ -324,10 +325,8 @@ type mark struct {
 	need        map[string]map[string]bool // tenant → xorbs its retained files reference
 	fileRef     map[string]bool            // xorbs a retained file references
 	shardOwners []shardOwnerRow
-	shardCount  map[string]int      // shard → owners
-	shardNames  map[string][]string // owned shard → the xorbs it names
-	namedCount  map[string]int      // xorb → owned shards naming it
-	blobs       map[string]bool     // blobs a revision names
+	shardCount  map[string]int  // shard → owners
+	blobs       map[string]bool // blobs a revision names
 	touched     map[string]int64
 	released    map[string]int64
 	dropped     map[[2]string]bool // (tenant, xorb) a released file referenced
@@ -337,18 +336,10 @@ type mark struct {
 // owned and referenced say what the sweep must keep; the releases of the
 // same pass update them.
 func (m *mark) owned(x string) bool      { return m.ownerCount[x] > 0 }
-func (m *mark) referenced(x string) bool { return m.fileRef[x] || m.namedCount[x] > 0 }
+func (m *mark) referenced(x string) bool { return m.fileRef[x] }
 
-func (m *mark) ownerReleased(x string) { m.ownerCount[x]-- }
-
-func (m *mark) shardOwnerReleased(shard string) {
-	m.shardCount[shard]--
-	if m.shardCount[shard] == 0 {
-		for _, x := range m.shardNames[shard] {
-			m.namedCount[x]--
-		}
-	}
-}
+func (m *mark) ownerReleased(x string)          { m.ownerCount[x]-- }
+func (m *mark) shardOwnerReleased(shard string) { m.shardCount[shard]-- }
 
 type ownerRow struct {
 	xorb, tenant string
@@ -360,8 +351,7 @@ type shardOwnerRow struct{ shard, tenant string }
 
 func (p *pass) mark(ctx context.Context) error {
 	m := &mark{ownerCount: map[string]int{}, need: map[string]map[string]bool{}, fileRef: map[string]bool{},
-		shardCount: map[string]int{}, shardNames: map[string][]string{}, namedCount: map[string]int{},
-		blobs: map[string]bool{}, touched: map[string]int64{}, released: map[string]int64{}, dropped: map[[2]string]bool{}}
+		shardCount: map[string]int{}, blobs: map[string]bool{}, touched: map[string]int64{}, released: map[string]int64{}, dropped: map[[2]string]bool{}}
 	db := p.s.db
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE((SELECT value FROM gc_state WHERE name = 'epoch'), 0)`).Scan(&m.epoch); err != nil {
 		return fmt.Errorf("mark: %w", err)
@@ -412,18 +402,6 @@ func (p *pass) mark(ctx context.Context) error {
 		}
 		m.shardOwners = append(m.shardOwners, o)
 		m.shardCount[o.shard]++
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	err = eachRow(ctx, db, `SELECT sx.shard, sx.xorb FROM shard_xorbs sx WHERE EXISTS (SELECT 1 FROM shard_owners o WHERE o.shard = sx.shard)`, func(r *sql.Rows) error {
-		var sh, x string
-		if err := r.Scan(&sh, &x); err != nil {
-			return err
-		}
-		m.shardNames[sh] = append(m.shardNames[sh], x)
-		m.namedCount[x]++
 		return nil
 	})
 	if err != nil {
@@ -1050,8 +1028,13 @@ func forgetTx(ctx context.Context, tx *sql.Tx, key string) error {
 	var arg string
 	switch {
 	case strings.HasPrefix(key, prefixXorbs):
+		// Dedup rows that offered it go; the chunks they were for are
+		// recomputed from their tenants' shards (another xorb may hold
+		// them), as reindex would build them.
 		arg = strings.TrimPrefix(key, prefixXorbs)
-		stmts = []string{`DELETE FROM xorbs WHERE hash = ?`, `DELETE FROM dedup WHERE xorb = ?`, `DELETE FROM gc_dropped WHERE xorb = ?`}
+		stmts = []string{`INSERT INTO gc_dedup_gaps(tenant, chunk) SELECT tenant, chunk FROM dedup WHERE xorb = ? ON CONFLICT DO NOTHING`,
+			`DELETE FROM dedup WHERE xorb = ?`, `DELETE FROM shard_xorbs WHERE xorb = ?`, `DELETE FROM gc_dropped WHERE xorb = ?`,
+			`DELETE FROM xorbs WHERE hash = ?`}
 	case strings.HasPrefix(key, prefixShards):
 		arg = strings.TrimPrefix(key, prefixShards)
 		stmts = []string{`DELETE FROM shards WHERE hash = ?`, `DELETE FROM shard_xorbs WHERE shard = ?`}
@@ -1142,22 +1125,25 @@ func (p *pass) tidyTenants(ctx context.Context) error {
 	return nil
 }
 
-// listObjects lists the objects under prefix with their size and time.
+// listObjects lists the objects under prefix with their size and time, in
+// large pages (the file:// driver walks its directory again for each page).
 func listObjects(ctx context.Context, b *blob.Bucket, prefix string) ([]*blob.ListObject, error) {
 	var out []*blob.ListObject
-	it := b.List(&blob.ListOptions{Prefix: prefix})
+	token := blob.FirstPageToken
 	for {
-		obj, err := it.Next(ctx)
-		if errors.Is(err, io.EOF) {
-			return out, nil
-		}
+		page, next, err := b.ListPage(ctx, token, 100_000, &blob.ListOptions{Prefix: prefix})
 		if err != nil {
 			return nil, fmt.Errorf("list %s: %w", prefix, err)
 		}
-		if obj.IsDir || strings.HasSuffix(obj.Key, ".tmp") {
-			continue
+		for _, obj := range page {
+			if !obj.IsDir && !strings.HasSuffix(obj.Key, ".tmp") {
+				out = append(out, obj)
+			}
 		}
-		out = append(out, obj)
+		if len(next) == 0 {
+			return out, nil
+		}
+		token = next
 	}
 }
 

@@ -32,7 +32,7 @@ func TestGCScaleData(t *testing.T) {
 		nShards   = nFiles / filesPer
 		nTenants  = 10
 		leftovers = 1_000
-		objBytes  = 64 // the objects' content is never read by a pass
+		objBytes  = 64
 	)
 	ctx := context.Background()
 	old := time.Now().Add(-30 * 24 * time.Hour)
@@ -47,7 +47,7 @@ func TestGCScaleData(t *testing.T) {
 		return xet.Hash(sha256.Sum256([]byte(fmt.Sprintf("%s/%d", kind, i))))
 	}
 	tenant := func(shard int) string { return fmt.Sprintf("tenant%02d", shard%nTenants) }
-	obj := make([]byte, objBytes)
+	obj := make([]byte, objBytes) // xorbs: a pass never reads one
 	layout := make([]xet.XorbChunk, chunksPer)
 	var streamLen uint32
 	for i := range layout {
@@ -91,37 +91,39 @@ func TestGCScaleData(t *testing.T) {
 		return s.bucket.WriteAll(ctx, xorbOwnerKey(x, tn), rec, nil)
 	})
 	t.Logf("xorbs written in %s", time.Since(start))
-	// Shards, their owners, the xorbs they name, and their files.
+	// Shards (real ones: a pass may parse them), registered as PutShard
+	// does: files, the xorbs they name, dedup rows, owners.
+	cas := func(i int) xet.CASInfo {
+		c := xet.CASInfo{Xorb: hash("xorb", i), NumBytesInXorb: chunksPer * (8 << 10), NumBytesOnDisk: streamLen}
+		for k := range chunksPer {
+			c.Chunks = append(c.Chunks, xet.CASChunk{Hash: hash(fmt.Sprintf("chunk/%d", i), k), ByteRangeStart: uint32(k * (8 << 10)), UnpackedBytes: 8 << 10})
+		}
+		return c
+	}
 	batch(nShards, func(tx *sql.Tx, k int) error {
-		sh := hash("shard", k).String()
 		tn := tenant(k)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO shards(hash, size) VALUES (?, ?)`, sh, objBytes); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO shard_owners(shard, tenant, created) VALUES (?, ?, ?)`, sh, tn, old.Unix()); err != nil {
-			return err
-		}
+		sh := &xet.Shard{}
 		for j := k * filesPer; j < (k+1)*filesPer; j++ {
-			terms := []xet.Term{{Xorb: hash("xorb", 2*j), ChunkEnd: chunksPer, UnpackedBytes: 80 << 10}, {Xorb: hash("xorb", 2*j+1), ChunkEnd: chunksPer, UnpackedBytes: 80 << 10}}
-			for _, term := range terms {
-				if _, err := tx.ExecContext(ctx, `INSERT INTO shard_xorbs(shard, xorb) VALUES (?, ?)`, sh, term.Xorb.String()); err != nil {
-					return err
-				}
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO files(tenant, hash, size, sha256, terms, nterms, shard) VALUES (?, ?, ?, NULL, ?, 2, ?)`,
-				tn, hash("file", j).String(), 160<<10, encodeTerms(terms), sh); err != nil {
-				return err
-			}
-			c := hash(fmt.Sprintf("chunk/%d", 2*j), 0)
-			if _, err := tx.ExecContext(ctx, `INSERT INTO dedup(chunk, tenant, xorb, shard) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`, c.String(), tn, hash("xorb", 2*j).String(), sh); err != nil {
-				return err
-			}
+			sh.Files = append(sh.Files, xet.FileInfo{Hash: hash("file", j), Terms: []xet.Term{
+				{Xorb: hash("xorb", 2*j), ChunkEnd: chunksPer, UnpackedBytes: chunksPer * (8 << 10)},
+				{Xorb: hash("xorb", 2*j+1), ChunkEnd: chunksPer, UnpackedBytes: chunksPer * (8 << 10)}}})
+			sh.Xorbs = append(sh.Xorbs, cas(2*j), cas(2*j+1))
 		}
-		if err := s.bucket.WriteAll(ctx, shardKey(sh), obj, nil); err != nil {
+		body := sh.MarshalUpload()
+		parsed, err := xet.ParseShard(body)
+		if err != nil {
+			return err
+		}
+		h := ShardHash(body)
+		if err := s.bucket.WriteAll(ctx, shardKey(h), body, nil); err != nil {
 			return err
 		}
 		rec, _ := json.Marshal(shardOwnerRecord{Tenant: tn, Created: old.Unix()})
-		return s.bucket.WriteAll(ctx, shardOwnerKey(sh, tn), rec, nil)
+		if err := s.bucket.WriteAll(ctx, shardOwnerKey(h, tn), rec, nil); err != nil {
+			return err
+		}
+		_, err = recordShard(ctx, tx, tn, h, int64(len(body)), parsed, old.Unix())
+		return err
 	})
 	// One file in five released (as a repo deletion would): its xorbs
 	// become releasable at once.

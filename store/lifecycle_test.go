@@ -1063,3 +1063,40 @@ func TestReleaseHintsDoNotLinger(t *testing.T) {
 	}
 	l.mustReadable("alice", b)
 }
+
+// TestPartialShardDeletionFreesDisk: a shard that registered two files
+// stays owned while one of them is retained; the other's xorbs are still
+// collected, and the dedup rows the shard gave for them go as reindex
+// would drop them.
+func TestPartialShardDeletionFreesDisk(t *testing.T) {
+	l := newLC(t)
+	ctx := context.Background()
+	a, b := buildFile(chunkSet(70)), buildFile(chunkSet(71))
+	both := (&xet.Shard{Files: []xet.FileInfo{a.info, b.info},
+		Xorbs: []xet.CASInfo{xet.CASInfoFromXorb(a.xorbs[0]), xet.CASInfoFromXorb(b.xorbs[0])}}).MarshalUpload()
+	l.putXorbs(l.s, "alice", a)
+	l.putXorbs(l.s, "alice", b)
+	if err := l.register(l.s, "alice", tfile{shard: both}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.s.ReleaseFile(ctx, "alice", a.hash()); err != nil {
+		t.Fatal(err)
+	}
+	l.clock.advance(time.Second)
+	rep := l.collect(0)
+	if rep.ReleasedBytes != a.xorbs[0].StreamLen || rep.DeletedXorbs != 1 || rep.ReleasedShardOwners != 0 {
+		t.Fatalf("pass %+v", rep)
+	}
+	if l.exists(xorbKey(a.xorbs[0].Hash.String())) || !l.exists(shardKey(ShardHash(both))) {
+		t.Fatal("the released file's xorb is stored, or the shared shard is gone")
+	}
+	l.mustReadable("alice", b)
+	l.checkConsistent("alice")
+	// A dedup query for the deleted file's first chunk finds nothing.
+	if _, err := l.s.DedupAnswer(ctx, "alice", a.xorbs[0].Chunks[0].Hash, true, 8); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("dedup of a collected xorb's chunk: %v", err)
+	}
+	if _, err := l.s.DedupAnswer(ctx, "alice", b.xorbs[0].Chunks[0].Hash, true, 8); err != nil {
+		t.Fatalf("dedup of the kept file: %v", err)
+	}
+}

@@ -11,10 +11,12 @@ import (
 // Reindex's part of the lifecycle (lifecycle.go, gc.go): what the bucket
 // says about releases, applied after the repos are rebuilt.
 
-// presentOnly drops from a shard being replayed the files and CAS blocks
-// that name a xorb the bucket no longer has (collected after the shard's
-// owner record was released, or a registration that never committed): the
-// index never had them, and a file without its bytes is not a file.
+// presentOnly drops from a shard being replayed what names a xorb the
+// bucket no longer has (collected, or named by a registration that never
+// committed): its CAS blocks, and the files whose first term is in one
+// (their dedup entry would name it). Files whose later terms name a gone
+// xorb are dropped after the replay (lifecycle): a file without its bytes
+// is not a file, and the live index never keeps one.
 func (b *builder) presentOnly(tx *sql.Tx, sh *xet.Shard) (*xet.Shard, error) {
 	have := map[xet.Hash]bool{}
 	present := func(x xet.Hash) (bool, error) {
@@ -30,15 +32,14 @@ func (b *builder) presentOnly(tx *sql.Tx, sh *xet.Shard) (*xet.Shard, error) {
 		return err == nil, nil
 	}
 	out := &xet.Shard{Footer: sh.Footer}
-files:
 	for _, f := range sh.Files {
-		for _, t := range f.Terms {
-			ok, err := present(t.Xorb)
+		if len(f.Terms) > 0 {
+			ok, err := present(f.Terms[0].Xorb)
 			if err != nil {
 				return nil, err
 			}
 			if !ok {
-				continue files
+				continue
 			}
 		}
 		out.Files = append(out.Files, f)
@@ -111,7 +112,58 @@ func (b *builder) lifecycle() error {
 			return err
 		}
 	}
-	// Commits of repos whose repo.json is gone were skipped already.
+	// Files that name a xorb the bucket does not have.
+	type fileXorbs struct {
+		tenant, hash string
+		xorbs        []string
+	}
+	var all []fileXorbs
+	err = eachRow(b.ctx, tx, `SELECT tenant, hash, terms FROM files`, func(r *sql.Rows) error {
+		var f fileXorbs
+		var terms []byte
+		if err := r.Scan(&f.tenant, &f.hash, &terms); err != nil {
+			return err
+		}
+		ts, err := decodeTerms(terms)
+		if err != nil {
+			return err
+		}
+		for _, term := range ts {
+			f.xorbs = append(f.xorbs, term.Xorb.String())
+		}
+		all = append(all, f)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	have := map[string]bool{}
+	present := func(x string) (bool, error) {
+		if ok, seen := have[x]; seen {
+			return ok, nil
+		}
+		var one int
+		err := tx.QueryRowContext(b.ctx, `SELECT 1 FROM xorbs WHERE hash = ?`, x).Scan(&one)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return false, err
+		}
+		have[x] = err == nil
+		return err == nil, nil
+	}
+	for _, f := range all {
+		for _, x := range f.xorbs {
+			ok, err := present(x)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				if _, err := tx.ExecContext(b.ctx, `DELETE FROM files WHERE tenant = ? AND hash = ?`, f.tenant, f.hash); err != nil {
+					return err
+				}
+				break
+			}
+		}
+	}
 	tenants, err := queryStrings(b.ctx, tx, `SELECT DISTINCT tenant FROM file_releases`)
 	if err != nil {
 		return err

@@ -128,14 +128,6 @@ func (s *Store) UsageReport(ctx context.Context, tenant string) (UsageReport, er
 	if err != nil {
 		return rep, err
 	}
-	named, err := queryStrings(ctx, s.db, `SELECT DISTINCT sx.xorb FROM shard_xorbs sx WHERE EXISTS (SELECT 1 FROM shard_owners o WHERE o.shard = sx.shard)`)
-	if err != nil {
-		return rep, err
-	}
-	namedSet := map[string]bool{}
-	for _, x := range named {
-		namedSet[x] = true
-	}
 	for x, n := range sizes {
 		if len(owners[x]) > 0 {
 			continue
@@ -143,7 +135,7 @@ func (s *Store) UsageReport(ctx context.Context, tenant string) (UsageReport, er
 		if referenced[x] {
 			rep.UnownedReferencedXorbs++
 			rep.UnownedReferencedBytes += n
-		} else if !namedSet[x] {
+		} else {
 			rep.UnreferencedXorbs++
 			rep.UnreferencedBytes += n
 		}
