@@ -67,6 +67,10 @@ func NewApp(stdout, stderr io.Writer, env Env) *cli.App {
 			limitsCommand(env),
 			credentialsCommand(env),
 			loadCommand(env),
+			gcCommand(env),
+			usageCommand(env),
+			filesCommand(env),
+			tenantsCommand(env),
 			{
 				Name:  "version",
 				Usage: "print the version",

@@ -69,6 +69,9 @@ type Config struct {
 	TLSCert        string // PEM certificate chain file; "" with TLSKey "": plain HTTP
 	TLSKey         string // PEM private key file of TLSCert
 	MetricsTenants int    // tenants whose stored bytes /metrics shows; 0: none
+	// [gc]
+	GCInterval time.Duration // 0: serve runs no passes on its own
+	GCGrace    time.Duration
 }
 
 // setting is one configuration key: where it is read from and how.
@@ -81,14 +84,23 @@ type setting struct {
 
 // flagName is the flag of a setting: the key's name with '-' for '_'.
 func (s setting) flagName() string {
-	_, name, _ := strings.Cut(s.key, ".")
-	return strings.ReplaceAll(name, "_", "-")
+	return strings.ReplaceAll(s.name(), "_", "-")
 }
 
 // envName is the environment variable of a setting: OPENXET_ and the name.
 func (s setting) envName() string {
-	_, name, _ := strings.Cut(s.key, ".")
-	return "OPENXET_" + strings.ToUpper(name)
+	return "OPENXET_" + strings.ToUpper(s.name())
+}
+
+// name is the key without its section, except that keys of sections other
+// than [server] and [limits] keep the section as a prefix (gc.grace is
+// --gc-grace and OPENXET_GC_GRACE).
+func (s setting) name() string {
+	section, name, _ := strings.Cut(s.key, ".")
+	if section != "server" && section != "limits" {
+		return section + "_" + name
+	}
+	return name
 }
 
 // Default values that are not plain literals.
@@ -251,6 +263,32 @@ var settings = []setting{
 		c.MetricsTenants = n
 		return nil
 	}},
+	{"gc.interval", "1h", "how often serve runs a collection pass; 0 turns the loop off (run `openxet gc` yourself)", daysSetter(func(c *Config) *time.Duration { return &c.GCInterval })},
+	{"gc.grace", "22d", "how long an object nobody owns or references is kept after its last upload, registration or release (longer than hf_xet's 3-week local shard cache)", daysSetter(func(c *Config) *time.Duration { return &c.GCGrace })},
+}
+
+// daysSetter reads a duration that may also be a whole number of days
+// ("22d"); never negative.
+func daysSetter(field func(*Config) *time.Duration) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if n, ok := strings.CutSuffix(v, "d"); ok {
+			days, err := strconv.Atoi(n)
+			if err != nil || days < 0 {
+				return fmt.Errorf("%q is not a duration like 12h or a number of days like 22d", v)
+			}
+			*field(c) = time.Duration(days) * 24 * time.Hour
+			return nil
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration like 12h or a number of days like 22d", v)
+		}
+		if d < 0 {
+			return errors.New("must not be negative")
+		}
+		*field(c) = d
+		return nil
+	}
 }
 
 func durationSetter(field func(*Config) *time.Duration, min time.Duration) func(*Config, string) error {

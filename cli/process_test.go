@@ -24,6 +24,9 @@ import (
 // it runs the command line instead of the tests, so process tests exercise
 // real, separate processes.
 func TestMain(m *testing.M) {
+	if step := os.Getenv("OPENXET_TEST_GC_KILL_AT"); step != "" {
+		os.Exit(gcKillChild(os.Getenv("OPENXET_TEST_GC_DIR"), step)) // lifecycle_test.go
+	}
 	if os.Getenv("OPENXET_TEST_MAIN") == "1" {
 		ctx, stop := signalContext()
 		code := Run(ctx, os.Args, os.Stdout, os.Stderr, os.LookupEnv)

@@ -98,6 +98,8 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
 		MetricsOnMain:     cfg.MetricsListen == "",
 		MetricsTenants:    cfg.MetricsTenants,
+		GCInterval:        cfg.GCInterval,
+		GCGrace:           cfg.GCGrace,
 	}
 }
 

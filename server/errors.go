@@ -138,7 +138,9 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 400, Code: "hash_mismatch", Message: errText(err), Hint: "the body does not hash to the hash in the path", cause: err}
 	case errors.Is(err, xet.ErrInvalidXorb):
 		return &apiError{Status: 400, Code: "invalid_xorb", Message: errText(err), Hint: "the body is not a valid serialized xorb", cause: err}
-	case errors.Is(err, xet.ErrInvalidShard), errors.Is(err, store.ErrInvalidShard), errors.Is(err, store.ErrMissingXorb):
+	case errors.Is(err, store.ErrMissingXorb):
+		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard; a client whose local cache (HF_XET_CACHE) remembers xorbs the server has since collected must clear that cache and upload again", cause: err}
+	case errors.Is(err, xet.ErrInvalidShard), errors.Is(err, store.ErrInvalidShard):
 		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard, and send the shard the client built", cause: err}
 	case errors.Is(err, xet.ErrBadHash):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "hashes are 64 lowercase hex digits", cause: err}
@@ -152,6 +154,16 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: storeRetryAfterSeconds, cause: err,
 			Message: "the server's storage (index or bucket) is busy or cannot be reached",
 			Hint:    "retry after the delay in Retry-After; the request did not complete"}
+	case errors.Is(err, store.ErrCollecting):
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the collector is deleting an object this request names; retry in a moment", cause: err}
+	case errors.Is(err, store.ErrFileInRepo):
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "remove the file from every revision that has it (commit, then super-squash the history, or delete the branch or repo)", cause: err}
+	case errors.Is(err, store.ErrRefExists):
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "pick another name, or delete the existing one first", cause: err}
+	case errors.Is(err, store.ErrCollectorBusy):
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another process is collecting; try again when its pass is done", cause: err}
+	case errors.Is(err, store.ErrNotBranch), errors.Is(err, store.ErrBadRefName):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "name a branch other than main, or a tag: 1 to 200 characters, no spaces, no '..', no refs/ prefix", cause: err}
 	case errors.Is(err, store.ErrBadRepoName):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "repo names match [A-Za-z0-9][A-Za-z0-9._-]{0,95}", cause: err}
 	case errors.Is(err, errBadRequest):

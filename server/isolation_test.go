@@ -293,6 +293,11 @@ func TestAdminRoutesRefuseNonAdmins(t *testing.T) {
 		{"DELETE", "/api/openxet/v1/admin/credentials/" + adminID, ""},
 		{"GET", "/api/openxet/v1/admin/nothing-here", ""},
 		{"GET", "/metrics", ""},
+		{"GET", "/api/openxet/v1/admin/usage", ""},
+		{"GET", "/api/openxet/v1/admin/tenants/alice/usage", ""},
+		{"DELETE", "/api/openxet/v1/admin/tenants/alice", ""},
+		{"DELETE", "/api/openxet/v1/admin/tenants/alice/files/" + strings.Repeat("ab", 32), ""},
+		{"POST", "/api/openxet/v1/admin/gc", ""},
 	}
 	before := e.snapshot()
 	for _, rt := range routes {

@@ -57,6 +57,12 @@ type Config struct {
 	// MetricsTenants is how many tenants /metrics shows usage and quota of,
 	// those nearest their quota first; 0: none (totals only).
 	MetricsTenants int
+
+	// GCInterval is how often Serve runs a collection pass (0: never;
+	// the admin route and deletions still run passes). GCGrace is the
+	// grace period of every pass (store.GCConfig.Grace).
+	GCInterval time.Duration
+	GCGrace    time.Duration
 }
 
 // Defaults for Config fields left zero.
@@ -98,6 +104,7 @@ type Server struct {
 	// readTerms reads a window of a file's term list (store.FileTerms);
 	// tests wrap it to count the lists read.
 	readTerms func(ctx context.Context, tenant string, h xet.Hash, start, end uint64) ([]xet.Term, uint64, error)
+	gc        *collector
 
 	publicURL string
 
@@ -148,6 +155,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
+	s.gc = newCollector(s, reg)
 	s.echo = s.routes()
 	return s, nil
 }
@@ -198,6 +206,7 @@ func (s *Server) routes() *echo.Echo {
 
 	s.adminRoutes(e)
 	s.hubRoutes(e)
+	s.lifecycleRoutes(e)
 	return e
 }
 
@@ -287,6 +296,15 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		stopTrim()
 		<-trimDone
 	}()
+	gcCtx, stopGC := context.WithCancel(ctx)
+	gcDone := make(chan struct{})
+	go func() {
+		defer close(gcDone)
+		if s.cfg.GCInterval > 0 {
+			s.gc.loop(gcCtx, s.cfg.GCInterval)
+		}
+	}()
+	defer func() { stopGC(); <-gcDone }()
 	select {
 	case err := <-errc:
 		return err

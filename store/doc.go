@@ -7,9 +7,10 @@
 // usage counters, the files each tenant may read, the dedup index,
 // credentials and tenant limits. Reindex rebuilds the index from the bucket.
 //
-// Consistency rules (design §3):
+// Consistency rules (design §3, §9):
 //   - a tenant's usage counter changes only in the transaction that inserts
-//     one of its xorb owner rows, and only when that row is new;
+//     one of its xorb owner rows (only when that row is new) or in the one
+//     that releases it (gc.go), and never goes below zero;
 //   - a new owner is written in the order xorb object, owner record in the
 //     bucket, index transaction, so a crash leaves the index behind the bucket,
 //     never ahead of it;
@@ -24,7 +25,11 @@
 //     a grace period);
 //   - an owner record without its owner row (a crash in between) counts as
 //     ownership for reindex; the tenant's next upload of the xorb completes
-//     it, or withdraws it when the quota refuses.
+//     it, or withdraws it when the quota refuses;
+//   - retention and collection (lifecycle.go, touch.go, gc.go): a file is
+//     retained until released; a xorb owner no retained file of its tenant
+//     needs is released; an object nobody owns or references is collected
+//     after a grace period, by one collector at a time.
 //
 // Reads use a pool of connections; writes use one connection of their own,
 // so a writer waiting for SQLite's write lock never holds a connection that

@@ -120,3 +120,21 @@ func (c *layoutCache) put(h xet.Hash, v []xet.XorbChunk) {
 	}
 	c.m[h] = v
 }
+
+// decodeTerms decodes a whole encoded term list (collection and reindex,
+// which need every xorb a file names).
+func decodeTerms(b []byte) ([]xet.Term, error) {
+	if len(b)%termRecordBytes != 0 {
+		return nil, fmt.Errorf("term list of %d bytes is not a multiple of %d", len(b), termRecordBytes)
+	}
+	out := make([]xet.Term, len(b)/termRecordBytes)
+	for i := range out {
+		r := b[i*termRecordBytes:]
+		copy(out[i].Xorb[:], r[:32])
+		out[i].Flags = binary.LittleEndian.Uint32(r[32:])
+		out[i].UnpackedBytes = binary.LittleEndian.Uint32(r[36:])
+		out[i].ChunkStart = binary.LittleEndian.Uint32(r[40:])
+		out[i].ChunkEnd = binary.LittleEndian.Uint32(r[44:])
+	}
+	return out, nil
+}

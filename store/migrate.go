@@ -104,6 +104,52 @@ CREATE TABLE refs (
 `,
 	// 3: the quota override the owner transaction enforces (NULL: default).
 	`ALTER TABLE tenants ADD COLUMN quota_bytes INTEGER;`,
+	// 4 (lifecycle, issue 13; renumber on merge): release and collection
+	// state (store/lifecycle.go, store/gc.go). None of it is derived from
+	// the bucket except file_releases (the file-releases/ records); the rest
+	// only delays or resumes work, and is empty after a reindex.
+	`
+CREATE TABLE file_releases (
+	tenant   TEXT NOT NULL,
+	hash     TEXT NOT NULL,
+	released INTEGER NOT NULL,
+	PRIMARY KEY (tenant, hash)
+) WITHOUT ROWID;
+CREATE INDEX files_shard ON files(tenant, shard);
+CREATE INDEX shard_owners_tenant ON shard_owners(tenant);
+CREATE INDEX shard_xorbs_xorb ON shard_xorbs(xorb);
+CREATE INDEX dedup_shard ON dedup(tenant, shard);
+CREATE INDEX dedup_xorb ON dedup(xorb);
+CREATE TABLE gc_objects (
+	key      TEXT PRIMARY KEY,
+	touched  INTEGER NOT NULL DEFAULT 0,
+	released INTEGER NOT NULL DEFAULT 0,
+	doomed   INTEGER
+) WITHOUT ROWID;
+CREATE TABLE gc_pending (
+	key   TEXT PRIMARY KEY,
+	since INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE gc_dropped (
+	tenant TEXT NOT NULL,
+	xorb   TEXT NOT NULL,
+	PRIMARY KEY (tenant, xorb)
+) WITHOUT ROWID;
+CREATE TABLE gc_dedup_gaps (
+	tenant TEXT NOT NULL,
+	chunk  TEXT NOT NULL,
+	PRIMARY KEY (tenant, chunk)
+) WITHOUT ROWID;
+CREATE TABLE gc_lease (
+	id      INTEGER PRIMARY KEY CHECK (id = 1),
+	holder  TEXT NOT NULL,
+	expires INTEGER NOT NULL
+);
+CREATE TABLE gc_state (
+	name  TEXT PRIMARY KEY,
+	value INTEGER NOT NULL
+) WITHOUT ROWID;
+`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

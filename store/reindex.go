@@ -101,7 +101,7 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 	}
 	defer db.Close()
 	b := &builder{ctx: ctx, bucket: bucket, db: db, progress: progress}
-	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.unownedXorbs, b.shardOwners, b.repos} {
+	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.shardOwners, b.repos, b.lifecycle, b.unownedXorbs} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -222,14 +222,43 @@ func (b *builder) xorbOwners() error {
 	})
 }
 
-// unownedXorbs drops the rows of xorb objects that no tenant owns (left by
-// an upload refused at its index transaction, or interrupted before its
-// owner record): the live index never has such a row, and the next upload
-// of the xorb adopts the object.
+// unownedXorbs drops the rows of xorb objects that no tenant owns and no
+// file of any tenant names: left by an upload refused at its index
+// transaction or interrupted before its owner record (the live index has no
+// row for them, and the next upload of the xorb adopts the object), or
+// released and waiting for the collector. A xorb that a file still names
+// keeps its row after its owners released it (the live index keeps it too).
+// It runs last, once files and releases are rebuilt.
 func (b *builder) unownedXorbs() error {
-	_, err := b.db.ExecContext(b.ctx, `DELETE FROM xorbs WHERE NOT EXISTS (SELECT 1 FROM xorb_owners o WHERE o.xorb = xorbs.hash)`)
+	referenced := map[string]bool{}
+	err := eachRow(b.ctx, b.db, `SELECT terms FROM files`, func(r *sql.Rows) error {
+		var blob []byte
+		if err := r.Scan(&blob); err != nil {
+			return err
+		}
+		terms, err := decodeTerms(blob)
+		if err != nil {
+			return err
+		}
+		for _, t := range terms {
+			referenced[t.Xorb.String()] = true
+		}
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("unowned xorbs: %w", err)
+	}
+	unowned, err := queryStrings(b.ctx, b.db, `SELECT hash FROM xorbs WHERE NOT EXISTS (SELECT 1 FROM xorb_owners o WHERE o.xorb = xorbs.hash)`)
+	if err != nil {
+		return fmt.Errorf("unowned xorbs: %w", err)
+	}
+	for _, h := range unowned {
+		if referenced[h] {
+			continue
+		}
+		if _, err := b.db.ExecContext(b.ctx, `DELETE FROM xorbs WHERE hash = ?`, h); err != nil {
+			return fmt.Errorf("unowned xorb %s: %w", h, err)
+		}
 	}
 	return nil
 }
@@ -250,6 +279,9 @@ func (b *builder) shardOwners() error {
 		}
 		sh, err := xet.ParseShard(body)
 		if err != nil {
+			return err
+		}
+		if sh, err = b.presentOnly(tx, sh); err != nil { // lifecycle: reindex_lifecycle.go
 			return err
 		}
 		_, err = recordShard(b.ctx, tx, rec.Tenant, shard, int64(len(body)), sh, rec.Created)
@@ -297,19 +329,25 @@ func (b *builder) repos() error {
 	})
 }
 
+// liveXorbs is the part of the live index's xorbs table a check compares:
+// rows with an owner, and rows the rebuilt index has too. A row nobody owns
+// that a rebuild drops (a released xorb in its grace period, whose object
+// the collector has yet to sweep) says nothing wrong.
+const liveXorbs = `WHERE EXISTS (SELECT 1 FROM main.xorb_owners o WHERE o.xorb = hash) OR hash IN (SELECT hash FROM fresh.xorbs)`
+
 // compared lists, per table, the key columns and the value columns that a
-// check compares.
-var compared = []struct{ table, key, value string }{
-	{"tenants", "name", "usage_bytes || ' quota=' || COALESCE(quota_bytes, 'default') || ' limits=' || COALESCE(limits, '')"},
-	{"xorbs", "hash", "stream_len || ' ' || hex(chunks)"},
-	{"xorb_owners", "xorb || '/' || tenant", "size"},
-	{"shard_owners", "shard || '/' || tenant", "''"},
-	{"files", "tenant || '/' || hash", "size || ' ' || COALESCE(sha256, '') || ' ' || hex(terms)"},
-	{"dedup", "chunk || '/' || tenant", "xorb"},
-	{"repos", "tenant || '/' || type || '/' || name", "private"},
-	{"refs", "tenant || '/' || type || '/' || name || '@' || ref", "commit_sha"},
-	{"commits", "tenant || '/' || type || '/' || name || '@' || sha", "parent || ' ' || hex(tree)"},
-	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(revoked, '')"},
+// check compares, and which rows of the live index take part ("" for all).
+var compared = []struct{ table, key, value, liveWhere string }{
+	{"tenants", "name", "usage_bytes || ' quota=' || COALESCE(quota_bytes, 'default') || ' limits=' || COALESCE(limits, '')", ""},
+	{"xorbs", "hash", "stream_len || ' ' || hex(chunks)", liveXorbs},
+	{"xorb_owners", "xorb || '/' || tenant", "size", ""},
+	{"shard_owners", "shard || '/' || tenant", "''", ""},
+	{"files", "tenant || '/' || hash", "size || ' ' || COALESCE(sha256, '') || ' ' || hex(terms)", ""},
+	{"dedup", "chunk || '/' || tenant", "xorb", ""},
+	{"repos", "tenant || '/' || type || '/' || name", "private", ""},
+	{"refs", "tenant || '/' || type || '/' || name || '@' || ref", "commit_sha", ""},
+	{"commits", "tenant || '/' || type || '/' || name || '@' || sha", "parent || ' ' || hex(tree)", ""},
+	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(revoked, '')", ""},
 }
 
 func compareIndexes(ctx context.Context, live *sql.DB, freshPath string) ([]Difference, error) {
@@ -326,10 +364,10 @@ func compareIndexes(ctx context.Context, live *sql.DB, freshPath string) ([]Diff
 	for _, c := range compared {
 		q := fmt.Sprintf(`
 SELECT k, MAX(a), MAX(b) FROM (
-	SELECT %[2]s AS k, %[3]s AS a, NULL AS b FROM main.%[1]s
+	SELECT %[2]s AS k, %[3]s AS a, NULL AS b FROM main.%[1]s %[4]s
 	UNION ALL
 	SELECT %[2]s AS k, NULL AS a, %[3]s AS b FROM fresh.%[1]s
-) GROUP BY k HAVING MAX(a) IS NOT MAX(b) OR COUNT(a) != COUNT(b) ORDER BY k`, c.table, c.key, c.value)
+) GROUP BY k HAVING MAX(a) IS NOT MAX(b) OR COUNT(a) != COUNT(b) ORDER BY k`, c.table, c.key, c.value, c.liveWhere)
 		rows, err := conn.QueryContext(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("compare %s: %w", c.table, err)

@@ -221,7 +221,9 @@ func (s *Store) Repo(ctx context.Context, id RepoID) (Repo, error) {
 func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, error) {
 	sha := rev
 	var head string
-	err := s.queryRow(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, rev).Scan(&head)
+	// A branch of that name first, else a tag (stored as refs/tags/…).
+	err := s.queryRow(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref IN (?4, 'refs/tags/' || ?4)
+		ORDER BY ref = ?4 DESC LIMIT 1`, id.Tenant, id.Type, id.Name, rev).Scan(&head)
 	if err == nil {
 		sha = head
 	} else if !errors.Is(err, sql.ErrNoRows) {
@@ -262,7 +264,12 @@ func (s *Store) CreateRef(ctx context.Context, id RepoID, ref string, c Commit) 
 	if err := s.writeCommitRecords(ctx, id, ref, c); err != nil {
 		return err
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error { return setRef(ctx, tx, id, ref, c.SHA) })
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := commitExists(ctx, tx, id, c.SHA); err != nil {
+			return err
+		}
+		return setRef(ctx, tx, id, ref, c.SHA)
+	})
 }
 
 // Commit records a new commit on ref whose tree is tree, if ref still
@@ -285,6 +292,9 @@ func (s *Store) Commit(ctx context.Context, id RepoID, ref, parent string, summa
 		if head != parent {
 			return fmt.Errorf("%s of %s is at %s, not %s: %w", ref, id, head, parent, ErrRefMoved)
 		}
+		if err := checkNewTree(ctx, tx, id, ref, parent, tree, s.now().Unix()); err != nil {
+			return err
+		}
 		if err := insertCommit(ctx, tx, id, c); err != nil {
 			return err
 		}
@@ -302,42 +312,55 @@ func (s *Store) Commit(ctx context.Context, id RepoID, ref, parent string, summa
 	return c, nil
 }
 
-// DeleteRepo removes a repo's records (its files stay owned by the tenant):
-// the index rows first, then the bucket records, so a crash between the two
-// leaves the bucket ahead of the index (reindex brings the repo back) and
-// never the other way round.
+// DeleteRepo removes a repo and releases the files its revisions
+// referenced that no revision of the tenant's other repos references
+// (lifecycle.go). The bucket changes first (release records, then the
+// repo's records, repo.json first), then one index transaction, so a crash
+// leaves the index retaining at least what the bucket retains; deleting
+// again finishes the job.
 func (s *Store) DeleteRepo(ctx context.Context, id RepoID) error {
 	if _, err := s.Repo(ctx, id); err != nil {
 		return err
 	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		for _, t := range []string{"repos", "refs", "commits"} {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name); err != nil {
+	cands, err := treeFiles(ctx, s.db, id, nil)
+	if err != nil {
+		return err
+	}
+	_, err = s.changeRevisions(ctx, revisionChange{
+		tenant:     id.Tenant,
+		candidates: cands,
+		before: func(ctx context.Context) error {
+			keys, err := listKeys(ctx, s.bucket, id.prefix())
+			if err != nil {
 				return err
 			}
-		}
-		return nil
+			// repo.json first: without it reindex ignores the rest.
+			sort.Slice(keys, func(i, j int) bool { return strings.HasSuffix(keys[i], "/repo.json") })
+			for _, k := range keys {
+				if err := s.bucket.Delete(ctx, k); err != nil && !isNotFound(err) {
+					return fmt.Errorf("delete %s: %w", k, bucketErr(err))
+				}
+			}
+			return nil
+		},
+		index: func(ctx context.Context, tx *sql.Tx) error {
+			for _, t := range []string{"repos", "refs", "commits"} {
+				if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	})
-	if err != nil {
-		return err
-	}
-	keys, err := listKeys(ctx, s.bucket, id.prefix())
-	if err != nil {
-		return err
-	}
-	// repo.json first: without it reindex ignores the rest.
-	sort.Slice(keys, func(i, j int) bool { return strings.HasSuffix(keys[i], "/repo.json") })
-	for _, k := range keys {
-		if err := s.bucket.Delete(ctx, k); err != nil && !isNotFound(err) {
-			return fmt.Errorf("delete %s: %w", k, bucketErr(err))
-		}
-	}
-	return nil
+	return err
 }
 
 // PutBlob stores a small regular file's content under its SHA-256.
 func (s *Store) PutBlob(ctx context.Context, sha256hex string, data []byte) error {
 	key := "blobs/" + sha256hex
+	if err := s.touch(ctx, key); err != nil {
+		return fmt.Errorf("put blob %s: %w", sha256hex, err)
+	}
 	if ok, err := s.bucket.Exists(ctx, key); err != nil {
 		return fmt.Errorf("blob %s: %w", sha256hex, bucketErr(err))
 	} else if ok {

@@ -87,6 +87,10 @@ func invalidShard(format string, args ...any) error {
 // It reports whether the (shard, tenant) pair is new. Call VerifyShard first.
 func (s *Store) PutShard(ctx context.Context, tenant string, body []byte, sh *xet.Shard) (inserted bool, err error) {
 	h := ShardHash(body)
+	prep, err := s.prepareShard(ctx, tenant, h, sh)
+	if err != nil {
+		return false, fmt.Errorf("put shard %s: %w", h, err)
+	}
 	exists, err := s.bucket.Exists(ctx, shardKey(h))
 	if err != nil {
 		return false, fmt.Errorf("put shard %s: %w", h, bucketErr(err))
@@ -107,6 +111,9 @@ func (s *Store) PutShard(ctx context.Context, tenant string, body []byte, sh *xe
 		}
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := prep.apply(ctx, tx, now); err != nil {
+			return err
+		}
 		var e error
 		inserted, e = recordShard(ctx, tx, tenant, h, int64(len(body)), sh, now)
 		return e

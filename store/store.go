@@ -128,6 +128,9 @@ func (s *Store) Open(ctx context.Context) error {
 			return fail(fmt.Errorf("object lock: %w", err))
 		}
 	}
+	if err := s.openLifecycle(ctx); err != nil {
+		return fail(err)
+	}
 	b, err := OpenBucket(ctx, s.cfg.BucketURL)
 	if err != nil {
 		return fail(err)

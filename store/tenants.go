@@ -38,22 +38,6 @@ func (s *Store) Tenants(ctx context.Context) ([]Tenant, error) {
 	return out, dbErr(rows.Err())
 }
 
-// TenantKnown reports whether the index knows tenant: whether it has, or
-// had, a credential, an owned xorb, a repo or a limits record (each of
-// which adds the tenant's row). A rebuild from the bucket forgets a
-// tenant whose only trace was a deleted limits record.
-func (s *Store) TenantKnown(ctx context.Context, tenant string) (bool, error) {
-	var one int
-	err := s.queryRow(ctx, `SELECT 1 FROM tenants WHERE name = ?`, tenant).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("tenant %s: %w", tenant, err)
-	}
-	return true, nil
-}
-
 // TenantLimits returns a tenant's overrides document; ok is false when it
 // has none.
 func (s *Store) TenantLimits(ctx context.Context, tenant string) (doc []byte, ok bool, err error) {

@@ -78,6 +78,9 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 	}
 	unlock := s.xorbLock(info.Hash)
 	defer unlock()
+	if err := s.touchXorb(ctx, tenant, info.Hash); err != nil { // lifecycle: see gc.go
+		return false, fmt.Errorf("put xorb %s: %w", info.Hash, err)
+	}
 	h := info.Hash.String()
 
 	x, indexed, err := s.xorbRow(ctx, h)

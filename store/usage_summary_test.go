@@ -42,7 +42,7 @@ func TestUsageSummary(t *testing.T) {
 	want := UsageSummary{
 		XorbBytes:    a1 + a2 + b1 + c1,
 		ChargedBytes: a1 + a2 + b1 + a1 + c1,
-		Tenants: []TenantUsage{
+		Tenants: []TenantStored{
 			{"bob", b1 + a1, 2 * b1},
 			{"alice", a1 + a2, 100 * a1},
 			{"carol", c1, -1},

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/store"
+)
+
+// The Hub routes that drop revisions (and with them the retention of the
+// files only they referenced): super-squash, branch and tag deletion; tag
+// creation and the refs listing that go with them. Paths and bodies are
+// those huggingface_hub 2.4.0 sends (HfApi.super_squash_history,
+// delete_branch, create_tag, delete_tag, list_repo_refs).
+
+func (s *Server) hubLifecycleRoutes(e *echo.Echo) {
+	read, write := s.guard(store.ScopeRead), s.guard(store.ScopeWrite)
+	api := "/api/:types/:ns/:name"
+	e.POST(api+"/super-squash/:rev", s.superSquash, write)
+	e.DELETE(api+"/branch/:rev", s.deleteBranch, write)
+	e.POST(api+"/tag/:rev", s.createTag, write)
+	e.DELETE(api+"/tag/:rev", s.deleteTag, write)
+	e.GET(api+"/refs", s.listRefs, read)
+}
+
+// superSquash: POST /api/{types}/{ns}/{name}/super-squash/{branch} with
+// {"message": …}: the branch's history becomes one commit.
+func (s *Server) superSquash(c echo.Context) error {
+	r, err := s.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Message string `json:"message"`
+	}
+	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
+		return refuse(errBadRequest, "the body is not {\"message\": …}: %v", err)
+	}
+	branch := revision(c)
+	cm, err := s.store.SquashHistory(c.Request().Context(), r, branch, req.Message)
+	if errors.Is(err, store.ErrNotFound) {
+		return hubNotFound("RevisionNotFound", "branch %s not found in %s", branch, r)
+	}
+	if err != nil {
+		return err
+	}
+	s.gc.poke()
+	return c.JSON(http.StatusOK, map[string]any{"commitOid": cm.SHA, "commitUrl": s.repoURL(c, r) + "/commit/" + cm.SHA, "success": true})
+}
+
+// deleteBranch: DELETE /api/{types}/{ns}/{name}/branch/{branch}.
+func (s *Server) deleteBranch(c echo.Context) error {
+	r, err := s.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	branch := revision(c)
+	if err := store.ValidRefName(branch); err != nil {
+		return err
+	}
+	if err := s.store.DeleteRef(c.Request().Context(), r, branch); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return hubNotFound("RevisionNotFound", "branch %s not found in %s", branch, r)
+		}
+		return err
+	}
+	s.gc.poke()
+	return c.NoContent(http.StatusOK)
+}
+
+// createTag: POST /api/{types}/{ns}/{name}/tag/{revision} with {"tag": …}.
+func (s *Server) createTag(c echo.Context) error {
+	r, err := s.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Tag     string `json:"tag"`
+		Message string `json:"message"`
+	}
+	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req); err != nil {
+		return refuse(errBadRequest, "the body is not {\"tag\": …}: %v", err)
+	}
+	if err := store.ValidRefName(req.Tag); err != nil {
+		return err
+	}
+	cm, err := s.resolveRev(c, r, revision(c))
+	if err != nil {
+		return err
+	}
+	if err := s.store.CreateTag(c.Request().Context(), r, req.Tag, cm); err != nil {
+		if errors.Is(err, store.ErrRefExists) {
+			msg := "tag " + req.Tag + " already exists"
+			c.Response().Header().Set("X-Error-Message", msg)
+			return c.JSON(http.StatusConflict, map[string]string{"error": msg})
+		}
+		return err
+	}
+	return c.NoContent(http.StatusOK)
+}
+
+// deleteTag: DELETE /api/{types}/{ns}/{name}/tag/{tag}.
+func (s *Server) deleteTag(c echo.Context) error {
+	r, err := s.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	tag := unescape(c.Param("rev"))
+	if err := store.ValidRefName(tag); err != nil {
+		return err
+	}
+	if err := s.store.DeleteRef(c.Request().Context(), r, store.TagRef(tag)); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return hubNotFound("RevisionNotFound", "tag %s not found in %s", tag, r)
+		}
+		return err
+	}
+	s.gc.poke()
+	return c.NoContent(http.StatusOK)
+}
+
+// listRefs: GET /api/{types}/{ns}/{name}/refs.
+func (s *Server) listRefs(c echo.Context) error {
+	r, err := s.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	refs, err := s.store.Refs(c.Request().Context(), r)
+	if err != nil {
+		return err
+	}
+	type refJSON struct {
+		Name         string `json:"name"`
+		Ref          string `json:"ref"`
+		TargetCommit string `json:"targetCommit"`
+	}
+	branches, tags := []refJSON{}, []refJSON{}
+	for _, ref := range refs {
+		if ref.Tag {
+			tags = append(tags, refJSON{ref.Name, "refs/tags/" + ref.Name, ref.Commit})
+		} else {
+			branches = append(branches, refJSON{ref.Name, "refs/heads/" + ref.Name, ref.Commit})
+		}
+	}
+	return c.JSON(http.StatusOK, map[string]any{"branches": branches, "tags": tags, "converts": []refJSON{}, "pullRequests": []refJSON{}})
+}

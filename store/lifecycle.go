@@ -1,0 +1,721 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"openxet/xet"
+)
+
+// Retention (design §9).
+//
+// A file (tenant, xet hash) is retained while its row is in the files
+// table. A shard registration adds the row; only a release removes it, and
+// a release happens only when a caller asks for it:
+//
+//   - a change that drops revisions (DeleteRepo, SquashHistory, DeleteRef)
+//     releases the files those revisions referenced that no revision left
+//     in any of the tenant's repos references;
+//   - ReleaseFile releases one file that no revision references (the
+//     CAS-only rule: a file registered through the CAS API alone is kept
+//     until the tenant or an operator deletes it, so an acknowledged upload
+//     is never lost to a commit that did not come, or came late);
+//   - DeleteTenant releases every file of the tenant.
+//
+// A file that any revision (a commit reachable from a branch or tag) of one
+// of its tenant's repos references is never released, whatever asked.
+//
+// In the bucket a release is a record file-releases/{sha256(tenant)}/{file}
+// written before the index row goes (a crash leaves the index retaining
+// more than the bucket says, never less); registering the file again
+// removes the record before the index takes the row back. Reindex keeps a
+// registered file unless a release record names it and no revision
+// references it.
+//
+// Releasing a file changes no usage counter: the collector (gc.go) later
+// releases the tenant's xorbs that no retained file of the tenant
+// references, and collects objects nobody owns or references.
+
+// ErrFileInRepo means a file cannot be released on its own: a revision of
+// one of the tenant's repos references it.
+var ErrFileInRepo = errors.New("file is referenced by a repo revision")
+
+// ErrCollecting means the collector is deleting an object (or releasing
+// the owner record) the request needs; retrying shortly succeeds.
+var ErrCollecting = errors.New("being collected")
+
+// ErrNotBranch means a ref that must be a branch is not one (a tag, or a
+// name under refs/).
+var ErrNotBranch = errors.New("not a branch")
+
+const prefixFileReleases = "file-releases/"
+
+func fileReleaseKey(tenant, file string) string {
+	return prefixFileReleases + HashName(tenant) + "/" + file
+}
+
+type fileReleaseRecord struct {
+	Tenant   string `json:"tenant"`
+	File     string `json:"file"`
+	Released int64  `json:"released"`
+}
+
+// TagRef is the ref name a tag is stored under; branches are stored under
+// their bare name.
+func TagRef(tag string) string { return "refs/tags/" + tag }
+
+// queryer is what both *sql.DB and *sql.Tx offer for reads.
+type queryer interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+type repoKey struct{ Type, Name string }
+
+// revisions is what the refs of one tenant's repos reach.
+type revisions struct {
+	commits map[repoKey]map[string]bool // reachable commit shas per repo
+	files   map[string][]repoKey        // xet hash → repos whose revisions reference it
+	blobs   map[string]bool             // sha256 of regular files
+}
+
+// loadRevisions walks every ref of tenant's repos through the parent chain
+// and collects the files and blobs the reachable commits name.
+func loadRevisions(ctx context.Context, q queryer, tenant string) (*revisions, error) {
+	rev := &revisions{commits: map[repoKey]map[string]bool{}, files: map[string][]repoKey{}, blobs: map[string]bool{}}
+	parents := map[repoKey]map[string]string{}
+	rows, err := q.QueryContext(ctx, `SELECT type, name, sha, parent FROM commits WHERE tenant = ?`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("commits of %s: %w", tenant, err)
+	}
+	for rows.Next() {
+		var k repoKey
+		var sha, parent string
+		if err := rows.Scan(&k.Type, &k.Name, &sha, &parent); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if parents[k] == nil {
+			parents[k] = map[string]string{}
+		}
+		parents[k][sha] = parent
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = q.QueryContext(ctx, `SELECT type, name, commit_sha FROM refs WHERE tenant = ?`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("refs of %s: %w", tenant, err)
+	}
+	type head struct {
+		k   repoKey
+		sha string
+	}
+	var heads []head
+	for rows.Next() {
+		var h head
+		if err := rows.Scan(&h.k.Type, &h.k.Name, &h.sha); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		heads = append(heads, h)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, h := range heads {
+		seen := rev.commits[h.k]
+		if seen == nil {
+			seen = map[string]bool{}
+			rev.commits[h.k] = seen
+		}
+		for sha := h.sha; sha != "" && !seen[sha]; {
+			parent, ok := parents[h.k][sha]
+			if !ok {
+				break // a ref to a commit the index does not have
+			}
+			seen[sha] = true
+			sha = parent
+		}
+	}
+	for k, shas := range rev.commits {
+		for sha := range shas {
+			var tree []byte
+			if err := q.QueryRowContext(ctx, `SELECT tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`, tenant, k.Type, k.Name, sha).Scan(&tree); err != nil {
+				return nil, fmt.Errorf("tree of %s: %w", sha, err)
+			}
+			var entries []TreeEntry
+			if err := json.Unmarshal(tree, &entries); err != nil {
+				return nil, fmt.Errorf("tree of %s: %w", sha, err)
+			}
+			for _, e := range entries {
+				if e.XetHash != "" {
+					if !containsRepo(rev.files[e.XetHash], k) {
+						rev.files[e.XetHash] = append(rev.files[e.XetHash], k)
+					}
+				} else if e.SHA256 != "" {
+					rev.blobs[e.SHA256] = true
+				}
+			}
+		}
+	}
+	return rev, nil
+}
+
+func containsRepo(ks []repoKey, k repoKey) bool {
+	for _, x := range ks {
+		if x == k {
+			return true
+		}
+	}
+	return false
+}
+
+// treeFiles returns the xet hashes the commits of one repo name.
+func treeFiles(ctx context.Context, q queryer, id RepoID, shas map[string]bool) (map[string]bool, error) {
+	out := map[string]bool{}
+	rows, err := q.QueryContext(ctx, `SELECT sha, tree FROM commits WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name)
+	if err != nil {
+		return nil, fmt.Errorf("commits of %s: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sha string
+		var tree []byte
+		if err := rows.Scan(&sha, &tree); err != nil {
+			return nil, err
+		}
+		if shas != nil && !shas[sha] {
+			continue
+		}
+		var entries []TreeEntry
+		if err := json.Unmarshal(tree, &entries); err != nil {
+			return nil, fmt.Errorf("tree of %s: %w", sha, err)
+		}
+		for _, e := range entries {
+			if e.XetHash != "" {
+				out[e.XetHash] = true
+			}
+		}
+	}
+	return out, rows.Err()
+}
+
+// revisionChange is a change that may drop revisions of tenant's repos and
+// with them the retention of the files only they referenced.
+type revisionChange struct {
+	tenant string
+	// candidates are the files the dropped revisions (or the caller)
+	// name; those no revision left references are released.
+	candidates map[string]bool
+	// before changes the bucket after the release records are written and
+	// before the index changes.
+	before func(ctx context.Context) error
+	// index changes the index; the release of the candidates follows in
+	// the same transaction, checked against the revisions it leaves.
+	index func(ctx context.Context, tx *sql.Tx) error
+	// after cleans the bucket up once the index changed (best effort:
+	// what it leaves is invisible to reindex).
+	after func(ctx context.Context) error
+	// refuseReferenced makes a referenced candidate an error (ReleaseFile)
+	// instead of a file that stays retained.
+	refuseReferenced bool
+}
+
+// changeRevisions runs a revisionChange and returns the files it released.
+// Order: release intents in the index, release records in the bucket,
+// before, then one index transaction (the change, then the release of
+// every candidate no revision references), then after. A crash at any
+// point leaves the index retaining at least what the bucket retains.
+func (s *Store) changeRevisions(ctx context.Context, ch revisionChange) ([]string, error) {
+	var cands []string
+	for f := range ch.candidates {
+		var one int
+		err := s.db.QueryRowContext(ctx, `SELECT 1 FROM files WHERE tenant = ? AND hash = ?`, ch.tenant, f).Scan(&one)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("file %s: %w", f, err)
+		}
+		cands = append(cands, f)
+	}
+	sort.Strings(cands)
+	if len(cands) > 0 {
+		// The intent first, with the release's time: a shard registering
+		// one of these files again supersedes it (registerAgain), and a
+		// release that started after the shard was prepared makes the
+		// shard wait.
+		intents := map[string]int64{}
+		err := s.inTx(ctx, func(tx *sql.Tx) error {
+			at := s.now().UnixNano()
+			for _, f := range cands {
+				var t int64
+				if err := tx.QueryRowContext(ctx, `INSERT INTO file_releases(tenant, hash, released) VALUES (?, ?, ?)
+					ON CONFLICT(tenant, hash) DO UPDATE SET released = MAX(file_releases.released + 1, excluded.released)
+					RETURNING released`, ch.tenant, f, at).Scan(&t); err != nil {
+					return fmt.Errorf("release intent %s: %w", f, err)
+				}
+				intents[f] = t
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range cands {
+			rec, _ := json.Marshal(fileReleaseRecord{Tenant: ch.tenant, File: f, Released: intents[f]})
+			if err := s.bucket.WriteAll(ctx, fileReleaseKey(ch.tenant, f), rec, nil); err != nil {
+				return nil, fmt.Errorf("write release of %s: %w", f, err)
+			}
+		}
+	}
+	if ch.before != nil {
+		if err := ch.before(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var released []string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		released = released[:0]
+		if ch.index != nil {
+			if err := ch.index(ctx, tx); err != nil {
+				return err
+			}
+		}
+		if len(cands) == 0 {
+			return nil
+		}
+		rev, err := loadRevisions(ctx, tx, ch.tenant)
+		if err != nil {
+			return err
+		}
+		for _, f := range cands {
+			if repos := rev.files[f]; len(repos) > 0 {
+				if ch.refuseReferenced {
+					return refuseInRepo(ch.tenant, f, repos)
+				}
+				continue
+			}
+			// A registration since the intent superseded it (the shard
+			// deleted the intent row): the file stays.
+			var t int64
+			err := tx.QueryRowContext(ctx, `SELECT released FROM file_releases WHERE tenant = ? AND hash = ?`, ch.tenant, f).Scan(&t)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			ok, err := releaseFileRow(ctx, tx, ch.tenant, f)
+			if err != nil {
+				return err
+			}
+			if ok {
+				released = append(released, f)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if ch.after != nil {
+		if err := ch.after(ctx); err != nil {
+			return released, err
+		}
+	}
+	return released, nil
+}
+
+// releaseFileRow drops a file's row and notes its xorbs as dropped by the
+// tenant, so that the next collection releases them without waiting for
+// the grace period (gc.go).
+func releaseFileRow(ctx context.Context, tx *sql.Tx, tenant, file string) (bool, error) {
+	var terms []byte
+	err := tx.QueryRowContext(ctx, `SELECT terms FROM files WHERE tenant = ? AND hash = ?`, tenant, file).Scan(&terms)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("release %s: %w", file, err)
+	}
+	ts, err := decodeTerms(terms)
+	if err != nil {
+		return false, fmt.Errorf("release %s: %w", file, err)
+	}
+	for _, t := range ts {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO gc_dropped(tenant, xorb) VALUES (?, ?) ON CONFLICT DO NOTHING`, tenant, t.Xorb.String()); err != nil {
+			return false, fmt.Errorf("release %s: %w", file, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM files WHERE tenant = ? AND hash = ?`, tenant, file); err != nil {
+		return false, fmt.Errorf("release %s: %w", file, err)
+	}
+	return true, nil
+}
+
+// ReleaseFile releases one file of tenant that no revision of its repos
+// references (the CAS-only rule's delete). ErrNotFound when tenant has no
+// such file; ErrFileInRepo when a revision references it. The tenant's
+// usage changes when the collector next releases the xorbs no retained
+// file of the tenant references.
+func (s *Store) ReleaseFile(ctx context.Context, tenant string, file xet.Hash) error {
+	if err := ValidTenant(tenant); err != nil {
+		return err
+	}
+	if _, err := s.File(ctx, tenant, file); err != nil {
+		return fmt.Errorf("file %s of %s: %w", file, tenant, ErrNotFound)
+	}
+	rev, err := loadRevisions(ctx, s.db, tenant)
+	if err != nil {
+		return err
+	}
+	if len(rev.files[file.String()]) > 0 {
+		return refuseInRepo(tenant, file.String(), rev.files[file.String()]) // before any record is written
+	}
+	released, err := s.changeRevisions(ctx, revisionChange{tenant: tenant, candidates: map[string]bool{file.String(): true}, refuseReferenced: true})
+	if err != nil {
+		return err
+	}
+	if len(released) == 0 {
+		return fmt.Errorf("file %s of %s: %w", file, tenant, ErrNotFound)
+	}
+	return nil
+}
+
+func refuseInRepo(tenant, file string, repos []repoKey) error {
+	names := make([]string, len(repos))
+	for i, k := range repos {
+		names[i] = tenant + "/" + k.Name + " (" + k.Type + ")"
+	}
+	return fmt.Errorf("file %s of %s: %w: %s; delete it there (and squash the history) or delete the repo", file, tenant, ErrFileInRepo, strings.Join(names, ", "))
+}
+
+// Repos lists a tenant's repos.
+func (s *Store) Repos(ctx context.Context, tenant string) ([]RepoID, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT type, name FROM repos WHERE tenant = ? ORDER BY type, name`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("repos of %s: %w", tenant, err)
+	}
+	defer rows.Close()
+	var out []RepoID
+	for rows.Next() {
+		r := RepoID{Tenant: tenant}
+		if err := rows.Scan(&r.Type, &r.Name); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Ref is a branch or tag of a repo.
+type Ref struct {
+	Name   string // branch name, or the tag name for a tag
+	Tag    bool
+	Commit string
+}
+
+// Refs lists a repo's branches and tags, ordered by name.
+func (s *Store) Refs(ctx context.Context, id RepoID) ([]Ref, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT ref, commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? ORDER BY ref`, id.Tenant, id.Type, id.Name)
+	if err != nil {
+		return nil, fmt.Errorf("refs of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Ref
+	for rows.Next() {
+		var r Ref
+		if err := rows.Scan(&r.Name, &r.Commit); err != nil {
+			return nil, err
+		}
+		if tag, ok := strings.CutPrefix(r.Name, "refs/tags/"); ok {
+			r.Name, r.Tag = tag, true
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// unreachableAfter returns the commits of repo id that no ref reaches
+// once the refs are as given (ref → commit; a missing ref is deleted).
+func unreachableAfter(ctx context.Context, q queryer, id RepoID, refs map[string]string) (map[string]bool, error) {
+	parents := map[string]string{}
+	rows, err := q.QueryContext(ctx, `SELECT sha, parent FROM commits WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name)
+	if err != nil {
+		return nil, fmt.Errorf("commits of %s: %w", id, err)
+	}
+	for rows.Next() {
+		var sha, parent string
+		if err := rows.Scan(&sha, &parent); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		parents[sha] = parent
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, head := range refs {
+		for sha := head; sha != "" && !seen[sha]; {
+			parent, ok := parents[sha]
+			if !ok {
+				break
+			}
+			seen[sha] = true
+			sha = parent
+		}
+	}
+	out := map[string]bool{}
+	for sha := range parents {
+		if !seen[sha] {
+			out[sha] = true
+		}
+	}
+	return out, nil
+}
+
+func repoRefs(ctx context.Context, q queryer, id RepoID) (map[string]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT ref, commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name)
+	if err != nil {
+		return nil, fmt.Errorf("refs of %s: %w", id, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var ref, sha string
+		if err := rows.Scan(&ref, &sha); err != nil {
+			return nil, err
+		}
+		out[ref] = sha
+	}
+	return out, rows.Err()
+}
+
+// dropCommits deletes commit rows of a repo (those no ref reaches any more).
+func dropCommits(ctx context.Context, tx *sql.Tx, id RepoID, shas map[string]bool) error {
+	for sha := range shas {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`, id.Tenant, id.Type, id.Name, sha); err != nil {
+			return fmt.Errorf("drop commit %s: %w", sha, err)
+		}
+	}
+	return nil
+}
+
+// deleteCommitRecords removes the bucket records of dropped commits; a
+// record left behind names a commit no ref reaches, which reindex ignores.
+func (s *Store) deleteCommitRecords(ctx context.Context, id RepoID, shas map[string]bool) error {
+	for sha := range shas {
+		if err := s.bucket.Delete(ctx, id.prefix()+"commits/"+sha+".json"); err != nil && !isNotFound(err) {
+			return fmt.Errorf("delete commit %s: %w", sha, err)
+		}
+	}
+	return nil
+}
+
+// SquashHistory replaces the history of branch ref with one commit holding
+// its head's tree (HfApi.super_squash_history). The commits no ref reaches
+// any more are dropped, and so is the retention of the files only they
+// referenced. It returns the new commit. ErrNotBranch for a tag;
+// ErrNotFound for a missing branch; ErrRefMoved when the branch moved
+// while squashing.
+func (s *Store) SquashHistory(ctx context.Context, id RepoID, ref, message string) (Commit, error) {
+	if strings.HasPrefix(ref, "refs/") {
+		return Commit{}, fmt.Errorf("%s: %w: only a branch's history can be squashed", ref, ErrNotBranch)
+	}
+	refs, err := repoRefs(ctx, s.db, id)
+	if err != nil {
+		return Commit{}, err
+	}
+	headSHA, ok := refs[ref]
+	if !ok {
+		return Commit{}, fmt.Errorf("branch %s of %s: %w", ref, id, ErrNotFound)
+	}
+	head, err := s.Resolve(ctx, id, headSHA)
+	if err != nil {
+		return Commit{}, err
+	}
+	if message == "" {
+		message = "Super-squash branch '" + ref + "'"
+	}
+	c := Commit{Summary: message, Created: s.now().UTC(), Tree: head.Tree}
+	c.SHA = commitSHA(c)
+	refs[ref] = c.SHA
+	dropped, err := unreachableAfter(ctx, s.db, id, refs)
+	if err != nil {
+		return Commit{}, err
+	}
+	cands, err := s.candidatesAfter(ctx, id, dropped)
+	if err != nil {
+		return Commit{}, err
+	}
+	for _, e := range head.Tree {
+		delete(cands, e.XetHash) // the squashed commit keeps them
+	}
+	_, err = s.changeRevisions(ctx, revisionChange{
+		tenant:     id.Tenant,
+		candidates: cands,
+		before: func(ctx context.Context) error {
+			// The new commit and the ref record go first: a crash leaves
+			// the bucket on the squashed history while the index still
+			// retains the old one.
+			return s.writeCommitRecords(ctx, id, ref, c)
+		},
+		index: func(ctx context.Context, tx *sql.Tx) error {
+			var cur string
+			if err := tx.QueryRowContext(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&cur); err != nil {
+				return fmt.Errorf("ref %s: %w", ref, err)
+			}
+			if cur != headSHA {
+				return fmt.Errorf("%s of %s moved to %s while squashing: %w", ref, id, cur, ErrRefMoved)
+			}
+			if err := insertCommit(ctx, tx, id, c); err != nil {
+				return err
+			}
+			if err := setRef(ctx, tx, id, ref, c.SHA); err != nil {
+				return err
+			}
+			now, err := repoRefs(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			gone, err := unreachableAfter(ctx, tx, id, now)
+			if err != nil {
+				return err
+			}
+			dropped = gone
+			return dropCommits(ctx, tx, id, gone)
+		},
+		after: func(ctx context.Context) error { return s.deleteCommitRecords(ctx, id, dropped) },
+	})
+	if errors.Is(err, ErrRefMoved) {
+		// The ref record went first; put back the head the index has.
+		s.repairRefRecord(context.WithoutCancel(ctx), id, ref)
+	}
+	if err != nil {
+		return Commit{}, err
+	}
+	return c, nil
+}
+
+// candidatesAfter returns the files the dropped commits of a repo
+// reference (a first cut: the index transaction keeps those a surviving
+// revision references).
+func (s *Store) candidatesAfter(ctx context.Context, id RepoID, dropped map[string]bool) (map[string]bool, error) {
+	if len(dropped) == 0 {
+		return nil, nil
+	}
+	return treeFiles(ctx, s.db, id, dropped)
+}
+
+// repairRefRecord rewrites a ref's bucket record from the index.
+func (s *Store) repairRefRecord(ctx context.Context, id RepoID, ref string) {
+	var sha string
+	err := s.db.QueryRowContext(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&sha)
+	if err != nil {
+		return
+	}
+	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: ref, Commit: sha})
+	s.bucket.WriteAll(ctx, id.prefix()+"refs/"+HashName(ref)+".json", rr, nil)
+}
+
+// DeleteRef deletes a branch or a tag (ref as stored: a branch name, or
+// TagRef(tag)). The commits no ref reaches any more are dropped, and so is
+// the retention of the files only they referenced. ErrNotFound when the
+// repo has no such ref; deleting main is refused (ErrNotBranch).
+func (s *Store) DeleteRef(ctx context.Context, id RepoID, ref string) error {
+	if ref == "main" {
+		return fmt.Errorf("%w: the default branch main cannot be deleted", ErrNotBranch)
+	}
+	refs, err := repoRefs(ctx, s.db, id)
+	if err != nil {
+		return err
+	}
+	if _, ok := refs[ref]; !ok {
+		return fmt.Errorf("ref %s of %s: %w", ref, id, ErrNotFound)
+	}
+	delete(refs, ref)
+	dropped, err := unreachableAfter(ctx, s.db, id, refs)
+	if err != nil {
+		return err
+	}
+	cands, err := s.candidatesAfter(ctx, id, dropped)
+	if err != nil {
+		return err
+	}
+	_, err = s.changeRevisions(ctx, revisionChange{
+		tenant:     id.Tenant,
+		candidates: cands,
+		before: func(ctx context.Context) error {
+			err := s.bucket.Delete(ctx, id.prefix()+"refs/"+HashName(ref)+".json")
+			if err != nil && !isNotFound(err) {
+				return fmt.Errorf("delete ref %s: %w", ref, err)
+			}
+			return nil
+		},
+		index: func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref); err != nil {
+				return fmt.Errorf("delete ref %s: %w", ref, err)
+			}
+			now, err := repoRefs(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			gone, err := unreachableAfter(ctx, tx, id, now)
+			if err != nil {
+				return err
+			}
+			dropped = gone
+			return dropCommits(ctx, tx, id, gone)
+		},
+		after: func(ctx context.Context) error { return s.deleteCommitRecords(ctx, id, dropped) },
+	})
+	return err
+}
+
+// CreateTag points a new tag at a commit. ErrRepoExists-like conflicts are
+// reported as ErrRefExists.
+func (s *Store) CreateTag(ctx context.Context, id RepoID, tag string, c Commit) error {
+	ok, err := s.HasRef(ctx, id, TagRef(tag))
+	if err != nil {
+		return err
+	}
+	if ok {
+		return fmt.Errorf("tag %s of %s: %w", tag, id, ErrRefExists)
+	}
+	return s.CreateRef(ctx, id, TagRef(tag), c)
+}
+
+// ErrRefExists means a branch or tag of that name already exists.
+var ErrRefExists = errors.New("ref already exists")
+
+// ValidRefName checks a branch or tag name: 1 to 200 characters, no
+// control characters, no "..", not starting with "refs/" or "/", not
+// ending with "/" or ".lock".
+func ValidRefName(name string) error {
+	bad := name == "" || len(name) > 200 || strings.Contains(name, "..") || strings.HasPrefix(name, "/") ||
+		strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".lock") || strings.HasPrefix(name, "refs/") ||
+		strings.ContainsAny(name, " ~^:?*[\\")
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			bad = true
+		}
+	}
+	if bad {
+		return fmt.Errorf("%w: %q", ErrBadRefName, name)
+	}
+	return nil
+}
+
+// ErrBadRefName means a branch or tag name is not of the allowed form.
+var ErrBadRefName = errors.New("invalid branch or tag name")
