@@ -254,7 +254,13 @@ func (p *shardPrep) apply(ctx context.Context, tx *sql.Tx, now int64) error {
 		}
 	}
 	for _, x := range sortedKeys(p.adopt) {
-		if _, _, err := recordXorbOwner(ctx, tx, p.tenant, x, xorbRecord{size: p.adopt[x]}, restoreFacts, Unlimited, now); err != nil {
+		// The shard was verified against the index, so the xorb has a row:
+		// the new owner is charged that row's size, as any owner is.
+		var rec xorbRecord
+		if err := tx.QueryRowContext(ctx, `SELECT stream_len, chunks FROM xorbs WHERE hash = ?`, x).Scan(&rec.size, &rec.chunks); err != nil {
+			return fmt.Errorf("adopt xorb %s: %w", x, err)
+		}
+		if _, _, err := recordXorbOwner(ctx, tx, p.tenant, x, rec, restoreFacts, Unlimited, now); err != nil {
 			return fmt.Errorf("adopt xorb %s: %w", x, err)
 		}
 	}
