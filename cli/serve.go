@@ -81,6 +81,7 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		ShutdownTimeout:   cfg.ShutdownTimeout,
 		MaxHeaderBytes:    int(cfg.MaxHeaderBytes),
 		MetricsOnMain:     cfg.MetricsListen == "",
+		Version:           versionString(),
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
@@ -47,6 +48,8 @@ type Config struct {
 	MaxHeaderBytes    int
 	// MetricsOnMain serves /metrics on the main listener behind admin auth.
 	MetricsOnMain bool
+	// Version is shown on the landing page.
+	Version string
 }
 
 // Defaults for Config fields left zero.
@@ -76,6 +79,7 @@ type Server struct {
 	pending   *limits.Pending
 	budget    *budget.Budget
 	metrics   *metrics
+	pages     *template.Template
 
 	publicURL string
 }
@@ -116,6 +120,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 		pending:   &limits.Pending{},
 		budget:    budget.New(cfg.Budget),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
+		pages:     parsePages(),
 	}
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
@@ -137,7 +142,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.IPExtractor = ipExtractor(s.cfg.TrustedProxies)
-	e.Use(s.requestLog, s.recoverPanics)
+	e.Use(s.requestID, s.requestLog, s.recoverPanics)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -165,11 +170,13 @@ func (s *Server) routes() *echo.Echo {
 		e.GET(p+"/:prefix/:hash", s.getChunk, read)
 	}
 	e.GET("/v1/fetch/:xorb", s.getFetch)
-	e.POST("/v1/telemetry", s.postTelemetry, read)
+	e.POST("/v1/telemetry", s.postTelemetry, s.authOnly("read"))
 	e.Any("/v2/*", func(c echo.Context) error { return refuse(errNotFound, "no such v2 route") })
 
 	s.adminRoutes(e)
 	s.hubRoutes(e)
+	s.hubReadRoutes(e)
+	s.pageRoutes(e)
 	return e
 }
 
