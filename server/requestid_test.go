@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"openxet/xet"
 )
 
 // logLines parses the JSON request log into one map per line.
@@ -151,5 +153,23 @@ func TestRequestLogFields(t *testing.T) {
 	e.handlers.waitIdle()
 	if out := logs.String()[before:]; out != "" {
 		t.Errorf("probe and telemetry lines at info level: %s", out)
+	}
+}
+
+// TestRequestIDInShardErrorFrames: a /v2/shards failure is an NDJSON error
+// frame of a 200 answer; the frame carries the request id too.
+func TestRequestIDInShardErrorFrames(t *testing.T) {
+	e := newTestEnv(t)
+	alice := e.credential("alice", "write")
+	_, info := xet.BuildXorb(randomChunks(61, 2, 10_000), false)
+	f, cas := fileOf(info) // the xorb is never uploaded
+	r := e.do("POST", "/v2/shards", alice, (&xet.Shard{Files: []xet.FileInfo{f}, Xorbs: cas}).MarshalUpload(), "X-Request-Id: frame-test")
+	lines := strings.Split(strings.TrimSpace(string(r.Body)), "\n")
+	var last map[string]any
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
+		t.Fatalf("last frame %q: %v", lines[len(lines)-1], err)
+	}
+	if r.Status != 200 || last["type"] != "error" || last["request_id"] != "frame-test" || r.Header.Get("X-Request-Id") != "frame-test" {
+		t.Errorf("%d %s (X-Request-Id %q), want an error frame with request_id frame-test", r.Status, r.Body, r.Header.Get("X-Request-Id"))
 	}
 }
