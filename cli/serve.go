@@ -100,6 +100,7 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		MetricsTenants:    cfg.MetricsTenants,
 		GCInterval:        cfg.GCInterval,
 		GCGrace:           cfg.GCGrace,
+		Version:           versionString(),
 	}
 }
 

@@ -18,6 +18,7 @@ The server's stderr is its request log (one line per request). It is saved to
 a file; the part written during a failed test is attached to the report.
 """
 
+import contextlib
 import hashlib
 import json
 import os
@@ -320,6 +321,43 @@ class OpenxetServer:
             out.append(d)
         return out
 
+    def request_by_id(self, request_id):
+        """The request-log entry of one request id (the X-Request-Id a client
+        printed); fails if there is not exactly one."""
+        self.sync_log()
+        found = [parse_log_line(ln) for ln in self.log_path.read_text(errors="replace").splitlines()
+                 if "msg=request" in ln and f"request_id={request_id}" in ln]
+        assert len(found) == 1, f"{len(found)} log lines with request_id={request_id}"
+        return found[0]
+
+    def metric(self, name):
+        """The value of one unlabelled series of /metrics (admin token)."""
+        r = self.request("GET", "/metrics", token=self.admin_token)
+        assert r.status == 200, r
+        for line in r.body.decode().splitlines():
+            if line.startswith(name + " "):
+                return float(line.split()[1])
+        raise AssertionError(f"no {name} in /metrics")
+
+    @contextlib.contextmanager
+    def memory_held(self, token, nbytes, timeout=30.0):
+        """Hold nbytes of the memory budget: a xorb upload that declares
+        nbytes and sends two, so the server reserves its body and waits for
+        the rest. Yields once /metrics shows the bytes reserved; closing
+        the connection at exit releases them."""
+        before = self.metric("openxet_memory_reserved_bytes")
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        try:
+            sock.sendall((f"POST /v1/xorbs/default/{'ef' * 32} HTTP/1.1\r\nHost: x\r\n"
+                          f"Authorization: Bearer {token}\r\nContent-Length: {nbytes}\r\n\r\nxx").encode())
+            deadline = time.monotonic() + timeout
+            while self.metric("openxet_memory_reserved_bytes") < before + nbytes:
+                assert time.monotonic() < deadline, "the held upload never reserved its memory"
+                time.sleep(0.02)
+            yield
+        finally:
+            sock.close()
+
     def log_text_since(self, mark):
         with open(self.log_path, "rb") as f:
             f.seek(mark)
@@ -457,6 +495,16 @@ def hf_binary():
     return Path(w)
 
 
+def cli_error(result):
+    """The error block the hf CLI prints (after "Error: ", before its
+    HF_DEBUG hint), and the request id in it (or None)."""
+    text = _ANSI.sub("", result.stderr)
+    m = re.search(r"^Error: (.*?)\n(?:Hint: set HF_DEBUG|\Z)", text, re.S | re.M)
+    assert m, f"no error block in the hf output:\n{result!r}"
+    rid = re.search(r"Request ID: ([0-9a-f]+)", m.group(1))
+    return m.group(1).rstrip("\n"), rid.group(1) if rid else None
+
+
 class CliResult:
     def __init__(self, args, returncode, stdout, stderr):
         self.args = args
@@ -490,7 +538,6 @@ class HubClient:
         env = _clean_env()
         env.update({
             "HF_ENDPOINT": self.endpoint,
-            "HF_TOKEN": self.token,
             "HF_HOME": str(self.workdir / "hf-home"),
             "HF_XET_CACHE": str(self.workdir / "xet-cache"),
             "HF_HUB_DISABLE_UPDATE_CHECK": "1",
@@ -501,6 +548,8 @@ class HubClient:
             "HF_XET_CLIENT_RETRY_MAX_ATTEMPTS": "3",
             "NO_COLOR": "1",
         })
+        if self.token is not None:  # None: only what `hf auth login` stored
+            env["HF_TOKEN"] = self.token
         env.update(self.extra_env)
         return env
 
@@ -577,27 +626,13 @@ def write_random(path, size, seed, block=8 * MiB):
     return h.hexdigest()
 
 
-_GO_DUR = re.compile(r"(\d+(?:\.\d*)?)(ns|us|µs|μs|ms|s|m|h)")
-_GO_UNIT = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_go_duration(s):
-    """A Go time.Duration string ("1.5ms", "2m3.1s", "850µs") in seconds."""
-    if s in ("0", "0s"):
-        return 0.0
-    parts = _GO_DUR.findall(s)
-    if not parts or "".join(n + u for n, u in parts) != s:
-        raise ValueError(f"not a Go duration: {s!r}")
-    return sum(float(n) * _GO_UNIT[u] for n, u in parts)
-
-
 def request_intervals(entries):
     """(start, end) in seconds since the epoch for each request-log entry: the
     line's time is written when the answer is done; start = end - duration."""
     out = []
     for e in entries:
         end = datetime.fromisoformat(e["time"]).timestamp()
-        out.append((end - parse_go_duration(e["duration"]), end))
+        out.append((end - float(e["duration_ms"]) / 1000, end))
     return out
 
 

@@ -9,13 +9,14 @@ client runs in its own interpreter with its own HF_HOME and HF_XET_CACHE
 bytes come from the server, never from a local cache.
 """
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from conftest import KiB, MiB, HubClient, sha256_file, write_random
+from conftest import KiB, MiB, HubClient, cli_error, sha256_file, write_random
 
 XET_UPLOAD = ("POST", re.compile(r"^/v1/xorbs/default/[0-9a-f]{64}$"))
 SHARD_UPLOAD = ("POST", re.compile(r"^/v[12]/shards$"))
@@ -260,6 +261,25 @@ def test_repo_info_returns_sha_and_files(alice, model):
             assert tree_files[p]["lfs"]["sha256"] == sha, tree_files[p]
 
 
+def test_urls_the_cli_prints_open_pages(server, model):
+    """The repo and commit URLs `hf repos create` and `hf upload` print open
+    an HTML page (what a browser gets: no token, so nothing of the repo),
+    and the same page with the tenant's token lists the files."""
+    urls = re.findall(r"https?://\S+/alice/hub-model(?:/commit/[0-9a-f]{40})?\b", model.upload_output)
+    assert any("/commit/" in u for u in urls), model.upload_output
+    for url in {*urls, server.url + "/alice/hub-model"}:
+        path = url.split(server.url.split("://")[1], 1)[1]
+        page = server.request("GET", path)
+        assert page.status == 200 and page.headers["Content-Type"].startswith("text/html"), (url, page)
+        text = page.body.decode()
+        assert "hf download alice/hub-model" in text and "HF_ENDPOINT=" + server.url in text, text
+        assert not [p for p in model.files if p in text], text
+        if model.commit not in url:  # a commit page repeats its URL's sha, nothing else
+            assert model.commit not in text, text
+        full = server.request("GET", path, token=model.token).body.decode()
+        assert all(p in full for p in model.files) and model.commit in full, full
+
+
 # --------------------------------------------------------------------------
 # a second commit, then a deletion
 
@@ -428,7 +448,168 @@ def test_quota_error_renders_in_hf_cli(server, tmp_path):
                           body={"files": [{"path": "weights/big.bin", "size": 5 * MiB, "sample": ""}]})
     assert resp.status == 403, resp
     body = resp.json()
-    assert body["error"] == "quota_exceeded"
+    assert body["code"] == "quota_exceeded" and resp.headers["X-Error-Code"] == "quota_exceeded"
     assert body["quota"] == quota and body["usage"] == usage
     assert "openxet limits set" in body["hint"]
-    assert "openxet limits set" in resp.headers["X-Error-Message"]
+    assert body["error"] == resp.headers["X-Error-Message"]
+    assert body["request_id"] == resp.headers["X-Request-Id"]
+
+    # The exact text the CLI printed, and the request id in it names the
+    # refused request in the server's log.
+    text, rid = cli_error(r)
+    assert text == (
+        f"(Request ID: {rid})\n\n"
+        f"403 Forbidden: tenant carol: this upload of {human_bytes(5 * MiB)} would pass the storage quota of "
+        f"{human_bytes(quota)} ({human_bytes(usage)} stored). Ask an operator to raise the quota: "
+        f"openxet limits set --tenant carol --quota <size>.\n"
+        f"Cannot access content at: {server.url}/api/models/carol/quota-demo/preupload/main.\n"
+        f"Make sure your token has the correct permissions."), text
+    logged = server.request_by_id(rid)
+    assert logged["error"] == "quota_exceeded" and logged["tenant"] == "carol", logged
+
+
+# --------------------------------------------------------------------------
+# whoami, login and repo listings
+
+
+def test_hf_auth_login_and_whoami(server, tmp_path):
+    """`hf auth login --token` validates an openxet credential with
+    /api/whoami-v2 and stores it; `hf auth whoami` and HfApi.whoami name the
+    tenant and the credential's role."""
+    token = server.make_credential("wendy")
+    reader_token = server.make_credential("wendy", "read")
+    client = HubClient(server.url, None, tmp_path / "login")  # no HF_TOKEN: only what login stores
+    hf_home = tmp_path / "login" / "hf-home"
+
+    r = client.hf("auth", "whoami")
+    assert r.returncode != 0 and "Not logged in" in r.output, r
+    r = client.hf_ok("auth", "login", "--token", token)
+    cred_id = token.split("_")[2]
+    assert "Token is valid (permission: write)." in r.output, r
+    assert f"The current active token is: `openxet-wendy-{cred_id}`" in r.output, r
+    assert (hf_home / "token").read_text().strip() == token
+    assert f"[openxet-wendy-{cred_id}]" in (hf_home / "stored_tokens").read_text()
+
+    r = client.hf_ok("auth", "whoami")
+    assert re.search(r"^\s*user: wendy$", r.output, re.M), r
+    assert re.search(rf"^\s*endpoint: {re.escape(server.url)}$", r.output, re.M), r
+    info = client.api("whoami")
+    assert info["name"] == "wendy" and info["orgs"] == [], info
+    assert info["auth"]["accessToken"]["role"] == "write", info
+
+    reader = HubClient(server.url, reader_token, tmp_path / "reader")
+    assert reader.api("whoami")["auth"]["accessToken"]["role"] == "read"
+
+    bad = HubClient(server.url, None, tmp_path / "bad")
+    r = bad.hf("auth", "login", "--token", token[:-4] + "0000")
+    assert r.returncode != 0, r
+    assert "Invalid user token." in r.output, r
+    assert not (tmp_path / "bad" / "hf-home" / "token").exists()
+
+
+def test_hf_models_ls_lists_only_own_repos(server, tmp_path):
+    """`hf models ls`, `hf datasets ls`, HfApi.list_models and list_datasets
+    list the caller's repos; another tenant's author gives nothing."""
+    token = server.make_credential("lister")
+    lister = HubClient(server.url, token, tmp_path / "lister")
+    lister.hf_ok("repos", "create", "ls-beta", "--private")
+    lister.hf_ok("repos", "create", "ls-alpha")
+    lister.hf_ok("repos", "create", "ls-data", "--repo-type", "dataset")
+    other = HubClient(server.url, server.make_credential("outsider"), tmp_path / "outsider")
+    other.hf_ok("repos", "create", "not-listed")
+
+    def ls(client, *args):
+        r = client.hf_ok(*args, "--format", "json")
+        return json.loads(r.stdout)
+
+    models = ls(lister, "models", "ls")
+    assert [m["id"] for m in models] == ["lister/ls-alpha", "lister/ls-beta"], models
+    assert [m["private"] for m in models] == [False, True], models
+    assert all(m["author"] == "lister" and re.fullmatch(r"[0-9a-f]{40}", m["sha"]) for m in models), models
+    assert [m["id"] for m in ls(lister, "models", "ls", "--author", "lister", "--search", "BETA")] == ["lister/ls-beta"]
+    assert [m["id"] for m in ls(lister, "datasets", "ls")] == ["lister/ls-data"]
+    assert ls(lister, "models", "ls", "--author", "outsider") == []
+    assert ls(other, "models", "ls", "--author", "lister") == []
+    assert [m["id"] for m in ls(other, "models", "ls")] == ["outsider/not-listed"]
+
+    listed = lister.api("list_models", author="lister")
+    assert [m["id"] for m in listed] == ["lister/ls-alpha", "lister/ls-beta"], listed
+    assert [m["id"] for m in lister.api("list_models", search="alpha", limit=5)] == ["lister/ls-alpha"]
+    assert [d["id"] for d in lister.api("list_datasets", author="lister")] == ["lister/ls-data"]
+
+
+# --------------------------------------------------------------------------
+# refusals as the hf CLI prints them
+
+
+def test_missing_scope_error_in_hf_cli(server, tmp_path):
+    """A read credential that uploads: the CLI prints which scope is
+    missing and how to get a credential that has it."""
+    owner = HubClient(server.url, server.make_credential("scoped"), tmp_path / "owner")
+    owner.hf_ok("repos", "create", "scoped-model")
+    reader = HubClient(server.url, server.make_credential("scoped", "read"), tmp_path / "reader")
+    make_folder(tmp_path / "up", {"a.txt": 2 * KiB}, seed=8)
+    r = reader.hf("upload", "scoped/scoped-model", tmp_path / "up")
+    assert r.returncode != 0, r
+    text, rid = cli_error(r)
+    assert text == (
+        f"(Request ID: {rid})\n\n"
+        "403 Forbidden: this credential of tenant scoped has scope read; this route needs write. "
+        "Use a credential with the write scope: openxet credentials create --tenant scoped --scope write.\n"
+        f"Cannot access content at: {server.url}/api/models/scoped/scoped-model/preupload/main.\n"
+        "Make sure your token has the correct permissions."), text
+    logged = server.request_by_id(rid)
+    assert logged["error"] == "forbidden" and logged["status"] == "403", logged
+
+
+def test_rate_limited_error_in_hf_cli(server, tmp_path):
+    """A tenant out of requests: `hf models info` (a call huggingface_hub
+    does not retry) prints the limit, the wait and openxet's sentence."""
+    token = server.make_credential("slowpoke")
+    client = HubClient(server.url, token, tmp_path / "slow")
+    client.hf_ok("repos", "create", "slow-model")
+    server.admin_put_limits("slowpoke", tenant_requests_per_second=0.001, tenant_burst=1)
+    # Spend the burst: nothing refills for 1000 s.
+    for _ in range(3):
+        if server.request("GET", "/api/models/slowpoke/slow-model", token=token).status == 429:
+            break
+    r = client.hf("models", "info", "slowpoke/slow-model")
+    assert r.returncode != 0, r
+    text, rid = cli_error(r)
+    m = re.search(r"Retry after (\d+) seconds", text)
+    assert m, text
+    secs = int(m.group(1))
+    assert 900 <= secs <= 1000, text
+    assert text == (
+        f"(Request ID: {rid})\n\n"
+        "429 Too Many Requests: you have reached your 'tenant' rate limit.\n"
+        f"Retry after {secs} seconds (0/1 requests remaining in current 1000s window).\n"
+        f"Url: {server.url}/api/models/slowpoke/slow-model.\n"
+        f"tenant rate limit reached. Slow down and retry in {secs} s (Retry-After)"), text
+    logged = server.request_by_id(rid)
+    assert logged["error"] == "rate_limited" and logged["limit"] == "tenant", logged
+
+
+def test_memory_busy_error_in_hf_cli(start_server, tmp_path):
+    """While another tenant holds the whole memory budget, an upload's Hub
+    call waits memory_wait and is refused; huggingface_hub retries it (it
+    honours Retry-After) and then prints openxet's sentence."""
+    server = start_server("--memory-budget", "65MiB", "--credential-memory-share", "1",
+                          "--tenant-memory-share", "1", "--memory-wait", "50ms")
+    token = server.make_credential("busy")
+    client = HubClient(server.url, token, tmp_path / "busy")
+    client.hf_ok("repos", "create", "busy-model")
+    make_folder(tmp_path / "up", {"a.txt": 2 * KiB}, seed=9)
+    with server.memory_held(server.make_credential("holder"), 65 * MiB):
+        r = client.hf("upload", "busy/busy-model", tmp_path / "up")
+    assert r.returncode != 0, r
+    text, rid = cli_error(r)
+    m = re.search(r"for url '(\S+/api/models/busy/busy-model/(?:preupload|commit)/main)'", text)
+    assert m, text
+    assert text == (
+        f"Server error '503 Service Unavailable' for url '{m.group(1)}' (Request ID: {rid})\n"
+        "For more information check: https://developer.mozilla.org/en-US/docs/Web/HTTP/Status/503\n\n"
+        "the server's memory for request work is taken by other requests. "
+        "Retry in 1 s (Retry-After); fewer concurrent requests help"), text
+    logged = server.request_by_id(rid)
+    assert logged["error"] == "memory_busy" and logged["tenant"] == "busy", logged

@@ -2,8 +2,10 @@
 compat/js/package.json, locked in package-lock.json), uploads and downloads
 through openxet's Xet path with hubUrl pointing at the server.
 
-compat/js/roundtrip.mjs does the work; its fetch refuses every host but
-127.0.0.1, so Node only ever talks to the server under test. `npm ci` runs
+compat/js/roundtrip.mjs does the round trips and compat/js/driver.mjs single
+calls (whoAmI, listModels, fileExists, uploadFiles and the errors they
+show); their fetch refuses every host but 127.0.0.1, so Node only ever talks
+to the server under test. `npm ci` runs
 once per session, and only when compat/js/node_modules does not already hold
 exactly the locked versions.
 """
@@ -16,7 +18,7 @@ import subprocess
 
 import pytest
 
-from conftest import COMPAT_DIR, MiB, HubClient, _clean_env, sha256_file, write_random
+from conftest import COMPAT_DIR, KiB, MiB, HubClient, _clean_env, sha256_file, write_random
 
 JS_DIR = COMPAT_DIR / "js"
 NPM_TIMEOUT_S = 300.0
@@ -170,3 +172,140 @@ def test_js_empty_file(server, node_client, tmp_path):
     reqs = server.requests_since(mark)
     assert [e for e in reqs if e["method"] == "GET" and e["path"] == "/erin/js-empty/resolve/main/empty/zero.txt"
             and e["status"] == "200"], reqs
+
+
+# --------------------------------------------------------------------------
+# single calls through compat/js/driver.mjs
+
+
+def js_call(node, server, token, op, **args):
+    """One @huggingface/hub call; returns the driver's answer
+    ({"ok": true, "result"} or {"ok": false, "message", "status", ...})."""
+    payload = dict(args, op=op, hubUrl=server.url, token=token)
+    env = _clean_env()
+    env["NODE_NO_WARNINGS"] = "1"
+    r = subprocess.run([node, str(JS_DIR / "driver.mjs")], input=json.dumps(payload), cwd=JS_DIR,
+                       env=env, capture_output=True, text=True, timeout=NODE_TIMEOUT_S)
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
+    if not lines:
+        raise AssertionError(f"driver.mjs printed no result (exit {r.returncode})\n"
+                             f"stdout:\n{r.stdout[-4000:]}\nstderr:\n{r.stderr[-4000:]}")
+    out = json.loads(lines[-1])
+    _assert_local_only(out)
+    return out
+
+
+def js_ok(node, server, token, op, **args):
+    out = js_call(node, server, token, op, **args)
+    assert out["ok"], f"{op} {args} threw: {out}"
+    return out["result"]
+
+
+def js_error(node, server, token, op, **args):
+    """The HubApiError a call threw: its message (what a user sees) and
+    request id."""
+    out = js_call(node, server, token, op, **args)
+    assert not out["ok"] and out["constructor"] == "HubApiError", out
+    return out
+
+
+def test_js_whoami_and_listings(server, node_client, tmp_path):
+    token = server.make_credential("jslist")
+    hub = HubClient(server.url, token, tmp_path / "hf")
+    hub.hf_ok("repos", "create", "js-b", "--private")
+    hub.hf_ok("repos", "create", "js-a")
+    hub.hf_ok("repos", "create", "js-d", "--repo-type", "dataset")
+
+    me = js_ok(node_client, server, token, "whoAmI")
+    assert me["name"] == "jslist" and me["type"] == "user" and me["orgs"] == [], me
+    assert me["auth"]["type"] == "access_token" and me["auth"]["accessToken"]["role"] == "write", me
+    reader = server.make_credential("jslist", "read")
+    assert js_ok(node_client, server, reader, "whoAmI")["auth"]["accessToken"]["role"] == "read"
+
+    models = js_ok(node_client, server, token, "listModels", owner="jslist")
+    assert [(m["name"], m["private"]) for m in models] == [("jslist/js-a", False), ("jslist/js-b", True)], models
+    assert all(m["updatedAt"] and m["id"] for m in models), models
+    assert [m["name"] for m in js_ok(node_client, server, token, "listModels", query="js-b")] == ["jslist/js-b"]
+    assert [d["name"] for d in js_ok(node_client, server, token, "listDatasets", owner="jslist")] == ["jslist/js-d"]
+    other = server.make_credential("jsother")
+    assert js_ok(node_client, server, other, "listModels", owner="jslist") == []
+
+
+def test_js_file_exists(server, node_client, tmp_path):
+    """fileExists (a HEAD on /{repo}/raw/{rev}/{path}) is true for a
+    regular and a Xet file, false for a path that is not there."""
+    token = server.make_credential("jsexists")
+    hub = HubClient(server.url, token, tmp_path / "hf")
+    hub.hf_ok("repos", "create", "exists")
+    hub.hf_ok("repos", "create", "exists-data", "--repo-type", "dataset")
+    commit = js_ok(node_client, server, token, "uploadFiles", repo="jsexists/exists",
+                   files=[{"path": "README.md", "text": "# hello\n"}, {"path": "w/big.bin", "size": 200 * KiB}])
+    js_ok(node_client, server, token, "uploadFiles", repo="jsexists/exists-data", repoType="dataset",
+          files=[{"path": "rows.csv", "text": "a,b\n"}])
+    for path, want in [("README.md", True), ("w/big.bin", True), ("w", False), ("missing.txt", False)]:
+        out = js_call(node_client, server, token, "fileExists", repo="jsexists/exists", path=path)
+        assert out["ok"] and out["result"] is want, (path, out)
+        assert [q["path"] for q in out["requests"]] == [f"/jsexists/exists/raw/main/{path}"], out
+    assert js_ok(node_client, server, token, "fileExists", repo="jsexists/exists", path="README.md", revision=commit) is True
+    assert js_ok(node_client, server, token, "fileExists", repo="jsexists/exists-data", repoType="dataset", path="rows.csv") is True
+    # Another tenant does not learn that the file exists.
+    other = server.make_credential("jsnosy")
+    assert js_ok(node_client, server, other, "fileExists", repo="jsexists/exists", path="README.md") is False
+
+
+def _js_text(sentence, url, out):
+    return f"{sentence}. URL: {url}. Request ID: {out['requestId']}"
+
+
+def test_js_error_texts(server, node_client, tmp_path):
+    """What @huggingface/hub shows for a missing scope, an exceeded quota
+    and a rate limit: openxet's sentence and hint, then the URL and the
+    request id, which names the request in the server's log."""
+    token = server.make_credential("jserr")
+    reader = server.make_credential("jserr", "read")
+    HubClient(server.url, token, tmp_path / "hf").hf_ok("repos", "create", "err")
+    preupload = f"{server.url}/api/models/jserr/err/preupload/main"
+
+    out = js_error(node_client, server, reader, "uploadFiles", repo="jserr/err", files=[{"path": "a.txt", "text": "a"}])
+    assert out["status"] == 403 and out["message"] == _js_text(
+        "this credential of tenant jserr has scope read; this route needs write. "
+        "Use a credential with the write scope: openxet credentials create --tenant jserr --scope write", preupload, out), out
+    assert server.request_by_id(out["requestId"])["error"] == "forbidden"
+
+    server.admin_put_limits("jserr", quota_bytes=1000)
+    out = js_error(node_client, server, token, "uploadFiles", repo="jserr/err", files=[{"path": "big.bin", "size": 100 * KiB}])
+    assert out["status"] == 403 and out["message"] == _js_text(
+        "tenant jserr: this upload of 100.0 KiB would pass the storage quota of 1000 B (0 B stored). "
+        "Ask an operator to raise the quota: openxet limits set --tenant jserr --quota <size>", preupload, out), out
+    assert server.request_by_id(out["requestId"])["error"] == "quota_exceeded"
+    server.admin_put_limits("jserr", quota_bytes=-1)
+
+    server.admin_put_limits("jserr", tenant_requests_per_second=0.001, tenant_burst=1)
+    for _ in range(3):
+        if server.request("GET", "/api/whoami-v2", token=token).status == 429:
+            break
+    out = js_error(node_client, server, token, "whoAmI")
+    secs = int(re.search(r"retry in (\d+) s", out["message"]).group(1))
+    assert 900 <= secs <= 1000 and out["status"] == 429, out
+    assert out["message"] == _js_text(
+        f"tenant rate limit reached. Slow down and retry in {secs} s (Retry-After)", f"{server.url}/api/whoami-v2", out), out
+    logged = server.request_by_id(out["requestId"])
+    assert logged["error"] == "rate_limited" and logged["limit"] == "tenant", logged
+
+
+def test_js_memory_busy_text(start_server, node_client, tmp_path):
+    """While another tenant holds the whole memory budget, uploadFiles
+    fails with openxet's memory_busy sentence (the JS client does not
+    retry it)."""
+    server = start_server("--memory-budget", "65MiB", "--credential-memory-share", "1",
+                          "--tenant-memory-share", "1", "--memory-wait", "50ms")
+    token = server.make_credential("jsbusy")
+    HubClient(server.url, token, tmp_path / "hf").hf_ok("repos", "create", "busy")
+    with server.memory_held(server.make_credential("holder"), 65 * MiB):
+        out = js_error(node_client, server, token, "uploadFiles", repo="jsbusy/busy", files=[{"path": "a.txt", "text": "a"}])
+    url = re.search(r"URL: (\S+/api/models/jsbusy/busy/(?:preupload|commit)/main)\.", out["message"])
+    assert url and out["status"] == 503, out
+    assert out["message"] == _js_text(
+        "the server's memory for request work is taken by other requests. "
+        "Retry in 1 s (Retry-After); fewer concurrent requests help", url.group(1), out), out
+    assert server.request_by_id(out["requestId"])["error"] == "memory_busy"

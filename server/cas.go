@@ -251,7 +251,7 @@ func (s *Server) postShardV2(c echo.Context) error {
 	if err := s.store.VerifyShard(ctx, sh); err != nil {
 		ae := toAPIError(err)
 		setRefusal(c, ae)
-		frame(map[string]any{"type": "error", "message": ae.Message + " (" + ae.Code + "). " + ae.Hint, "retryable": ae.Status >= 500})
+		frame(map[string]any{"type": "error", "message": ae.Message + " (" + ae.Code + "). " + ae.Hint, "retryable": ae.Status >= 500, "request_id": requestIDOf(c)})
 		return nil
 	}
 	frame(map[string]any{"type": "validating", "verified": len(sh.Files), "total": len(sh.Files)})
@@ -260,9 +260,9 @@ func (s *Server) postShardV2(c echo.Context) error {
 		ae := toAPIError(err)
 		setRefusal(c, ae)
 		if ae.Code == "internal" {
-			s.log.Error("shard commit failed", "err", err)
+			s.log.Error("shard commit failed", "request_id", requestIDOf(c), "err", err)
 		}
-		frame(map[string]any{"type": "error", "message": ae.Message, "retryable": ae.Status >= 500})
+		frame(map[string]any{"type": "error", "message": ae.Message, "retryable": ae.Status >= 500, "request_id": requestIDOf(c)})
 		return nil
 	}
 	frame(map[string]any{"type": "result"})

@@ -44,6 +44,23 @@ var (
 	errFetchURLInvalid = errors.New("fetch URL invalid")
 )
 
+// adminPathPrefix starts openxet's own API (the admin API), whose refusals
+// keep the CAS shape even though it lives under /api/.
+const adminPathPrefix = "/api/openxet/"
+
+// scopeError refuses a credential that lacks the scope a route needs.
+type scopeError struct {
+	Tenant string
+	Have   []string // the credential's scopes
+	Need   string
+}
+
+func (e *scopeError) Error() string {
+	return fmt.Sprintf("credential of tenant %s has scopes %v, the route needs %s", e.Tenant, e.Have, e.Need)
+}
+
+func (e *scopeError) Unwrap() error { return errForbidden }
+
 // refuse wraps a sentinel with a message for the client.
 func refuse(kind error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))
@@ -98,9 +115,28 @@ func toAPIError(err error) *apiError {
 	}
 	var busy *budget.BusyError
 	if errors.As(err, &busy) {
-		return &apiError{Status: 503, Code: "memory_busy", RetryAfter: limits.RetryAfterSeconds(busy.RetryAfter), cause: err,
-			Message: "the server's memory for request work is busy (" + busy.Share + ")",
-			Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
+		secs := limits.RetryAfterSeconds(busy.RetryAfter)
+		msg := "the server's memory for request work is taken by other requests"
+		switch busy.Share {
+		case budget.ShareCredential:
+			msg = "this credential's share of the server's memory for request work is taken by its other requests"
+		case budget.ShareTenant:
+			msg = "this tenant's share of the server's memory for request work is taken by its other requests"
+		}
+		return &apiError{Status: 503, Code: "memory_busy", RetryAfter: secs, cause: err, Message: msg,
+			Hint:   fmt.Sprintf("retry in %d s (Retry-After); fewer concurrent requests help", secs),
+			Fields: map[string]any{"share": busy.Share}}
+	}
+	var se *scopeError
+	if errors.As(err, &se) {
+		have := "no scope"
+		if len(se.Have) > 0 {
+			have = "scope " + strings.Join(se.Have, ", ")
+		}
+		return &apiError{Status: 403, Code: "forbidden", cause: err,
+			Message: fmt.Sprintf("this credential of tenant %s has %s; this route needs %s", se.Tenant, have, se.Need),
+			Hint:    fmt.Sprintf("use a credential with the %s scope: openxet credentials create --tenant %s --scope %s", se.Need, se.Tenant, se.Need),
+			Fields:  map[string]any{"scope": se.Need}}
 	}
 	var tooLarge *budget.TooLargeError
 	if errors.As(err, &tooLarge) {
@@ -197,13 +233,13 @@ func rateLimited(rl *limits.RateError) *apiError {
 	secs := limits.RetryAfterSeconds(d.RetryAfter)
 	quota, window := d.Limit.Policy()
 	policy := fmt.Sprintf(`"%s";q=%d;w=%d`, rl.Limit, max(quota, 1), limits.RetryAfterSeconds(window))
-	hint := "slow down and retry after the delay in Retry-After"
+	hint := fmt.Sprintf("slow down and retry in %d s (Retry-After)", secs)
 	switch rl.Limit {
 	case "in_flight":
 		policy = fmt.Sprintf(`"in_flight";q=%d;qu="concurrent-requests"`, max(d.Limit.Burst, 1))
-		hint = "wait for requests in progress to finish before sending more"
+		hint = fmt.Sprintf("wait for requests in progress to finish before sending more; retry in %d s", secs)
 	case "auth_failures":
-		hint = "too many failed authentications from this address; check the token and retry after the delay"
+		hint = fmt.Sprintf("too many failed authentications from this address; check the token and retry in %d s", secs)
 	}
 	return &apiError{Status: 429, Code: "rate_limited", RetryAfter: secs, cause: rl,
 		Message: fmt.Sprintf("%s rate limit reached", strings.ReplaceAll(rl.Limit, "_", " ")),
@@ -215,16 +251,44 @@ func rateLimited(rl *limits.RateError) *apiError {
 		}}
 }
 
-// body is the JSON a refusal carries.
-func (e *apiError) body() map[string]any {
+// body is the JSON a refusal carries: on CAS and admin routes "error" is
+// the code; on Hub routes it is the sentence the stock clients print (hub
+// true), and the code moves to "code".
+func (e *apiError) body(requestID string, hub bool) map[string]any {
 	m := map[string]any{"error": e.Code, "message": e.Message}
+	if hub {
+		m["error"], m["code"] = e.hubText(), e.Code
+	}
 	if e.Hint != "" {
 		m["hint"] = e.Hint
 	}
 	for k, v := range e.Fields {
 		m[k] = v
 	}
+	if requestID != "" {
+		m["request_id"] = requestID
+	}
 	return m
+}
+
+// hubText is the message and hint as one text, for the Hub clients:
+// huggingface_hub prints X-Error-Message (and the body's "error" when it
+// differs), @huggingface/hub prints the body's "error" and appends ". URL:
+// …". The hint starts a sentence; the message keeps its case (it may start
+// with a name); the text ends without a period, since both clients add one.
+func (e *apiError) hubText() string {
+	msg := strings.TrimSuffix(e.Message, ".")
+	if hint := upperFirst(strings.TrimSuffix(e.Hint, ".")); hint != "" {
+		msg += ". " + hint
+	}
+	return msg
+}
+
+func upperFirst(s string) string {
+	if s == "" || s[0] < 'a' || s[0] > 'z' {
+		return s
+	}
+	return string(s[0]-'a'+'A') + s[1:]
 }
 
 // errorHandler is echo's HTTPErrorHandler: it renders every error through
@@ -238,7 +302,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	setRefusal(c, ae)
 	s.metrics.refusalCodes.WithLabelValues(ae.Code).Inc()
 	if ae.Status >= 500 && ae.Code == "internal" {
-		s.log.Error("internal error", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
+		s.log.Error("internal error", "method", c.Request().Method, "path", c.Request().URL.Path, "request_id", requestIDOf(c), "err", err)
 	}
 	if c.Response().Committed {
 		return
@@ -248,27 +312,34 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if ae.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}
+	hub := isHubPath(c.Request().URL.Path)
+	if hub {
+		// The Hub's convention: the sentence in X-Error-Message, the
+		// machine code in X-Error-Code (unless the refusal names the code
+		// huggingface_hub maps to an exception, e.g. RepoNotFound).
+		h.Set("X-Error-Message", ae.hubText())
+		h.Set("X-Error-Code", ae.Code)
+	}
 	for k, v := range ae.Headers {
 		h.Set(k, v)
-	}
-	if isHubPath(c.Request().URL.Path) {
-		msg := ae.Message
-		if ae.Hint != "" {
-			msg += ". " + ae.Hint
-		}
-		h.Set("X-Error-Message", msg)
 	}
 	if c.Request().Method == http.MethodHead {
 		c.NoContent(ae.Status)
 		return
 	}
-	writeJSON(c, ae.Status, ae.body())
+	writeJSON(c, ae.Status, ae.body(requestIDOf(c), hub))
 }
 
-// isHubPath reports whether a path belongs to the Hub API (where the hf CLI
-// prints X-Error-Message).
+// isHubPath reports whether a path belongs to the Hub API, where refusals
+// follow the Hub's convention (design §7): everything under /api/ but the
+// admin API, the file routes (resolve, raw), the LFS batch route and the
+// repo pages.
 func isHubPath(p string) bool {
-	return strings.HasPrefix(p, "/api/") || strings.Contains(p, "/resolve/") || strings.Contains(p, ".git/")
+	if strings.HasPrefix(p, adminPathPrefix) {
+		return false
+	}
+	return strings.HasPrefix(p, "/api/") || strings.Contains(p, "/resolve/") || strings.Contains(p, "/raw/") ||
+		strings.Contains(p, ".git/") || isRepoPagePath(p)
 }
 
 // writeJSON writes a complete JSON answer with its Content-Length, so that

@@ -194,9 +194,9 @@ func (s *Server) createRepo(c echo.Context) error {
 	body := map[string]any{"url": s.repoURL(c, r), "id": r.String(), "name": r.String()}
 	if _, err := s.store.CreateRepo(c.Request().Context(), r, private); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
-			body["error"] = "You already created this " + typ + " repo"
-			c.Response().Header().Set("X-Error-Message", body["error"].(string))
-			return c.JSON(http.StatusConflict, body)
+			// huggingface_hub's create_repo(exist_ok=True) reads the url of
+			// the 409 answer.
+			return &apiError{Status: http.StatusConflict, Code: "conflict", Message: "You already created this " + typ + " repo", Fields: body, cause: err}
 		}
 		return err
 	}
@@ -296,7 +296,7 @@ func (s *Server) createBranch(c echo.Context) error {
 	if ok, err := s.store.HasRef(ctx, r, branch); err != nil {
 		return err
 	} else if ok {
-		return c.JSON(http.StatusConflict, map[string]string{"error": "branch " + branch + " already exists"})
+		return &apiError{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf("branch %s already exists in %s", branch, r)}
 	}
 	from := req.StartingPoint
 	if from == "" {
@@ -829,7 +829,7 @@ func (s *Server) resolve(c echo.Context) error {
 	filePath := unescape(c.Param("*"))
 	e, ok := cm.Entry(filePath)
 	if !ok {
-		return hubNotFound("EntryNotFound", "%s not found in %s at %s", filePath, r, cm.SHA)
+		return hubNotFound("EntryNotFound", "file %s not found in %s at %s", filePath, r, cm.SHA)
 	}
 	h.Set("Accept-Ranges", "bytes")
 	if e.SizeBytes == 0 && c.Request().Header.Get("Range") != "" {

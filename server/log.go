@@ -12,8 +12,9 @@ const refusalKey = "openxet.refusal"
 func setRefusal(c echo.Context, ae *apiError) { c.Set(refusalKey, ae) }
 
 // requestLog writes one line per request: method, path, status, bytes in
-// and out, duration, tenant, credential key (never the secret), and the
-// code and limit of a refusal.
+// and out, duration in milliseconds, client IP, user agent, request id,
+// tenant, credential key (never the secret), and the code and limit of a
+// refusal. Probes, /metrics and /v1/telemetry log at debug level.
 func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
@@ -28,8 +29,10 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.Int("status", res.Status),
 			slog.Int64("bytes_in", max(req.ContentLength, 0)),
 			slog.Int64("bytes_out", res.Size),
-			slog.Duration("duration", time.Since(start)),
+			slog.Float64("duration_ms", float64(time.Since(start).Microseconds())/1000),
 			slog.String("ip", c.RealIP()),
+			slog.String("user_agent", req.UserAgent()),
+			slog.String("request_id", requestIDOf(c)),
 		}
 		if id := identityOf(c); id != nil {
 			attrs = append(attrs, slog.String("tenant", id.Tenant), slog.String("credential", id.CredentialKey[:16]))
@@ -42,9 +45,21 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		s.metrics.requests.WithLabelValues(routeLabel(c), statusClass(res.Status)).Inc()
 		s.metrics.duration.WithLabelValues(routeLabel(c)).Observe(time.Since(start).Seconds())
-		s.log.LogAttrs(req.Context(), slog.LevelInfo, "request", attrs...)
+		s.log.LogAttrs(req.Context(), logLevel(req.URL.Path, res.Status), "request", attrs...)
 		return nil
 	}
+}
+
+// logLevel: paths machines ask often (probes, scrapers, hf_xet's
+// telemetry) log their answers at debug level and their refusals at info.
+func logLevel(path string, status int) slog.Level {
+	switch path {
+	case "/healthz", "/readyz", "/metrics", "/v1/telemetry":
+		if status < 400 {
+			return slog.LevelDebug
+		}
+	}
+	return slog.LevelInfo
 }
 
 func routeLabel(c echo.Context) string {

@@ -12,7 +12,14 @@ import (
 // guard authenticates a request, checks that its credential has scope, and
 // admits it through the rate limits (design §4 order). Handlers behind it
 // find the identity with identityOf.
-func (s *Server) guard(scope string) echo.MiddlewareFunc {
+func (s *Server) guard(scope string) echo.MiddlewareFunc { return s.guardRated(scope, true) }
+
+// authOnly is guard without the rate limits and the in-flight cap, for
+// requests that cost next to nothing and must not spend a tenant's
+// allowance (hf_xet's telemetry). The auth-failure limit still applies.
+func (s *Server) authOnly(scope string) echo.MiddlewareFunc { return s.guardRated(scope, false) }
+
+func (s *Server) guardRated(scope string, rated bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			attempt, err := s.gate.BeginAuth(c.RealIP(), s.now())
@@ -34,7 +41,10 @@ func (s *Server) guard(scope string) echo.MiddlewareFunc {
 			attempt.Refund()
 			c.Set(identityKey, id)
 			if scope != "" && !id.has(scope) {
-				return refuse(errForbidden, "this route needs the %s scope", scope)
+				return &scopeError{Tenant: id.Tenant, Have: id.Scopes, Need: scope}
+			}
+			if !rated {
+				return next(c)
 			}
 			release, err := s.admit(c, id, scope == store.ScopeAdmin)
 			if err != nil {

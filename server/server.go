@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
@@ -63,6 +64,8 @@ type Config struct {
 	// grace period of every pass (store.GCConfig.Grace).
 	GCInterval time.Duration
 	GCGrace    time.Duration
+	// Version is shown on the landing page.
+	Version string
 }
 
 // Defaults for Config fields left zero.
@@ -105,6 +108,7 @@ type Server struct {
 	// tests wrap it to count the lists read.
 	readTerms func(ctx context.Context, tenant string, h xet.Hash, start, end uint64) ([]xet.Term, uint64, error)
 	gc        *collector
+	pages     *template.Template
 
 	publicURL string
 
@@ -151,6 +155,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 		budget:    budget.New(cfg.Budget),
 		readTerms: st.FileTerms,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
+		pages:     parsePages(),
 	}
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
@@ -173,7 +178,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.IPExtractor = ipExtractor(s.cfg.TrustedProxies)
-	e.Use(s.requestLog, s.recoverPanics)
+	e.Use(s.requestID, s.requestLog, s.recoverPanics)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -201,12 +206,14 @@ func (s *Server) routes() *echo.Echo {
 		e.GET(p+"/:prefix/:hash", s.getChunk, read)
 	}
 	e.GET("/v1/fetch/:xorb", s.getFetch)
-	e.POST("/v1/telemetry", s.postTelemetry, read)
+	e.POST("/v1/telemetry", s.postTelemetry, s.authOnly("read"))
 	e.Any("/v2/*", func(c echo.Context) error { return refuse(errNotFound, "no such v2 route") })
 
 	s.adminRoutes(e)
 	s.hubRoutes(e)
 	s.lifecycleRoutes(e)
+	s.hubReadRoutes(e)
+	s.pageRoutes(e)
 	return e
 }
 
@@ -245,7 +252,7 @@ func (s *Server) healthz(c echo.Context) error {
 }
 
 func (s *Server) readyz(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
 		return &apiError{Status: 503, Code: "unavailable", Message: err.Error(), Hint: "check the index file and the bucket", RetryAfter: 1, cause: err}

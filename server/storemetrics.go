@@ -14,8 +14,8 @@ import (
 // of an earlier one: summing them reads every xorb row of the index.
 const storeMetricsRefresh = 30 * time.Second
 
-// readyTimeout bounds the readiness check of openxet_ready, as /readyz
-// bounds its own.
+// readyTimeout bounds a readiness check: /readyz, openxet_ready and the
+// landing page's.
 const readyTimeout = 5 * time.Second
 
 // storeCollector exports readiness (checked on every scrape), the stored

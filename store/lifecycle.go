@@ -399,8 +399,9 @@ func refuseInRepo(tenant, file string, repos []repoKey) error {
 	return fmt.Errorf("file %s of %s: %w: %s; delete it there (and squash the history) or delete the repo", file, tenant, ErrFileInRepo, strings.Join(names, ", "))
 }
 
-// Repos lists a tenant's repos.
-func (s *Store) Repos(ctx context.Context, tenant string) ([]RepoID, error) {
+// RepoIDs lists the names of a tenant's repos of every type (Repos lists one
+// type with the heads a listing shows).
+func (s *Store) RepoIDs(ctx context.Context, tenant string) ([]RepoID, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT type, name FROM repos WHERE tenant = ? ORDER BY type, name`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("repos of %s: %w", tenant, err)

@@ -55,7 +55,7 @@ func (s *Store) DeleteTenant(ctx context.Context, tenant string) (TenantDeletion
 	if err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM files WHERE tenant = ?`, tenant).Scan(&filesBefore); err != nil {
 		return out, err
 	}
-	repos, err := s.Repos(ctx, tenant)
+	repos, err := s.RepoIDs(ctx, tenant)
 	if err != nil {
 		return out, err
 	}

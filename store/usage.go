@@ -209,7 +209,7 @@ func (s *Store) UsageReport(ctx context.Context, tenant string) (UsageReport, er
 				u.CASOnlyFileBytes += fr.size
 			}
 		}
-		repos, err := s.Repos(ctx, t)
+		repos, err := s.RepoIDs(ctx, t)
 		if err != nil {
 			return rep, err
 		}

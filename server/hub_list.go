@@ -1,0 +1,146 @@
+package server
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/store"
+)
+
+// Repo listings: GET /api/models, /api/datasets and /api/spaces, as
+// HfApi.list_models / list_datasets, `hf models ls`, `hf datasets ls` and
+// @huggingface/hub's listModels / listDatasets call them. A tenant sees only
+// its own repos: a listing for another author is empty, as the Hub's is for
+// an author that does not exist, so it tells nothing about other tenants.
+//
+// Query parameters: author, search (a case-insensitive part of the repo
+// id), sort (id, lastModified, createdAt; downloads, likes and
+// trendingScore are 0 for every openxet repo, so they keep id order),
+// direction (-1 or 1), limit (the page size, at most listPageSize) and
+// cursor (from the Link header). filter, pipeline_tag and gated=true
+// match nothing, since openxet repos have no tags and are never gated; the
+// other Hub parameters (expand, full, config, cardData, ...) are ignored.
+
+// hubReadRoutes are the Hub routes beside the repo ones of hub.go: who a
+// token is, repo listings, and raw files.
+func (s *Server) hubReadRoutes(e *echo.Echo) {
+	read := s.guard(store.ScopeRead)
+	e.GET("/api/whoami-v2", s.whoami, s.guard(""))
+	e.GET("/api/models", s.listRepos("model"), read)
+	e.GET("/api/datasets", s.listRepos("dataset"), read)
+	e.GET("/api/spaces", s.listRepos("space"), read)
+	for _, p := range []string{"", "/datasets", "/spaces"} {
+		e.GET(p+"/:ns/:name/raw/:rev/*", s.raw, read)
+		e.HEAD(p+"/:ns/:name/raw/:rev/*", s.raw, read)
+	}
+}
+
+// listPageSize is the largest page of a listing; further pages are
+// linked with Link: <…&cursor=N>; rel="next".
+const listPageSize = 1000
+
+func (s *Server) listRepos(typ string) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		id := identityOf(c)
+		q := c.QueryParams()
+		pageSize := listPageSize
+		if v := q.Get("limit"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return refuse(errBadRequest, "limit %q is not a positive whole number", v)
+			}
+			pageSize = min(n, listPageSize)
+		}
+		start := 0
+		if v := q.Get("cursor"); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return refuse(errBadRequest, "bad cursor %q", v)
+			}
+			start = n
+		}
+		desc := false
+		switch v := q.Get("direction"); v {
+		case "", "1":
+		case "-1":
+			desc = true
+		default:
+			return refuse(errBadRequest, "direction %q is not -1 or 1", v)
+		}
+		less := func(a, b store.RepoSummary) bool { return a.Name < b.Name }
+		switch v := q.Get("sort"); v {
+		case "", "id", "downloads", "likes", "trendingScore", "trending_score":
+		case "lastModified", "last_modified":
+			less = func(a, b store.RepoSummary) bool { return a.Updated.Before(b.Updated) }
+			desc = q.Get("direction") != "1" // newest first unless asked otherwise, as the Hub does
+		case "createdAt", "created_at":
+			less = func(a, b store.RepoSummary) bool { return a.Created.Before(b.Created) }
+			desc = q.Get("direction") != "1"
+		default:
+			return refuse(errBadRequest, "sort %q is not one of id, lastModified, createdAt, downloads, likes, trendingScore", v)
+		}
+
+		var repos []store.RepoSummary
+		if author := q.Get("author"); author == "" || author == id.Tenant {
+			all, err := s.store.Repos(c.Request().Context(), id.Tenant, typ)
+			if err != nil {
+				return err
+			}
+			repos = filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "" || q.Get("gated") == "true")
+		}
+		// Stable on the store's name order: ties stay in id order.
+		sort.SliceStable(repos, func(i, j int) bool {
+			if desc {
+				return less(repos[j], repos[i])
+			}
+			return less(repos[i], repos[j])
+		})
+		start = min(start, len(repos))
+		end := min(start+pageSize, len(repos))
+		if end < len(repos) {
+			next := c.QueryParams()
+			next.Set("cursor", strconv.Itoa(end))
+			c.Response().Header().Set("Link", "<"+s.base(c)+c.Request().URL.EscapedPath()+"?"+next.Encode()+`>; rel="next"`)
+		}
+		items := make([]map[string]any, 0, end-start)
+		for _, r := range repos[start:end] {
+			items = append(items, repoListItem(r))
+		}
+		return c.JSON(http.StatusOK, items)
+	}
+}
+
+// filterRepos keeps the repos whose id contains search (any case); none
+// when the query asks for tags, which openxet repos do not have.
+func filterRepos(repos []store.RepoSummary, search string, wantsTags bool) []store.RepoSummary {
+	if wantsTags {
+		return []store.RepoSummary{}
+	}
+	search = strings.ToLower(search)
+	out := repos[:0]
+	for _, r := range repos {
+		if strings.Contains(strings.ToLower(r.RepoID.String()), search) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// repoListItem is one entry of a listing, with the fields the clients read
+// (huggingface_hub's ModelInfo / DatasetInfo, @huggingface/hub's entries).
+func repoListItem(r store.RepoSummary) map[string]any {
+	item := map[string]any{
+		"_id": store.HashName(r.Type + "/" + r.RepoID.String())[:24], "id": r.RepoID.String(),
+		"author": r.Tenant, "sha": r.HeadSHA, "private": r.Private, "gated": false, "disabled": false,
+		"downloads": 0, "likes": 0, "tags": []string{},
+		"createdAt": r.Created.Format(hubTime), "lastModified": r.Updated.Format(hubTime),
+	}
+	if r.Type == "model" {
+		item["modelId"] = r.RepoID.String()
+	}
+	return item
+}

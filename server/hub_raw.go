@@ -1,0 +1,57 @@
+package server
+
+import (
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// raw serves GET and HEAD /{ns}/{name}/raw/{rev}/{path} (and /datasets/…,
+// /spaces/…) as the Hub does: the file as git stores it, which is the
+// content of a regular file and the git-lfs pointer of a file stored
+// through Xet. @huggingface/hub's fileExists sends HEAD here (404 means
+// "no"); resolve is the route that serves a Xet file's bytes.
+func (s *Server) raw(c echo.Context) error {
+	r, err := s.repoID(c, repoTypeOfPath(c.Request().URL.Path))
+	if err != nil {
+		return err
+	}
+	cm, err := s.resolveRev(c, r, revision(c))
+	if err != nil {
+		return err
+	}
+	filePath := unescape(c.Param("*"))
+	e, ok := cm.Entry(filePath)
+	if !ok {
+		return hubNotFound("EntryNotFound", "file %s not found in %s at %s", filePath, r, cm.SHA)
+	}
+	h := c.Response().Header()
+	h.Set("X-Repo-Commit", cm.SHA)
+	h.Set("ETag", `"`+e.GitOID+`"`)
+	if e.XetHash != "" {
+		h.Set("X-Xet-Hash", e.XetHash)
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+		http.ServeContent(c.Response(), c.Request(), "", time.Time{}, strings.NewReader(lfsPointer(e.SHA256, e.SizeBytes)))
+		return nil
+	}
+	blob, err := s.store.OpenBlob(c.Request().Context(), e.SHA256)
+	if err != nil {
+		return err
+	}
+	defer blob.Close()
+	http.ServeContent(c.Response(), c.Request(), "", time.Time{}, blob)
+	return nil
+}
+
+// repoTypeOfPath is the repo type a file or page path names by its prefix.
+func repoTypeOfPath(p string) string {
+	switch {
+	case strings.HasPrefix(p, "/datasets/"):
+		return "dataset"
+	case strings.HasPrefix(p, "/spaces/"):
+		return "space"
+	}
+	return "model"
+}
