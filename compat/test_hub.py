@@ -98,7 +98,7 @@ def snapshot_dir(cache_dir, repo_id, repo_type="model"):
 
 
 def human_bytes(n):
-    """openxet's humanBytes (server/errors.go), as quota messages print sizes."""
+    """openxet's limits.HumanBytes, as quota messages print sizes: one decimal, none when it is 0."""
     if n < 0:
         return "unlimited"
     if n < 1024:
@@ -108,7 +108,7 @@ def human_bytes(n):
         div *= 1024
         exp += 1
         m //= 1024
-    return f"{n / div:.1f} {'KMGTPE'[exp]}iB"
+    return f"{n / div:.1f}".removesuffix(".0") + f" {'KMGTPE'[exp]}iB"
 
 
 # --------------------------------------------------------------------------
@@ -432,7 +432,7 @@ def test_quota_error_renders_in_hf_cli(server, tmp_path):
     print(f"\n--- hf upload over quota: exit {r.returncode}\n{r.output}")
     assert r.returncode != 0, r
     out = r.output
-    assert human_bytes(quota) in out, out  # "1.0 MiB"
+    assert human_bytes(quota) in out, out  # "1 MiB"
     assert human_bytes(usage) in out, out
     assert "openxet limits set" in out, out
     assert "quota" in out.lower(), out
@@ -460,7 +460,7 @@ def test_quota_error_renders_in_hf_cli(server, tmp_path):
     assert text == (
         f"(Request ID: {rid})\n\n"
         f"403 Forbidden: tenant carol: this upload of {human_bytes(5 * MiB)} would pass the storage quota of "
-        f"{human_bytes(quota)} ({human_bytes(usage)} stored). Ask an operator to raise the quota: "
+        f"{human_bytes(quota)} ({human_bytes(usage)} stored). Delete files or repos you no longer need, or ask an operator to raise the quota: "
         f"openxet limits set --tenant carol --quota <size>.\n"
         f"Cannot access content at: {server.url}/api/models/carol/quota-demo/preupload/main.\n"
         f"Make sure your token has the correct permissions."), text

@@ -275,8 +275,8 @@ def test_js_error_texts(server, node_client, tmp_path):
     server.admin_put_limits("jserr", quota_bytes=1000)
     out = js_error(node_client, server, token, "uploadFiles", repo="jserr/err", files=[{"path": "big.bin", "size": 100 * KiB}])
     assert out["status"] == 403 and out["message"] == _js_text(
-        "tenant jserr: this upload of 100.0 KiB would pass the storage quota of 1000 B (0 B stored). "
-        "Ask an operator to raise the quota: openxet limits set --tenant jserr --quota <size>", preupload, out), out
+        "tenant jserr: this upload of 100 KiB would pass the storage quota of 1000 B (0 B stored). "
+        "Delete files or repos you no longer need, or ask an operator to raise the quota: openxet limits set --tenant jserr --quota <size>", preupload, out), out
     assert server.request_by_id(out["requestId"])["error"] == "quota_exceeded"
     server.admin_put_limits("jserr", quota_bytes=-1)
 

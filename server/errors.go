@@ -223,8 +223,8 @@ const storeRetryAfterSeconds = 2
 
 func quotaExceeded(tenant string, quota, usage, size int64, cause error) *apiError {
 	return &apiError{Status: 403, Code: "quota_exceeded", cause: cause,
-		Message: fmt.Sprintf("tenant %s: this upload of %s would pass the storage quota of %s (%s stored)", tenant, limits.FormatBytes(size), limits.FormatBytes(quota), limits.FormatBytes(usage)),
-		Hint:    fmt.Sprintf("Ask an operator to raise the quota: openxet limits set --tenant %s --quota <size>", tenant),
+		Message: fmt.Sprintf("tenant %s: this upload of %s would pass the storage quota of %s (%s stored)", tenant, limits.HumanBytes(size), limits.HumanBytes(quota), limits.HumanBytes(usage)),
+		Hint:    fmt.Sprintf("Delete files or repos you no longer need, or ask an operator to raise the quota: openxet limits set --tenant %s --quota <size>", tenant),
 		Fields:  map[string]any{"quota": quota, "usage": usage, "size": size}}
 }
 

@@ -61,8 +61,8 @@ func TestHubRefusalsFollowTheHubConvention(t *testing.T) {
 		e.putLimits("alice", map[string]any{"quota_bytes": 1000})
 		before := e.snapshot()
 		m := hubRefusal(t, "preupload over quota", preupload(alice), 403, "quota_exceeded", "quota_exceeded",
-			"tenant alice: this upload of 97.7 KiB would pass the storage quota of 1000 B (0 B stored). Ask an operator to raise the quota: openxet limits set --tenant alice --quota <size>")
-		if m["quota"] != 1000.0 || m["usage"] != 0.0 || m["size"] != 100000.0 || !strings.HasPrefix(m["hint"].(string), "Ask an operator") {
+			"tenant alice: this upload of 97.7 KiB would pass the storage quota of 1000 B (0 B stored). Delete files or repos you no longer need, or ask an operator to raise the quota: openxet limits set --tenant alice --quota <size>")
+		if m["quota"] != 1000.0 || m["usage"] != 0.0 || m["size"] != 100000.0 || !strings.HasPrefix(m["hint"].(string), "Delete files or repos") {
 			t.Errorf("fields: %v", m)
 		}
 		if after := e.snapshot(); len(after.Objects) != len(before.Objects) {
