@@ -104,6 +104,12 @@ CREATE TABLE refs (
 `,
 	// 3: the quota override the owner transaction enforces (NULL: default).
 	`ALTER TABLE tenants ADD COLUMN quota_bytes INTEGER;`,
+	// 4 (scale-out, issue 14; renumber on merge): the deployment marker,
+	// the id the bucket's deployment.json holds (store/deployment.go).
+	`CREATE TABLE deployment (
+	one INTEGER PRIMARY KEY CHECK (one = 1),
+	id  TEXT NOT NULL
+);`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

@@ -64,6 +64,8 @@ type Store struct {
 	xorbLocks [64]sync.Mutex
 	layouts   *layoutCache
 
+	deployment string // the deployment id (deployment.go)
+
 	// hook, when set (by tests only), is called between the steps of a
 	// write with the name of the step just done; an error stops the write
 	// there, as a crash would, without any cleanup.
@@ -133,6 +135,11 @@ func (s *Store) Open(ctx context.Context) error {
 		return fail(err)
 	}
 	s.bucket = b
+	if err := s.openDeployment(ctx); err != nil {
+		b.Close()
+		s.bucket = nil
+		return fail(err)
+	}
 	return nil
 }
 
