@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/aws/smithy-go"
@@ -136,5 +137,24 @@ func TestS3URLDefaults(t *testing.T) {
 	// (by gocloud when the bucket opens, before the writer is made).
 	if _, err := OpenBucket(context.Background(), "s3://b?region=x&ssetype=nope"); err == nil {
 		t.Fatal("ssetype=nope accepted")
+	}
+}
+
+// BenchmarkS3WriteObject64MiB: one 64 MiB object written to MinIO (figures
+// in BENCHMARKS.md; B/op is what the write allocates beside the object).
+func BenchmarkS3WriteObject64MiB(b *testing.B) {
+	srv := s3test.Start(b)
+	for _, kv := range srv.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		b.Setenv(k, v)
+	}
+	s := mustOpen(b, b.TempDir(), srv.BucketURL(srv.CreateBucket(b)))
+	data := make([]byte, 64<<20)
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.writeObject(context.Background(), "bench/object", data, typeBinary, false); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
