@@ -159,8 +159,13 @@ func s3Err(err error) error {
 		return err
 	}
 	switch s3ErrorCode(err) {
-	case "NoSuchBucket", "NoSuchKey", "NotFound", "PreconditionFailed", "AccessDenied", "Forbidden",
-		"InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidArgument", "InvalidRequest", "InvalidBucketName":
+	case "NoSuchBucket", "NoSuchKey", "NotFound", "PreconditionFailed", "InvalidRange",
+		// credentials, permissions, region, a request the store does not support:
+		// configuration to fix, not load to wait out
+		"AccessDenied", "Forbidden", "AllAccessDisabled", "AccountProblem", "InvalidAccessKeyId",
+		"SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "InvalidSecurity",
+		"AuthorizationHeaderMalformed", "PermanentRedirect", "InvalidArgument", "InvalidRequest",
+		"InvalidBucketName", "MethodNotAllowed", "NotImplemented":
 		return err
 	}
 	return fmt.Errorf("%w: bucket: %w", ErrUnavailable, err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -111,6 +112,8 @@ func TestS3ErrorClasses(t *testing.T) {
 		{&smithy.GenericAPIError{Code: "AccessDenied"}, false},
 		{&smithy.GenericAPIError{Code: "NoSuchBucket"}, false},
 		{&smithy.GenericAPIError{Code: "InvalidAccessKeyId"}, false},
+		{&smithy.GenericAPIError{Code: "SignatureDoesNotMatch"}, false},
+		{&smithy.GenericAPIError{Code: "NotImplemented"}, false},
 		{context.Canceled, false},
 	} {
 		if got := errors.Is(s3Err(tc.err), ErrUnavailable); got != tc.unavailable {
@@ -156,5 +159,40 @@ func BenchmarkS3WriteObject64MiB(b *testing.B) {
 		if _, err := s.writeObject(context.Background(), "bench/object", data, typeBinary, false); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestS3Settings: the bucket URL settings a self-hosted S3 store needs
+// (endpoint, region, path-style addressing under either name) and
+// credentials from the environment; wrong credentials stop Open with an
+// error that is not "unavailable" (nothing to wait out).
+func TestS3Settings(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t)
+	srv.Setenv(t)
+	bucket := srv.CreateBucket(t)
+	base := "s3://" + bucket + "?endpoint=" + url.QueryEscape(srv.Endpoint) + "&region=" + s3test.Region
+	for _, tc := range []struct {
+		name, url string
+		ok        bool
+	}{
+		{"use_path_style", base + "&use_path_style=true", true},
+		{"s3ForcePathStyle", base + "&s3ForcePathStyle=true", true},
+		{"virtual-hosted (no path style)", base, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(ctx, Config{IndexPath: filepath.Join(t.TempDir(), "index.db"), BucketURL: tc.url})
+			if (err == nil) != tc.ok {
+				t.Fatalf("open %s: %v, want ok=%v", tc.url, err, tc.ok)
+			}
+			if err == nil {
+				s.Close()
+			}
+		})
+	}
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-"+srv.SecretKey)
+	_, err := Open(ctx, Config{IndexPath: filepath.Join(t.TempDir(), "index.db"), BucketURL: srv.BucketURL(bucket)})
+	if err == nil || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("open with a wrong secret key: %v, want a non-retryable error", err)
 	}
 }
