@@ -16,8 +16,7 @@ import (
 const deploymentKey = "deployment.json"
 
 type deploymentRecord struct {
-	ID      string `json:"id"`
-	Created int64  `json:"created"`
+	ID string `json:"id"`
 }
 
 // ErrDeploymentMismatch is the sentinel of *DeploymentMismatchError.
@@ -74,7 +73,7 @@ func (s *Store) openDeployment(ctx context.Context) error {
 		return nil
 	}
 	if bucketID == "" {
-		rec, _ := json.Marshal(deploymentRecord{ID: randomHex(16), Created: s.now().Unix()})
+		rec, _ := json.Marshal(deploymentRecord{ID: randomHex(16)})
 		if _, err := s.writeObject(ctx, deploymentKey, rec, typeJSON, true); err != nil {
 			return fmt.Errorf("deployment marker: %w", err)
 		}
