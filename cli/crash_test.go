@@ -7,6 +7,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -574,6 +575,13 @@ func (h *crashHarness) verifyFiles(files []*crashFile) {
 }
 
 func crashDownload(base, token string, file xet.Hash) ([]byte, error) {
+	return downloadVia(base, "", token, file)
+}
+
+// downloadVia downloads a file as the client does, asking base for the
+// reconstruction and fetching its signed URLs from fetchBase instead of the
+// server they name (unless fetchBase is "").
+func downloadVia(base, fetchBase, token string, file xet.Hash) ([]byte, error) {
 	req, _ := http.NewRequest("GET", base+"/v1/reconstructions/"+file.String(), nil)
 	req.Header.Set("Authorization", "Bearer "+token)
 	res, err := http.DefaultClient.Do(req)
@@ -608,7 +616,11 @@ func crashDownload(base, token string, file xet.Hash) ([]byte, error) {
 			if fi.Range.Start > term.Range.Start || term.Range.End > fi.Range.End {
 				continue
 			}
-			req, _ := http.NewRequest("GET", fi.URL, nil)
+			fetch := fi.URL
+			if u, err := url.Parse(fetch); err == nil && fetchBase != "" {
+				fetch = fetchBase + u.RequestURI()
+			}
+			req, _ := http.NewRequest("GET", fetch, nil)
 			req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", fi.URLRange.Start, fi.URLRange.End))
 			res, err := http.DefaultClient.Do(req)
 			if err != nil {

@@ -88,11 +88,17 @@ func freeAddr(t *testing.T) string {
 // answers /readyz.
 func startServe(t *testing.T, dataDir string, extra ...string) *proc {
 	t.Helper()
+	return startServeEnv(t, dataDir, nil, extra...)
+}
+
+// startServeEnv is startServe with env added to the child's environment.
+func startServeEnv(t *testing.T, dataDir string, env []string, extra ...string) *proc {
+	t.Helper()
 	addr := freeAddr(t)
 	args := append([]string{"serve", "--data-dir", dataDir, "--listen", addr, "--memory-budget", "512MiB"}, extra...)
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Args[0] = "openxet"
-	cmd.Env = append(os.Environ(), "OPENXET_TEST_MAIN=1")
+	cmd.Env = append(append(os.Environ(), env...), "OPENXET_TEST_MAIN=1")
 	p := &proc{t: t, cmd: cmd, url: "http://" + addr, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {

@@ -2,9 +2,7 @@ package cli
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -110,39 +107,9 @@ func openStore(ctx context.Context, cfg Config) (*store.Store, error) {
 	}
 	st, err := store.Open(ctx, store.Config{IndexPath: cfg.Index, BucketURL: cfg.Bucket})
 	if err != nil {
-		return nil, err
+		return nil, explainStoreError(err)
 	}
 	return st, nil
-}
-
-// signingKey reads the data directory's signing key, creating it on first
-// start. Processes sharing a data directory share the key, so CAS tokens and
-// fetch URLs made by one verify on the others.
-func signingKey(dataDir string) ([]byte, error) {
-	path := filepath.Join(dataDir, "signing.key")
-	if b, err := os.ReadFile(path); err == nil {
-		key, err := hex.DecodeString(strings.TrimSpace(string(b)))
-		if err != nil || len(key) < 32 {
-			return nil, fmt.Errorf("signing key %s is damaged; delete it to make a new one (outstanding CAS tokens and fetch URLs stop working)", path)
-		}
-		return key, nil
-	}
-	key := make([]byte, 32)
-	rand.Read(key)
-	tmp := fmt.Sprintf("%s.%d.tmp", path, os.Getpid())
-	if err := os.WriteFile(tmp, []byte(hex.EncodeToString(key)+"\n"), 0o600); err != nil {
-		return nil, fmt.Errorf("signing key: %w", err)
-	}
-	// Link fails if another process made the key first; then use theirs.
-	if err := os.Link(tmp, path); err != nil {
-		os.Remove(tmp)
-		if errors.Is(err, os.ErrExist) {
-			return signingKey(dataDir)
-		}
-		return nil, fmt.Errorf("signing key: %w", err)
-	}
-	os.Remove(tmp)
-	return key, nil
 }
 
 func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
@@ -171,7 +138,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return cli.Exit(err.Error(), 1)
 	}
 	defer st.Close()
-	key, err := signingKey(cfg.DataDir)
+	key, err := sharedSigningKey(ctx, st, cfg.DataDir, log)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}

@@ -154,8 +154,9 @@ def _free_port():
 class OpenxetServer:
     """A running `openxet serve` process."""
 
-    def __init__(self, binary, workdir, extra_args=()):
+    def __init__(self, binary, workdir, extra_args=(), extra_env=None):
         self.binary = Path(binary)
+        self.extra_env = dict(extra_env or {})  # e.g. AWS_* for an s3:// bucket
         self.workdir = Path(workdir)
         self.data_dir = self.workdir / "data"
         self.stdout_path = self.workdir / "stdout.txt"
@@ -178,7 +179,7 @@ class OpenxetServer:
                     [str(self.binary), "serve", "--data-dir", str(self.data_dir),
                      "--listen", f"127.0.0.1:{self.port}", *self.extra_args],
                     stdout=so, stderr=se, stdin=subprocess.DEVNULL,
-                    env=_clean_env(), start_new_session=True,
+                    env={**_clean_env(), **self.extra_env}, start_new_session=True,
                 )
             if self._wait_ready():
                 break

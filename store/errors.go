@@ -54,6 +54,9 @@ func bucketErr(err error) error {
 	if err == nil || errors.Is(err, ErrUnavailable) {
 		return err
 	}
+	if s3ErrorCode(err) != "" { // gocloud calls most S3 refusals Unknown (s3.go)
+		return s3Err(err)
+	}
 	switch gcerrors.Code(err) {
 	case gcerrors.Unknown, gcerrors.Internal, gcerrors.ResourceExhausted, gcerrors.DeadlineExceeded:
 		return fmt.Errorf("%w: bucket: %w", ErrUnavailable, err)

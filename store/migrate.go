@@ -104,7 +104,7 @@ CREATE TABLE refs (
 `,
 	// 3: the quota override the owner transaction enforces (NULL: default).
 	`ALTER TABLE tenants ADD COLUMN quota_bytes INTEGER;`,
-	// 4 (lifecycle, issue 13; renumber on merge): release and collection
+	// 4 (lifecycle, issue 13): release and collection
 	// state (store/lifecycle.go, store/gc.go). None of it is derived from
 	// the bucket except file_releases (the file-releases/ records); the rest
 	// only delays or resumes work, and is empty after a reindex.
@@ -150,6 +150,12 @@ CREATE TABLE gc_state (
 	value INTEGER NOT NULL
 ) WITHOUT ROWID;
 `,
+	// 5 (scale-out, issue 14): the deployment marker,
+	// the id the bucket's deployment.json holds (store/deployment.go).
+	`CREATE TABLE deployment (
+	one INTEGER PRIMARY KEY CHECK (one = 1),
+	id  TEXT NOT NULL
+);`,
 }
 
 func migrate(ctx context.Context, db *sql.DB) error {

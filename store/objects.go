@@ -29,17 +29,22 @@ const (
 // each bucket does for integrity instead:
 //   - file://: nothing to check in flight; the object appears by rename
 //     only when complete.
-//   - s3://: the AWS SDK's default request checksum (CRC32, computed while
-//     the body streams, when the bucket URL does not turn it off) is
-//     checked by the service; S3 no longer checks Content-MD5 through
-//     gocloud anyway.
+//   - s3://: written with one PutObject reading data in place (s3.go; keys
+//     gocloud would escape go through its writer); the AWS SDK's default
+//     request checksum (CRC32, unless the bucket URL sets
+//     request_checksum_calculation=when_required) is checked by the
+//     service.
 //   - mem:// (tests): memblob computes its own MD5 at close.
 //
-// ifAbsent is atomic in S3 (If-None-Match: *) and in memblob. fileblob
+// ifAbsent is atomic in S3 (If-None-Match: *; a 409 from a concurrent
+// conditional write is retried) and in memblob. fileblob
 // checks and renames under a lock of its own process only, so for file://
 // buckets the check and the rename also hold an exclusive lock on the file
 // IndexPath+".objects.lock", which every process opening the index opens.
 func (s *Store) writeObject(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool) (written bool, err error) {
+	if s.s3 != nil && plainKey(key) {
+		return s.s3.put(ctx, key, data, contentType, ifAbsent) // s3.go: one PutObject, no copy
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{ContentType: contentType, IfNotExist: ifAbsent})

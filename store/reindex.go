@@ -106,6 +106,9 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 			return err
 		}
 	}
+	if err := copyDeployment(ctx, bucket, db); err != nil {
+		return err
+	}
 	if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
 		return fmt.Errorf("checkpoint new index: %w", err)
 	}
@@ -348,6 +351,7 @@ var compared = []struct{ table, key, value, liveWhere string }{
 	{"refs", "tenant || '/' || type || '/' || name || '@' || ref", "commit_sha", ""},
 	{"commits", "tenant || '/' || type || '/' || name || '@' || sha", "parent || ' ' || hex(tree)", ""},
 	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(revoked, '')", ""},
+	{"deployment", "'marker'", "id", ""}, // deployment.go
 }
 
 func compareIndexes(ctx context.Context, live *sql.DB, freshPath string) ([]Difference, error) {

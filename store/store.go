@@ -64,6 +64,9 @@ type Store struct {
 	xorbLocks [64]sync.Mutex
 	layouts   *layoutCache
 
+	deployment string    // the deployment id (deployment.go)
+	s3         *s3Writer // writes of s3:// buckets (s3.go); nil for others
+
 	// hook, when set (by tests only), is called between the steps of a
 	// write with the name of the step just done; an error stops the write
 	// there, as a crash would, without any cleanup.
@@ -136,6 +139,16 @@ func (s *Store) Open(ctx context.Context) error {
 		return fail(err)
 	}
 	s.bucket = b
+	if s.s3, err = newS3Writer(b, s.cfg.BucketURL); err != nil {
+		b.Close()
+		s.bucket = nil
+		return fail(err)
+	}
+	if err := s.openDeployment(ctx); err != nil {
+		b.Close()
+		s.bucket = nil
+		return fail(err)
+	}
 	return nil
 }
 
@@ -154,10 +167,15 @@ func DirConfig(dir string) Config {
 
 // OpenBucket opens a gocloud.dev/blob bucket URL.
 func OpenBucket(ctx context.Context, bucketURL string) (*blob.Bucket, error) {
-	if _, err := url.Parse(bucketURL); err != nil {
+	u, err := url.Parse(bucketURL)
+	if err != nil {
 		return nil, fmt.Errorf("bucket %q: %w", bucketURL, err)
 	}
-	b, err := blob.OpenBucket(ctx, bucketURL)
+	open := bucketURL
+	if u.Scheme == "s3" {
+		open = withS3Defaults(u) // s3.go
+	}
+	b, err := blob.OpenBucket(ctx, open)
 	if err != nil {
 		return nil, fmt.Errorf("open bucket %q: %w", bucketURL, err)
 	}

@@ -218,13 +218,15 @@ func TestReindexRefusesWhileServed(t *testing.T) {
 // TestStoreConformance runs the store's contract against every bucket
 // driver the tests can reach.
 func TestStoreConformance(t *testing.T) {
-	for name, bucket := range map[string]func(dir string) string{
-		"file": fileBucket,
-		"mem":  func(string) string { return "mem://" },
+	for name, bucket := range map[string]func(t *testing.T, dir string) string{
+		"file": func(_ *testing.T, dir string) string { return fileBucket(dir) },
+		"mem":  func(*testing.T, string) string { return "mem://" },
+		"s3":   s3Bucket, // conformance_test.go; skipped without MinIO
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := mustOpen(t, dir, bucket(dir))
+			url := bucket(t, dir)
+			s := mustOpen(t, dir, url)
 			ctx := context.Background()
 			body, info := xet.BuildXorb(chunksOf(9, 2, 1000), false)
 			for i, want := range []bool{true, false} {
@@ -269,6 +271,7 @@ func TestStoreConformance(t *testing.T) {
 			if _, err := s.File(ctx, "alice", info.Hash); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("absent file: %v", err)
 			}
+			moreConformance(t, s, dir, url, name != "mem")
 		})
 	}
 }

@@ -1,0 +1,172 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
+	"gocloud.dev/blob"
+)
+
+// What openxet does differently for s3:// buckets, and why:
+//
+//   - Writes are one PutObject each, the body read in place from the
+//     caller's slice (s3Writer). gocloud's writer goes through the AWS
+//     transfer manager, which copies the first 16 MiB of every object into
+//     a buffer of its own and, above that, allocates (concurrency+1) part
+//     buffers: a 64 MiB xorb cost another 65 MiB of heap (45 MiB with 5 MiB
+//     parts and no concurrency), outside the memory budget that reserved
+//     the body. A single PutObject takes objects up to 5 GiB; xorbs are at
+//     most 64 MiB.
+//   - Response checksum validation defaults to when_required (the URL's
+//     response_checksum_validation wins when set): xorb reads are byte
+//     ranges, for which S3 has no checksum to validate, and the SDK then
+//     logs a line to stderr for every read. Content is verified by hash
+//     anyway (reindex parses and hashes every xorb; clients hash chunks).
+
+// s3DefaultParams are the URL parameters OpenBucket adds to an s3:// URL
+// that does not set them.
+var s3DefaultParams = map[string]string{"response_checksum_validation": "when_required"}
+
+// withS3Defaults returns u with s3DefaultParams added where absent.
+func withS3Defaults(u *url.URL) string {
+	q := u.Query()
+	for k, v := range s3DefaultParams {
+		if !q.Has(k) {
+			q.Set(k, v)
+		}
+	}
+	v := *u
+	v.RawQuery = q.Encode()
+	return v.String()
+}
+
+// s3Writer writes objects of an s3:// bucket with PutObject, through the
+// client gocloud made from the bucket URL (endpoint, region, path style,
+// credentials, request checksums), with the URL's server-side encryption.
+type s3Writer struct {
+	client *s3.Client
+	bucket string
+	sse    types.ServerSideEncryption
+	kmsKey string
+	// conflictWait is how long a create-if-absent write waits before it
+	// retries after 409 ConditionalRequestConflict (another conditional
+	// write of the key in progress), times the attempt.
+	conflictWait time.Duration
+}
+
+// newS3Writer returns the writer of an s3:// bucket, or nil for other
+// buckets.
+func newS3Writer(b *blob.Bucket, bucketURL string) (*s3Writer, error) {
+	u, err := url.Parse(bucketURL)
+	if err != nil || u.Scheme != "s3" {
+		return nil, nil
+	}
+	w := &s3Writer{bucket: u.Host, kmsKey: u.Query().Get("kmskeyid"), conflictWait: 50 * time.Millisecond}
+	if !b.As(&w.client) {
+		return nil, fmt.Errorf("bucket %s: no S3 client", u.Host)
+	}
+	if v := u.Query().Get("ssetype"); v != "" {
+		for _, t := range types.ServerSideEncryptionAes256.Values() {
+			if strings.EqualFold(string(t), v) {
+				w.sse = t
+			}
+		}
+		if w.sse == "" {
+			return nil, fmt.Errorf("bucket %s: unknown ssetype %q", u.Host, v)
+		}
+	}
+	return w, nil
+}
+
+// plainKey reports whether gocloud's s3blob stores key under itself
+// (it escapes control characters, "../" and "__0x" forms); only such keys
+// are written here, so that gocloud reads them back where they were put.
+// Every key the store makes is plain.
+func plainKey(key string) bool {
+	for _, c := range []byte(key) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '/' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return !strings.Contains(key, "../")
+}
+
+// put writes data under key; with ifAbsent only when no object is there
+// (If-None-Match: *), and written reports which.
+func (w *s3Writer) put(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool) (written bool, err error) {
+	in := &s3.PutObjectInput{
+		Bucket:        aws.String(w.bucket),
+		Key:           aws.String(key),
+		ContentType:   aws.String(contentType),
+		ContentLength: aws.Int64(int64(len(data))),
+	}
+	if ifAbsent {
+		in.IfNoneMatch = aws.String("*")
+	}
+	if w.sse != "" {
+		in.ServerSideEncryption = w.sse
+	}
+	if w.kmsKey != "" {
+		in.SSEKMSKeyId = aws.String(w.kmsKey)
+	}
+	for attempt := 1; ; attempt++ {
+		in.Body = bytes.NewReader(data)
+		_, err := w.client.PutObject(ctx, in)
+		if err == nil {
+			return true, nil
+		}
+		switch code := s3ErrorCode(err); {
+		case ifAbsent && code == "PreconditionFailed":
+			return false, nil
+		case ifAbsent && code == "ConditionalRequestConflict" && attempt < 5:
+			t := time.NewTimer(time.Duration(attempt) * w.conflictWait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return false, fmt.Errorf("write %s: %w", key, ctx.Err())
+			case <-t.C:
+			}
+		default:
+			return false, fmt.Errorf("write %s: %w", key, s3Err(err))
+		}
+	}
+}
+
+// s3ErrorCode is the S3 error code of err ("" when it has none).
+func s3ErrorCode(err error) string {
+	var ae smithy.APIError
+	if errors.As(err, &ae) {
+		return ae.ErrorCode()
+	}
+	return ""
+}
+
+// s3Err marks an error of a direct S3 call as bucketErr does gocloud's:
+// ErrUnavailable unless the service refused the request for a reason a
+// retry does not cure (a missing bucket or key, a refused precondition, an
+// argument, the credentials) or the caller's context ended.
+func s3Err(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
+		return err
+	}
+	switch s3ErrorCode(err) {
+	case "NoSuchBucket", "NoSuchKey", "NotFound", "PreconditionFailed", "InvalidRange",
+		// credentials, permissions, region, a request the store does not support:
+		// configuration to fix, not load to wait out
+		"AccessDenied", "Forbidden", "AllAccessDisabled", "AccountProblem", "InvalidAccessKeyId",
+		"SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "InvalidSecurity",
+		"AuthorizationHeaderMalformed", "PermanentRedirect", "InvalidArgument", "InvalidRequest",
+		"InvalidBucketName", "MethodNotAllowed", "NotImplemented":
+		return err
+	}
+	return fmt.Errorf("%w: bucket: %w", ErrUnavailable, err)
+}
