@@ -17,6 +17,8 @@ func setRefusal(c echo.Context, ae *apiError) { c.Set(refusalKey, ae) }
 func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
+		st := new(stageTimes)
+		c.Set(stagesKey, st)
 		err := next(c)
 		if err != nil {
 			c.Error(err)
@@ -31,6 +33,7 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.Duration("duration", time.Since(start)),
 			slog.String("ip", c.RealIP()),
 		}
+		attrs = st.attrs(attrs)
 		if id := identityOf(c); id != nil {
 			attrs = append(attrs, slog.String("tenant", id.Tenant), slog.String("credential", id.CredentialKey[:16]))
 		}

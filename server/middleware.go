@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"time"
 
 	"github.com/labstack/echo/v4"
 )
@@ -12,6 +13,7 @@ import (
 func (s *Server) guard(scope string) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			start := time.Now()
 			ip := c.RealIP()
 			if err := s.gate.CheckAuth(ip, s.now()); err != nil {
 				return err
@@ -37,6 +39,7 @@ func (s *Server) guard(scope string) echo.MiddlewareFunc {
 				return err
 			}
 			defer release()
+			stagesOf(c).since(stageAuth, start)
 			return next(c)
 		}
 	}
