@@ -81,6 +81,11 @@ type Config struct {
 	AdminToken string
 	// AllowRemote lets Server be an address that is not loopback.
 	AllowRemote bool
+	// ServerCPUs, when set, is the CPU set the server must report it runs
+	// on (metric openxet_process_cpus); Run refuses to start otherwise
+	// (ErrLayout). LoadCPUs is where the caller runs the load generator
+	// (the cli pins itself there), for the report; nil means unknown.
+	ServerCPUs, LoadCPUs CPUSet
 
 	// Duration is the length of each measured phase (Abuse has two).
 	Duration             time.Duration

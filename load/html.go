@@ -34,6 +34,7 @@ code{background:#f3f3f3;padding:0 .25em}
 	fmt.Fprintf(&b, "<p class=\"muted\">%s · run %s · seed %d · started %s<br>%d tenants × %d credentials, one operation per credential every %s–%s, xorbs %s–%s, %d phase(s) of %.1fs</p>\n",
 		esc(r.Server), esc(r.RunID), r.Seed, esc(r.Started.Format("2006-01-02 15:04:05 MST")),
 		s.Tenants, s.CredentialsPerTenant, fmtMs(s.ThinkMinMs), fmtMs(s.ThinkMaxMs), fmtBytes(s.XorbMinBytes), fmtBytes(s.XorbMaxBytes), len(r.Phases), s.PhaseSeconds)
+	fmt.Fprintf(&b, "<p class=\"muted\">Layout: %s</p>\n", esc(r.Layout.String()))
 	if r.OK {
 		b.WriteString("<p class=\"ok\">Result: OK — no honest request refused, every downloaded byte matched.</p>\n")
 	} else {

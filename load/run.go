@@ -65,6 +65,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if _, err := adm.limits(ctx, "load-check"); err != nil {
 		return nil, fmt.Errorf("cannot use the admin API of %s with this token: %w", cfg.Server, err)
 	}
+	reported, known, err := adm.serverCPUs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the server's metrics: %w", err)
+	}
+	serverCPUs, err := checkServerCPUs(reported, known, cfg.ServerCPUs)
+	if err != nil {
+		return nil, err
+	}
+	r.Layout = newLayout(serverCPUs, cfg.LoadCPUs)
+	progress("layout: %s", r.Layout)
+
+	lag := &lagProbe{t0: t0}
+	lagCtx, stopLag := context.WithCancel(ctx)
+	lagDone := make(chan struct{})
+	go func() { defer close(lagDone); lag.run(lagCtx) }()
+	defer func() { stopLag(); <-lagDone }()
 
 	mem := &memSampler{adm: adm, t0: t0}
 	memCtx, stopMem := context.WithCancel(ctx)
@@ -90,7 +106,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i := range cfg.Tenants {
 		h.tenants = append(h.tenants, &tenant{idx: int32(i), name: fmt.Sprintf("load-%s-t%04d", r.RunID, i)})
 	}
-	err := parallel(ctx, 8, len(h.tenants), func(i int) error {
+	err = parallel(ctx, 8, len(h.tenants), func(i int) error {
 		t := h.tenants[i]
 		for range cfg.CredentialsPerTenant {
 			cr, err := adm.createCredential(ctx, t.name)
@@ -218,6 +234,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		half := phaseSpan{name: p.name, start: p.start + (p.end-p.start)/2, end: p.end}
 		pr.SecondHalfHonestP99ms = classReport(classHonest, half, reqs, nil, nil).Latency.P99ms
+		pr.LoadLag = lag.in(p)
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
 		r.Phases = append(r.Phases, pr)
