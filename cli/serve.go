@@ -23,6 +23,7 @@ import (
 	"openxet/limits"
 	"openxet/server"
 	"openxet/store"
+	"openxet/work"
 )
 
 func serveCommand(env Env) *cli.Command {
@@ -75,6 +76,7 @@ func serverConfig(cfg Config, key []byte) server.Config {
 			TenantShare:     cfg.TenantMemoryShare,
 			Wait:            cfg.MemoryWait,
 		},
+		Work:              work.Config{Slots: cfg.WorkSlots, TenantShare: cfg.TenantWorkShare, Wait: cfg.WorkWait},
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
 		BodyReadTimeout:   cfg.BodyReadTimeout,
@@ -141,6 +143,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerCPUs(reg)
 	srv, err := server.New(serverConfig(cfg, key), st, log, reg)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)

@@ -15,6 +15,7 @@ import (
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/work"
 	"openxet/xet"
 )
 
@@ -76,6 +77,7 @@ func (s *Server) readBody(c echo.Context, n int64) ([]byte, error) {
 		http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 	}
 	buf := make([]byte, n)
+	defer stagesOf(c).since(stageBody, time.Now())
 	if _, err := io.ReadFull(c.Request().Body, buf); err != nil {
 		return nil, refuse(errBadRequest, "the body ended after fewer bytes than its Content-Length (%v)", err)
 	}
@@ -96,11 +98,19 @@ func (s *Server) postXorb(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	slot, err := s.workSlot(c)
+	if err != nil {
+		return err
+	}
+	defer slot.Release()
+	st, t := stagesOf(c), time.Now()
 	owned, err := s.store.OwnsXorb(ctx, id.Tenant, h)
+	st.since(stageIndex, t)
 	if err != nil {
 		return err
 	}
 	if owned {
+		slot.Release()
 		defer s.answerBeforeBody(c)()
 		return writeJSON(c, http.StatusOK, map[string]bool{"was_inserted": false})
 	}
@@ -109,7 +119,9 @@ func (s *Server) postXorb(c echo.Context) error {
 		return err
 	}
 	if lim.QuotaBytes >= 0 {
+		t = time.Now()
 		usage, err := s.store.Usage(ctx, id.Tenant)
+		st.since(stageIndex, t)
 		if err != nil {
 			return err
 		}
@@ -120,7 +132,10 @@ func (s *Server) postXorb(c echo.Context) error {
 			return err
 		}
 	}
+	slot.Release()
+	t = time.Now()
 	res, err := s.budget.Reserve(ctx, budgetKey(id), n)
+	st.since(stageMemory, t)
 	if err != nil {
 		return err
 	}
@@ -129,11 +144,24 @@ func (s *Server) postXorb(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	info, err := xet.ParseXorb(body, h)
+	// Validation holds a slot; storing does not: writes queue for the
+	// index's one write connection, and a slot held while waiting there
+	// would keep other tenants' reads from running.
+	validating, err := s.workSlot(c)
 	if err != nil {
 		return err
 	}
+	defer validating.Release()
+	t = time.Now()
+	info, err := xet.ParseXorb(body, h)
+	st.since(stageValidate, t)
+	validating.Release()
+	if err != nil {
+		return err
+	}
+	t = time.Now()
 	inserted, err := s.store.PutXorb(ctx, id.Tenant, info, body[:info.StreamLen], s.cfg.Limits.QuotaBytes)
+	st.since(stageWrite, t)
 	if err != nil {
 		return err
 	}
@@ -150,10 +178,15 @@ func (s *Server) headXorb(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	slot, err := s.workSlot(c)
+	if err != nil {
+		return err
+	}
 	ok, err := s.store.OwnsXorb(c.Request().Context(), id.Tenant, h)
 	if err == nil && !ok && s.cfg.DedupScope == "global" {
 		ok, err = s.store.HasXorb(c.Request().Context(), h)
 	}
+	slot.Release()
 	if err != nil {
 		return err
 	}
@@ -163,43 +196,65 @@ func (s *Server) headXorb(c echo.Context) error {
 	return c.NoContent(http.StatusOK)
 }
 
-// receiveShard reads, parses and verifies a shard body.
-func (s *Server) receiveShard(c echo.Context) ([]byte, *xet.Shard, func(), error) {
+// receiveShard reads and parses a shard body. It returns the work slot that
+// parsing holds, for the caller to verify the shard under and release
+// before storing it, and a release that gives back the body's memory and
+// the slot if still held.
+func (s *Server) receiveShard(c echo.Context) ([]byte, *xet.Shard, work.Slot, func(), error) {
 	id := identityOf(c)
 	n, err := contentLength(c, xet.MaxShardBytes)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, work.Slot{}, nil, err
 	}
+	st, t := stagesOf(c), time.Now()
 	res, err := s.budget.Reserve(c.Request().Context(), budgetKey(id), n)
+	st.since(stageMemory, t)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, work.Slot{}, nil, err
 	}
 	body, err := s.readBody(c, n)
 	if err != nil {
 		res.Release()
-		return nil, nil, nil, err
+		return nil, nil, work.Slot{}, nil, err
 	}
-	sh, err := xet.ParseShard(body)
+	slot, err := s.workSlot(c)
 	if err != nil {
 		res.Release()
-		return nil, nil, nil, err
+		return nil, nil, work.Slot{}, nil, err
 	}
-	return body, sh, res.Release, nil
+	release := func() {
+		slot.Release()
+		res.Release()
+	}
+	t = time.Now()
+	sh, err := xet.ParseShard(body)
+	st.since(stageValidate, t)
+	if err != nil {
+		release()
+		return nil, nil, work.Slot{}, nil, err
+	}
+	return body, sh, slot, release, nil
 }
 
 // postShard registers a shard: POST /v1/shards → {"result": 0|1}.
 func (s *Server) postShard(c echo.Context) error {
 	id := identityOf(c)
-	body, sh, release, err := s.receiveShard(c)
+	body, sh, slot, release, err := s.receiveShard(c)
 	if err != nil {
 		return err
 	}
 	defer release()
 	ctx := c.Request().Context()
-	if err := s.store.VerifyShard(ctx, sh); err != nil {
+	st, t := stagesOf(c), time.Now()
+	err = s.store.VerifyShard(ctx, sh)
+	st.since(stageIndex, t)
+	slot.Release()
+	if err != nil {
 		return err
 	}
+	t = time.Now()
 	inserted, err := s.store.PutShard(ctx, id.Tenant, body, sh)
+	st.since(stageWrite, t)
 	if err != nil {
 		return err
 	}
@@ -215,7 +270,7 @@ func (s *Server) postShard(c echo.Context) error {
 // a message reaches an hf_xet user.
 func (s *Server) postShardV2(c echo.Context) error {
 	id := identityOf(c)
-	body, sh, release, err := s.receiveShard(c)
+	body, sh, slot, release, err := s.receiveShard(c)
 	if err != nil {
 		return err
 	}
@@ -230,7 +285,11 @@ func (s *Server) postShardV2(c echo.Context) error {
 		w.Flush()
 	}
 	frame(map[string]any{"type": "validating", "verified": 0, "total": len(sh.Files)})
-	if err := s.store.VerifyShard(ctx, sh); err != nil {
+	st, t := stagesOf(c), time.Now()
+	err = s.store.VerifyShard(ctx, sh)
+	st.since(stageIndex, t)
+	slot.Release()
+	if err != nil {
 		ae := toAPIError(err)
 		setRefusal(c, ae)
 		frame(map[string]any{"type": "error", "message": ae.Message + " (" + ae.Code + "). " + ae.Hint, "retryable": ae.Status >= 500})
@@ -238,7 +297,10 @@ func (s *Server) postShardV2(c echo.Context) error {
 	}
 	frame(map[string]any{"type": "validating", "verified": len(sh.Files), "total": len(sh.Files)})
 	frame(map[string]any{"type": "committing", "stage": "syncing"})
-	if _, err := s.store.PutShard(ctx, id.Tenant, body, sh); err != nil {
+	t = time.Now()
+	_, err = s.store.PutShard(ctx, id.Tenant, body, sh)
+	st.since(stageWrite, t)
+	if err != nil {
 		ae := toAPIError(err)
 		setRefusal(c, ae)
 		if ae.Code == "internal" {
@@ -264,7 +326,14 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 	if err != nil {
 		return xet.Reconstruction{}, nil, err
 	}
+	slot, err := s.workSlot(c)
+	if err != nil {
+		return xet.Reconstruction{}, nil, err
+	}
+	st, t := stagesOf(c), time.Now()
 	f, err := s.store.File(ctx, id.Tenant, h)
+	st.since(stageIndex, t)
+	slot.Release()
 	if err != nil {
 		return xet.Reconstruction{}, nil, err
 	}
@@ -273,7 +342,9 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 		return xet.Reconstruction{}, nil, err
 	}
 	need := int64(xet.TermsInRange(f.Terms, start, end)+1) * reconstructionJSONBytesPerTerm
+	t = time.Now()
 	res, err := s.budget.Reserve(ctx, budgetKey(id), need)
+	st.since(stageMemory, t)
 	if err != nil {
 		var tl *budget.TooLargeError
 		if errors.As(err, &tl) {
@@ -281,7 +352,14 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 		}
 		return xet.Reconstruction{}, nil, err
 	}
+	if slot, err = s.workSlot(c); err != nil {
+		res.Release()
+		return xet.Reconstruction{}, nil, err
+	}
+	t = time.Now()
 	rec, err := xet.Reconstruct(f.Terms, start, end, func(x xet.Hash) ([]xet.XorbChunk, error) { return s.store.XorbChunks(ctx, x) })
+	st.since(stageIndex, t)
+	slot.Release()
 	if err != nil {
 		res.Release()
 		return xet.Reconstruction{}, nil, err
@@ -416,13 +494,17 @@ func (s *Server) getFetch(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	st, t := stagesOf(c), time.Now()
 	res, err := s.budget.Reserve(ctx, budgetKey(id), fetchBufferBytes)
+	st.since(stageMemory, t)
 	if err != nil {
 		return err
 	}
 	defer res.Release()
 	length := int64(end - start + 1)
+	t = time.Now()
 	r, err := s.store.OpenXorbRange(ctx, x, int64(start), length)
+	st.since(stageOpen, t)
 	if err != nil {
 		return err
 	}
@@ -458,7 +540,14 @@ func (s *Server) getChunk(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	slot, err := s.workSlot(c)
+	if err != nil {
+		return err
+	}
+	st, t := stagesOf(c), time.Now()
 	xorbs, err := s.store.DedupAnswer(ctx, id.Tenant, h, s.cfg.DedupScope == "global", dedupAnswerXorbs)
+	st.since(stageIndex, t)
+	slot.Release()
 	if err != nil {
 		return err
 	}
@@ -466,7 +555,9 @@ func (s *Server) getChunk(c echo.Context) error {
 	for _, x := range xorbs {
 		need += 48 + int64(len(x.Chunks))*(48+16)
 	}
+	t = time.Now()
 	res, err := s.budget.Reserve(ctx, budgetKey(id), need)
+	st.since(stageMemory, t)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/work"
 	"openxet/xet"
 )
 
@@ -100,6 +101,12 @@ func toAPIError(err error) *apiError {
 	if errors.As(err, &busy) {
 		return &apiError{Status: 503, Code: "memory_busy", RetryAfter: ceilSeconds(busy.RetryAfter), cause: err,
 			Message: "the server's memory for request work is busy (" + busy.Share + ")",
+			Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
+	}
+	var workBusy *work.BusyError
+	if errors.As(err, &workBusy) {
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: ceilSeconds(workBusy.RetryAfter), cause: err,
+			Message: "the server's work slots stayed busy: " + workBusy.Error(),
 			Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
 	}
 	var tooLarge *budget.TooLargeError

@@ -19,6 +19,7 @@ import (
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/work"
 )
 
 // Config is what the server needs; cli fills it from the configuration.
@@ -39,6 +40,8 @@ type Config struct {
 	LimitsCacheTTL        time.Duration
 	AuthFailuresPerMinute int
 	Budget                budget.Config
+	// Work sizes the node's work slots; zero fields take work's defaults.
+	Work work.Config
 
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
@@ -75,6 +78,8 @@ type Server struct {
 	gate      *limits.Gate
 	pending   *limits.Pending
 	budget    *budget.Budget
+	work      *work.Pool
+	workWait  prometheus.Histogram
 	metrics   *metrics
 
 	publicURL string
@@ -104,6 +109,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	if err := cfg.Budget.Validate(maxBodyBytes); err != nil {
 		return nil, err
 	}
+	cfg.Work = cfg.Work.WithDefaults()
+	if err := cfg.Work.Validate(); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:    cfg,
 		store:  st,
@@ -115,11 +124,13 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 			AuthFailuresPerMinute: max(cfg.AuthFailuresPerMinute, 1)}),
 		pending:   &limits.Pending{},
 		budget:    budget.New(cfg.Budget),
+		work:      work.New(cfg.Work),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 	}
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
+	s.workWait = workMetrics(reg, s.work)
 	s.echo = s.routes()
 	return s, nil
 }
