@@ -29,7 +29,10 @@ func (l *lagProbe) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-t.C:
+		case <-t.C:
+			// The time the timer sends is when it fired; what the load
+			// feels is when this goroutine got to run.
+			now := time.Now()
 			l.mu.Lock()
 			l.samples = append(l.samples, Sample{At: due.Sub(l.t0), Dur: max(now.Sub(due), 0)})
 			l.mu.Unlock()
