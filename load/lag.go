@@ -12,6 +12,8 @@ import (
 // latency it measures, so the report states it beside them.
 type lagProbe struct {
 	t0 time.Time
+	// Now reads the clock; nil means time.Now.
+	Now func() time.Time
 
 	mu      sync.Mutex
 	samples []Sample // At: when the timer was due, since t0; Dur: how late it fired
@@ -22,9 +24,13 @@ const lagEvery = 10 * time.Millisecond
 
 // run samples until ctx is done.
 func (l *lagProbe) run(ctx context.Context) {
+	clock := l.Now
+	if clock == nil {
+		clock = time.Now
+	}
 	t := time.NewTimer(lagEvery)
 	defer t.Stop()
-	due := time.Now().Add(lagEvery)
+	due := clock().Add(lagEvery)
 	for {
 		select {
 		case <-ctx.Done():
@@ -32,11 +38,11 @@ func (l *lagProbe) run(ctx context.Context) {
 		case <-t.C:
 			// The time the timer sends is when it fired; what the load
 			// feels is when this goroutine got to run.
-			now := time.Now()
+			now := clock()
 			l.mu.Lock()
 			l.samples = append(l.samples, Sample{At: due.Sub(l.t0), Dur: max(now.Sub(due), 0)})
 			l.mu.Unlock()
-			due = time.Now().Add(lagEvery)
+			due = now.Add(lagEvery)
 			t.Reset(lagEvery)
 		}
 	}
