@@ -43,6 +43,7 @@
 // `defer s.Release()` right after a nil error from Acquire. Releasing
 // twice, or releasing a copy of a slot already released, is harmless. The
 // zero Slot, and what Acquire returns with an error, may be released and do
-// nothing. Per-tenant entries exist only while the tenant holds a slot or
-// waits for one, so the bookkeeping is bounded by work in flight.
+// nothing. Per-tenant entries live while the tenant holds a slot or waits
+// for one; up to 256 idle ones stay for reuse, the oldest leaving first, so
+// the bookkeeping is bounded by work in flight plus that constant.
 package work

@@ -19,6 +19,11 @@ type Pool struct {
 	held    int // slots granted and not yet released
 	peak    int
 	tenants map[string]*tenant
+	// Entries of tenants that hold nothing and wait for nothing stay in
+	// the map for reuse, oldest first, at most maxIdle: a tenant that comes
+	// back finds its entry instead of inserting and deleting one per slot.
+	idleHead, idleTail *tenant
+	idle               int
 	// ring is the next tenant to be served, in a circular list of the
 	// tenants that have waiters; nil when nobody waits.
 	ring    *tenant
@@ -39,6 +44,9 @@ type tenant struct {
 	waiters    int
 	// Ring links while waiters > 0.
 	prev, next *tenant
+	// Idle-list links while it holds and waits for nothing.
+	isIdle             bool
+	idlePrev, idleNext *tenant
 }
 
 // ticket is a waiter and then, once granted, the slot itself. Tickets are
@@ -54,8 +62,12 @@ type ticket struct {
 	granted    bool
 }
 
-// maxFree bounds the recycled tickets and tenants kept for reuse.
-const maxFree = 256
+// maxFree bounds the recycled tickets and tenants kept for reuse, maxIdle
+// the idle entries kept in the map.
+const (
+	maxFree = 256
+	maxIdle = 256
+)
 
 // New returns a Pool for c, with zero fields taken as their defaults. It
 // does no I/O and starts no goroutines. The caller should have checked c
@@ -283,6 +295,9 @@ func (p *Pool) leaveRing(t *tenant) {
 // tenant returns the entry for key, creating it if absent.
 func (p *Pool) tenant(key string) *tenant {
 	if t := p.tenants[key]; t != nil {
+		if t.isIdle {
+			p.unidle(t)
+		}
 		return t
 	}
 	var t *tenant
@@ -297,16 +312,47 @@ func (p *Pool) tenant(key string) *tenant {
 	return t
 }
 
-// dropIfIdle removes t once it holds nothing and nobody of it waits.
+// dropIfIdle puts t on the idle list once it holds nothing and nobody of
+// it waits, and removes the oldest idle entry from the map when the list
+// is over maxIdle.
 func (p *Pool) dropIfIdle(t *tenant) {
-	if t.held != 0 || t.waiters != 0 {
+	if t.held != 0 || t.waiters != 0 || t.isIdle {
 		return
 	}
-	delete(p.tenants, t.key)
-	if len(p.freeTenants) < maxFree {
-		*t = tenant{}
-		p.freeTenants = append(p.freeTenants, t)
+	t.isIdle, t.idlePrev, t.idleNext = true, p.idleTail, nil
+	if p.idleTail != nil {
+		p.idleTail.idleNext = t
+	} else {
+		p.idleHead = t
 	}
+	p.idleTail = t
+	p.idle++
+	if p.idle <= maxIdle {
+		return
+	}
+	old := p.idleHead
+	p.unidle(old)
+	delete(p.tenants, old.key)
+	if len(p.freeTenants) < maxFree {
+		*old = tenant{}
+		p.freeTenants = append(p.freeTenants, old)
+	}
+}
+
+// unidle takes t off the idle list.
+func (p *Pool) unidle(t *tenant) {
+	if t.idlePrev != nil {
+		t.idlePrev.idleNext = t.idleNext
+	} else {
+		p.idleHead = t.idleNext
+	}
+	if t.idleNext != nil {
+		t.idleNext.idlePrev = t.idlePrev
+	} else {
+		p.idleTail = t.idlePrev
+	}
+	t.isIdle, t.idlePrev, t.idleNext = false, nil, nil
+	p.idle--
 }
 
 func (p *Pool) newTicket(t *tenant) *ticket {
@@ -362,7 +408,7 @@ func (p *Pool) Stats() Stats {
 	defer p.mu.Unlock()
 	return Stats{
 		Slots: p.slots, TenantSlots: p.tenantCap,
-		Held: p.held, Peak: p.peak, Waiting: p.waiting, Tenants: len(p.tenants),
+		Held: p.held, Peak: p.peak, Waiting: p.waiting, Tenants: len(p.tenants) - p.idle,
 		Granted: p.granted, Waited: p.waited, Canceled: p.cancelled, Busy: p.busy,
 	}
 }

@@ -61,10 +61,17 @@ func checkIdle(t *testing.T, p *Pool) {
 	t.Helper()
 	st := p.Stats()
 	p.mu.Lock()
-	ring, tenants := p.ring, len(p.tenants)
-	p.mu.Unlock()
-	if st.Held != 0 || st.Waiting != 0 || tenants != 0 || ring != nil {
-		t.Errorf("idle pool: held %d, waiting %d, tenant entries %d, ring %v; want all zero", st.Held, st.Waiting, tenants, ring != nil)
+	defer p.mu.Unlock()
+	n := 0
+	for e := p.idleHead; e != nil; e = e.idleNext {
+		n++
+		if !e.isIdle || e.held != 0 || e.waiters != 0 || p.tenants[e.key] != e {
+			t.Errorf("idle entry %q: idle %v, held %d, waiters %d, in the map %v", e.key, e.isIdle, e.held, e.waiters, p.tenants[e.key] == e)
+		}
+	}
+	if st.Held != 0 || st.Waiting != 0 || st.Tenants != 0 || p.ring != nil || n != p.idle || len(p.tenants) != n || n > maxIdle {
+		t.Errorf("idle pool: held %d, waiting %d, tenants %d, ring %v, %d entries of which %d on the idle list (count %d, at most %d); want nothing held, waiting or active",
+			st.Held, st.Waiting, st.Tenants, p.ring != nil, len(p.tenants), n, p.idle, maxIdle)
 	}
 }
 
@@ -424,4 +431,33 @@ func unwrapAll(err error) []error {
 		return j.Unwrap()
 	}
 	return []error{err}
+}
+
+// TestIdleEntriesAreBounded: tenants that fall idle keep their entry for
+// reuse, at most maxIdle of them, the oldest leaving first.
+func TestIdleEntriesAreBounded(t *testing.T) {
+	p := New(Config{Slots: 2, TenantShare: 0.5, Wait: time.Second})
+	n := maxIdle + 10
+	for i := range n {
+		s := mustAcquire(t, p, fmt.Sprintf("t%d", i))
+		s.Release()
+	}
+	checkIdle(t, p)
+	p.mu.Lock()
+	kept, oldest, newest := len(p.tenants), p.tenants["t0"] != nil, p.tenants[fmt.Sprintf("t%d", n-1)] != nil
+	p.mu.Unlock()
+	if kept != maxIdle || oldest || !newest {
+		t.Errorf("%d entries kept (oldest %v, newest %v), want %d, the newest", kept, oldest, newest, maxIdle)
+	}
+	// A kept tenant and a dropped one both get their share again.
+	for _, tn := range []string{"t0", fmt.Sprintf("t%d", n-1)} {
+		s := mustAcquire(t, p, tn)
+		done, cancel := context.WithCancel(t.Context())
+		cancel()
+		if _, err := p.Acquire(done, tn); !errors.Is(err, context.Canceled) {
+			t.Errorf("%s got past its share of one", tn)
+		}
+		s.Release()
+	}
+	checkIdle(t, p)
 }
