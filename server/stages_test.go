@@ -23,8 +23,8 @@ func TestRequestLogStages(t *testing.T) {
 	e.do("GET", "/v1/reconstructions/"+f.Hash.String(), "hf_oxt_nobody_0000", nil)
 
 	want := map[string]struct{ has, lacks []string }{
-		"POST /v1/xorbs/": {has: []string{"t_auth", "t_work_wait", "t_index", "t_memory_wait", "t_body", "t_validate", "t_write"}, lacks: []string{"t_open"}},
-		"POST /v1/shards": {has: []string{"t_auth", "t_work_wait", "t_index", "t_memory_wait", "t_body", "t_validate", "t_write"}, lacks: []string{"t_open"}},
+		"POST /v1/xorbs/":              {has: []string{"t_auth", "t_work_wait", "t_index", "t_memory_wait", "t_body", "t_validate", "t_write"}, lacks: []string{"t_open"}},
+		"POST /v1/shards":              {has: []string{"t_auth", "t_work_wait", "t_index", "t_memory_wait", "t_body", "t_validate", "t_write"}, lacks: []string{"t_open"}},
 		"GET /v1/reconstructions/ 200": {has: []string{"t_auth", "t_work_wait", "t_index", "t_memory_wait"}, lacks: []string{"t_body", "t_write"}},
 		// Refused at auth: no stage got that far.
 		"GET /v1/reconstructions/ 401": {lacks: []string{"t_auth", "t_work_wait", "t_index"}},
