@@ -1,55 +1,30 @@
 package load
 
 import (
-	"context"
+	"math"
+	"runtime/metrics"
 	"testing"
-	"testing/synctest"
-	"time"
 )
 
-// TestLagProbe: in a bubble timers fire exactly on time, so the probe
-// records one sample per 10ms with no lag, and a phase sees only its own.
-func TestLagProbe(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l := &lagProbe{t0: time.Now()}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { defer close(done); l.run(ctx) }()
-		<-time.After(time.Second + time.Millisecond)
-		cancel()
-		<-done
-		all := l.in(phaseSpan{start: 0, end: time.Hour})
-		if all.Count != 100 || all.Maxms != 0 {
-			t.Errorf("a second of probing: %+v, want 100 samples, none late", all)
-		}
-		if half := l.in(phaseSpan{start: 500 * time.Millisecond, end: time.Second}); half.Count != 50 {
-			t.Errorf("half a second: %d samples, want 50", half.Count)
-		}
-	})
-}
-
-// TestLagProbeReadsTheClockWhenItRuns: the lag is when the probe's
-// goroutine got to run, as its clock says, not when the timer fired.
-func TestLagProbeReadsTheClockWhenItRuns(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		// The clock says the probe's goroutine got to run 3ms after its
-		// timer fired (a bubble cannot starve a goroutine, so the clock does).
-		calls := 0
-		l := &lagProbe{t0: time.Now(), Now: func() time.Time {
-			calls++
-			if calls == 2 {
-				return time.Now().Add(3 * time.Millisecond)
-			}
-			return time.Now()
-		}}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan struct{})
-		go func() { defer close(done); l.run(ctx) }()
-		<-time.After(15 * time.Millisecond)
-		cancel()
-		<-done
-		if s := l.in(phaseSpan{start: -time.Hour, end: time.Hour}); s.Count != 1 || s.Maxms != 3 {
-			t.Errorf("%+v, want one sample 3ms late", s)
-		}
-	})
+func TestSchedBetween(t *testing.T) {
+	buckets := []float64{0, 0.001, 0.002, 0.004, math.Inf(1)}
+	from := &metrics.Float64Histogram{Counts: []uint64{5, 0, 0, 0}, Buckets: buckets}
+	// 90 waits under 1ms, 9 of 1–2ms, 1 of 2–4ms since the first snapshot.
+	to := &metrics.Float64Histogram{Counts: []uint64{95, 9, 1, 0}, Buckets: buckets}
+	got := schedBetween(from, to)
+	want := LatencySummary{Count: 100, P50ms: 1, P95ms: 2, P99ms: 2, Maxms: 4}
+	if got != want {
+		t.Errorf("schedBetween = %+v, want %+v", got, want)
+	}
+	if got := schedBetween(to, to); got != (LatencySummary{}) {
+		t.Errorf("no waits: %+v, want zero", got)
+	}
+	// The open last bucket counts as its lower bound.
+	to.Counts[3] = 1
+	if got := schedBetween(from, to); got.Maxms != 4 {
+		t.Errorf("a wait in the open bucket: max %v ms, want 4", got.Maxms)
+	}
+	if got := schedSnapshot(); got == nil || len(got.Counts) == 0 {
+		t.Errorf("this runtime has no %s histogram", schedLatency)
+	}
 }

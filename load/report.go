@@ -73,10 +73,12 @@ type PhaseReport struct {
 	// SecondHalfHonestP99ms is the honest p99 over the second half of the
 	// phase, past any transient of its start.
 	SecondHalfHonestP99ms float64 `json:"second_half_honest_p99_ms"`
-	// LoadLag is how late the load generator's own 10ms timer fired in
-	// the phase: scheduling delay of the load process, which every latency
-	// it measured includes. A p99 near the honest p99 means the figures
-	// measure the load generator more than the server.
+	// LoadLag is how long the load generator's goroutines waited,
+	// runnable, for a CPU in the phase (runtime/metrics
+	// /sched/latencies:seconds, to the histogram's bucket). Every latency
+	// the run measured includes such waits, several per request; a p99
+	// near the honest p99 means the figures measure the load generator
+	// more than the server.
 	LoadLag LatencySummary `json:"load_lag"`
 }
 
@@ -423,7 +425,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, p := range r.Phases {
 		lo, hi := minMaxOps(p.Tenants)
 		fmt.Fprintf(&b, "\n%s: %d tenants, ops/s per tenant min %.2f max %.2f, Jain's index %.4f (ops) %.4f (bytes)", p.Name, len(p.Tenants), lo, hi, p.JainOps, p.JainBytes)
-		fmt.Fprintf(&b, "\n%s: the load generator's own timers fired late by p99 %.1f ms, max %.1f ms (included in every latency above)", p.Name, p.LoadLag.P99ms, p.LoadLag.Maxms)
+		fmt.Fprintf(&b, "\n%s: the load generator's goroutines waited for a CPU p99 %.1f ms, max %.1f ms (several such waits are in every latency above)", p.Name, p.LoadLag.P99ms, p.LoadLag.Maxms)
 	}
 	b.WriteString("\n")
 

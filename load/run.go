@@ -76,12 +76,6 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.Layout = newLayout(serverCPUs, cfg.LoadCPUs)
 	progress("layout: %s", r.Layout)
 
-	lag := &lagProbe{t0: t0}
-	lagCtx, stopLag := context.WithCancel(ctx)
-	lagDone := make(chan struct{})
-	go func() { defer close(lagDone); lag.run(lagCtx) }()
-	defer func() { stopLag(); <-lagDone }()
-
 	mem := &memSampler{adm: adm, t0: t0}
 	memCtx, stopMem := context.WithCancel(ctx)
 	memDone := make(chan struct{})
@@ -165,11 +159,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sleepCtx(ctx, cfg.ThinkMax)
 
 	var phases []phaseSpan
+	var schedLags []LatencySummary // the load process's own, per phase
 	runPhase := func(name string) {
 		p := phaseSpan{name: name, start: rec.since(time.Now())}
+		before := schedSnapshot()
 		progress("phase %s: %s", name, cfg.Duration)
 		sleepCtx(ctx, cfg.Duration)
 		p.end = rec.since(time.Now())
+		schedLags = append(schedLags, schedBetween(before, schedSnapshot()))
 		phases = append(phases, p)
 	}
 	if cfg.Scenario == ManyTenants {
@@ -225,7 +222,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i, t := range h.tenants {
 		names[i] = t.name
 	}
-	for _, p := range phases {
+	for i, p := range phases {
 		pr := PhaseReport{Name: p.name, StartSeconds: p.start.Seconds(), DurationSeconds: (p.end - p.start).Seconds()}
 		pr.Honest = classReport(classHonest, p, reqs, ops, honestRoutes)
 		if ab != nil && p.name == "abuse" {
@@ -234,7 +231,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		half := phaseSpan{name: p.name, start: p.start + (p.end-p.start)/2, end: p.end}
 		pr.SecondHalfHonestP99ms = classReport(classHonest, half, reqs, nil, nil).Latency.P99ms
-		pr.LoadLag = lag.in(p)
+		pr.LoadLag = schedLags[i]
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
 		r.Phases = append(r.Phases, pr)
