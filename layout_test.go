@@ -16,11 +16,12 @@ func TestLayout(t *testing.T) {
 		"xet":    {},
 		"limits": {},
 		"budget": {},
+		"work":   {},
 		"store":  {"openxet/xet"},
 		"admin":  {},
 		"load":   {"openxet/xet", "openxet/admin"},
-		"server": {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget"},
-		"cli":    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/server", "openxet/load", "openxet/admin"},
+		"server": {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work"},
+		"cli":    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin"},
 	}
 	owners := map[string]string{ // third-party import prefix → the one package that may use it
 		"github.com/labstack/echo": "server",

@@ -32,6 +32,10 @@ type Budget struct {
 	live      int // reservations granted and not yet released
 	creds     map[string]*keyShare
 	tenants   map[string]*keyShare
+	// Entries that fell idle stay in their map for reuse, oldest first,
+	// at most maxIdle of each kind: a key that reserves again finds its
+	// entry instead of inserting and deleting one per reservation.
+	idleCreds, idleTenants idleList
 
 	// The waiters, oldest first, and what the last walk of them found.
 	head, tail *ticket
@@ -65,6 +69,41 @@ type keyShare struct {
 	// the key's own share (or by an earlier waiter of the key), so later
 	// reservations of the key must queue behind it.
 	mark uint64
+	// In its kind's idleList while it holds nothing and has no waiter.
+	idle               bool
+	idlePrev, idleNext *keyShare
+}
+
+// idleList is the idle entries of one map, oldest first.
+type idleList struct {
+	head, tail *keyShare
+	n          int
+}
+
+func (l *idleList) push(s *keyShare) {
+	s.idle, s.idlePrev, s.idleNext = true, l.tail, nil
+	if l.tail != nil {
+		l.tail.idleNext = s
+	} else {
+		l.head = s
+	}
+	l.tail = s
+	l.n++
+}
+
+func (l *idleList) remove(s *keyShare) {
+	if s.idlePrev != nil {
+		s.idlePrev.idleNext = s.idleNext
+	} else {
+		l.head = s.idleNext
+	}
+	if s.idleNext != nil {
+		s.idleNext.idlePrev = s.idlePrev
+	} else {
+		l.tail = s.idlePrev
+	}
+	s.idle, s.idlePrev, s.idleNext = false, nil, nil
+	l.n--
 }
 
 // ticket is a queued waiter and then, once granted, the reservation itself.
@@ -110,8 +149,12 @@ func (k kind) String() string {
 	return "fits"
 }
 
-// maxFree bounds the recycled tickets and keyShares kept for reuse.
-const maxFree = 256
+// maxFree bounds the recycled tickets and keyShares kept for reuse, and
+// maxIdle the idle entries each map keeps.
+const (
+	maxFree = 256
+	maxIdle = 256
+)
 
 // New returns a Budget for c, with zero fields taken as their defaults (see
 // Config.WithDefaults). It does no I/O and starts no goroutines. The caller
@@ -214,8 +257,8 @@ func (b *Budget) reserve(ctx context.Context, k Key, n int64, wantBuf bool) (Res
 		return Reservation{}, b.refuseTooLarge(n)
 	}
 	b.mu.Lock()
-	c := b.share(b.creds, k.Credential)
-	t := b.share(b.tenants, k.Tenant)
+	c := b.share(b.creds, &b.idleCreds, k.Credential)
+	t := b.share(b.tenants, &b.idleTenants, k.Tenant)
 	why := b.place(c, t, n)
 	if why == kindFits {
 		tk := b.newTicket(c, t, n, wantBuf)
@@ -249,8 +292,8 @@ func (b *Budget) await(ctx context.Context, c, t *keyShare, n int64, wantBuf boo
 		// place marked c, t or the budget as if this waiter were queued; it
 		// will not be, so work the marks out again.
 		b.cancelled++
-		b.dropIfIdle(c, b.creds)
-		b.dropIfIdle(t, b.tenants)
+		b.dropIfIdle(c, b.creds, &b.idleCreds)
+		b.dropIfIdle(t, b.tenants, &b.idleTenants)
 		b.settle()
 		b.mu.Unlock()
 		return Reservation{}, err
@@ -292,8 +335,8 @@ func (b *Budget) await(ctx context.Context, c, t *keyShare, n int64, wantBuf boo
 	}
 	b.dequeue(tk)
 	reason := tk.reason
-	b.dropIfIdle(c, b.creds)
-	b.dropIfIdle(t, b.tenants)
+	b.dropIfIdle(c, b.creds, &b.idleCreds)
+	b.dropIfIdle(t, b.tenants, &b.idleTenants)
 	b.recycle(tk)
 	// This waiter may have held others back, and its marks must go even when
 	// the line is now empty.
@@ -392,8 +435,8 @@ func (b *Budget) credit(tk *ticket) {
 	tk.tenant.held -= tk.n
 	b.reserved -= tk.n
 	b.live--
-	b.dropIfIdle(tk.cred, b.creds)
-	b.dropIfIdle(tk.tenant, b.tenants)
+	b.dropIfIdle(tk.cred, b.creds, &b.idleCreds)
+	b.dropIfIdle(tk.tenant, b.tenants, &b.idleTenants)
 }
 
 func (b *Budget) enqueue(tk *ticket) {
@@ -426,9 +469,13 @@ func (b *Budget) dequeue(tk *ticket) {
 	tk.tenant.waiters--
 }
 
-// share returns the entry for key in m, creating it if absent.
-func (b *Budget) share(m map[string]*keyShare, key string) *keyShare {
+// share returns the entry for key in m, taking it off the idle list or
+// creating it if absent.
+func (b *Budget) share(m map[string]*keyShare, idle *idleList, key string) *keyShare {
 	if s := m[key]; s != nil {
+		if s.idle {
+			idle.remove(s)
+		}
 		return s
 	}
 	var s *keyShare
@@ -443,15 +490,24 @@ func (b *Budget) share(m map[string]*keyShare, key string) *keyShare {
 	return s
 }
 
-// dropIfIdle removes s from m once it holds nothing and has no waiters.
-func (b *Budget) dropIfIdle(s *keyShare, m map[string]*keyShare) {
-	if s.held != 0 || s.waiters != 0 {
+// dropIfIdle puts s on the idle list once it holds nothing and has no
+// waiters, and removes the oldest idle entry from m when the list is over
+// maxIdle.
+func (b *Budget) dropIfIdle(s *keyShare, m map[string]*keyShare, idle *idleList) {
+	if s.held != 0 || s.waiters != 0 || s.idle {
 		return
 	}
-	delete(m, s.key)
+	s.mark = 0
+	idle.push(s)
+	if idle.n <= maxIdle {
+		return
+	}
+	old := idle.head
+	idle.remove(old)
+	delete(m, old.key)
 	if len(b.freeShares) < maxFree {
-		*s = keyShare{}
-		b.freeShares = append(b.freeShares, s)
+		*old = keyShare{}
+		b.freeShares = append(b.freeShares, old)
 	}
 }
 
@@ -540,8 +596,8 @@ func (b *Budget) Stats() Stats {
 		HighWaterBytes:  b.highWater,
 		Reservations:    b.live,
 		Waiting:         b.queued,
-		Credentials:     len(b.creds),
-		Tenants:         len(b.tenants),
+		Credentials:     len(b.creds) - b.idleCreds.n,
+		Tenants:         len(b.tenants) - b.idleTenants.n,
 		Granted:         b.granted,
 		Waited:          b.waited,
 		Cancelled:       b.cancelled,

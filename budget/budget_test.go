@@ -82,8 +82,8 @@ func checkInvariants(t *testing.T, b *Budget) {
 		if s.held < 0 || s.held > b.credCap {
 			t.Errorf("credential %q holds %d, cap %d", k, s.held, b.credCap)
 		}
-		if s.held == 0 && s.waiters == 0 {
-			t.Errorf("credential %q is idle but still in the map", k)
+		if (s.held == 0 && s.waiters == 0) != s.idle {
+			t.Errorf("credential %q holds %d with %d waiters, idle %v", k, s.held, s.waiters, s.idle)
 		}
 		credSum += s.held
 	}
@@ -91,10 +91,26 @@ func checkInvariants(t *testing.T, b *Budget) {
 		if s.held < 0 || s.held > b.tenantCap {
 			t.Errorf("tenant %q holds %d, cap %d", k, s.held, b.tenantCap)
 		}
-		if s.held == 0 && s.waiters == 0 {
-			t.Errorf("tenant %q is idle but still in the map", k)
+		if (s.held == 0 && s.waiters == 0) != s.idle {
+			t.Errorf("tenant %q holds %d with %d waiters, idle %v", k, s.held, s.waiters, s.idle)
 		}
 		tenantSum += s.held
+	}
+	for _, l := range []struct {
+		name string
+		m    map[string]*keyShare
+		list *idleList
+	}{{"credential", b.creds, &b.idleCreds}, {"tenant", b.tenants, &b.idleTenants}} {
+		n := 0
+		for s := l.list.head; s != nil; s = s.idleNext {
+			n++
+			if !s.idle || l.m[s.key] != s {
+				t.Errorf("idle %s list holds %q, idle %v, in the map %v", l.name, s.key, s.idle, l.m[s.key] == s)
+			}
+		}
+		if n != l.list.n || n > maxIdle {
+			t.Errorf("idle %s list has %d entries, count %d, at most %d", l.name, n, l.list.n, maxIdle)
+		}
 	}
 	if credSum != b.reserved || tenantSum != b.reserved {
 		t.Errorf("reserved %d, credentials hold %d, tenants hold %d", b.reserved, credSum, tenantSum)
@@ -812,6 +828,35 @@ func TestHeldAndStats(t *testing.T) {
 	}
 	if s := b.Stats(); s.HighWaterBytes != 60 || s.ReservedBytes != 0 {
 		t.Errorf("after release: %+v", s)
+	}
+	checkDrained(t, b)
+}
+
+// TestIdleEntriesAreBounded: entries that fall idle stay for reuse, at most
+// maxIdle of each kind, the oldest leaving first; they hold nothing, count
+// for nothing in Stats, and a key that comes back behaves as a fresh one.
+func TestIdleEntriesAreBounded(t *testing.T) {
+	b := hundred(time.Second)
+	n := maxIdle + 10
+	for i := range n {
+		r := mustReserve(t, b, key(fmt.Sprintf("c%d", i), fmt.Sprintf("t%d", i)), 5)
+		r.Release()
+	}
+	checkDrained(t, b)
+	if len(b.creds) != maxIdle || len(b.tenants) != maxIdle {
+		t.Fatalf("%d credential and %d tenant entries kept, want %d each", len(b.creds), len(b.tenants), maxIdle)
+	}
+	if b.creds["c0"] != nil || b.creds[fmt.Sprintf("c%d", n-1)] == nil {
+		t.Errorf("the oldest idle entry stayed or the newest left")
+	}
+	// A kept key and a dropped key both get their full share again.
+	for _, c := range []string{"c0", fmt.Sprintf("c%d", n-1)} {
+		r := mustReserve(t, b, key(c, "t"), 25)
+		if got, _ := b.Held(key(c, "t")); got != 25 {
+			t.Errorf("Held(%s) = %d, want 25", c, got)
+		}
+		checkInvariants(t, b)
+		r.Release()
 	}
 	checkDrained(t, b)
 }

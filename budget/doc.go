@@ -80,7 +80,9 @@
 // room drops pooled buffers, and TrimBuffers drops the pool once it has gone
 // unused, so that an idle process can give the memory back.
 //
-// Per-credential and per-tenant entries exist only while they hold bytes or
-// have a waiter, so memory used by the bookkeeping is bounded by work in
-// flight.
+// Per-credential and per-tenant entries live while they hold bytes or have
+// a waiter; up to 256 idle ones of each kind stay for reuse, the oldest
+// leaving first, so that a key reserving again finds its entry instead of
+// inserting and deleting one per reservation. Memory used by the
+// bookkeeping is bounded by work in flight plus that constant.
 package budget

@@ -38,6 +38,9 @@ type Config struct {
 	CredentialMemoryShare float64
 	TenantMemoryShare     float64
 	MemoryWait            time.Duration
+	WorkSlots             int
+	TenantWorkShare       float64
+	WorkWait              time.Duration
 	MetricsListen         string
 	LogFormat             string
 	LogLevel              string
@@ -195,6 +198,23 @@ var settings = []setting{
 		return err
 	}},
 	{"server.memory_wait", "10s", "how long a request waits for memory before 503 memory_busy", durationSetter(func(c *Config) *time.Duration { return &c.MemoryWait }, 0)},
+	{"server.work_slots", "8", "sections of index or CPU work (index reads and writes, hashing a body) that may run at once on this node (1 to 4096)", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		if n < 1 || n > 4096 {
+			return errors.New("must be between 1 and 4096")
+		}
+		c.WorkSlots = n
+		return nil
+	}},
+	{"server.tenant_work_share", "0.25", "fraction of the work slots one tenant may hold, at least one slot (0.01 to 1)", func(c *Config, v string) error {
+		f, err := parseShare(v)
+		c.TenantWorkShare = f
+		return err
+	}},
+	{"server.work_wait", "10s", "how long a request waits for a work slot before 503 unavailable", durationSetter(func(c *Config) *time.Duration { return &c.WorkWait }, time.Millisecond)},
 	{"server.metrics_listen", "", "separate listener for /metrics without auth (default: /metrics on the main listener, admin scope)", func(c *Config, v string) error {
 		if v != "" {
 			if _, _, err := net.SplitHostPort(v); err != nil {

@@ -26,7 +26,7 @@ func loadCommand(env Env) *cli.Command {
 	return &cli.Command{
 		Name:      "load",
 		Usage:     "run a load scenario against a running server and report fairness, latency and memory",
-		UsageText: "openxet load --scenario many_tenants|abuse [--server URL] [--duration 60s] [--report FILE] [--json]",
+		UsageText: "openxet load --scenario many_tenants|abuse [--server URL] [--server-cpus 0 --load-cpus 1] [--duration 60s] [--report FILE] [--json]",
 		Description: "Creates its own tenants and credentials through the admin API (admin token in OPENXET_TOKEN),\n" +
 			"drives real protocol traffic (xorb and shard uploads, reconstructions, fetch-URL range reads,\n" +
 			"dedup queries), checks every downloaded byte against what was uploaded, and revokes its\n" +
@@ -39,7 +39,12 @@ func loadCommand(env Env) *cli.Command {
 			"The run fails (exit 1) only on correctness: an honest request refused (403, 429, 503) or\n" +
 			"answered wrongly, a downloaded byte that differs, a limit that let more through than it\n" +
 			"allows, or server RSS over its memory budget plus --rss-overhead. Timings never fail it.\n" +
-			"Only loopback servers are loaded unless --allow-remote is given.",
+			"Only loopback servers are loaded unless --allow-remote is given.\n\n" +
+			"Pin the server and the load apart, or the load's own CPU use (the abuser's included) is part\n" +
+			"of what the honest tenants feel: on a 2-CPU machine\n" +
+			"  taskset -c 0 openxet serve … &\n" +
+			"  openxet load --scenario abuse --server-cpus 0 --load-cpus 1 …\n" +
+			"The report states the layout that produced it (the server reports its CPUs in /metrics).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario to run: " + strings.Join(scenarios, " or ")},
 			&cli.StringFlag{Name: "server", Usage: "base URL of the server (env OPENXET_SERVER, default http://" + DefaultListen + ")"},
@@ -47,6 +52,8 @@ func loadCommand(env Env) *cli.Command {
 			&cli.StringFlag{Name: "metrics", Usage: "URL of the server's Prometheus metrics, scraped with the admin token (default <server>/metrics)"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow a --server that is not a loopback address"},
 			&cli.BoolFlag{Name: "cleanup", Value: true, Usage: "at the end, remove the run's tenants' limits records (and, once the server deletes tenants, the tenants); --cleanup=false keeps them for inspection. Credentials are revoked either way"},
+			&cli.StringFlag{Name: "server-cpus", Usage: "CPUs the server must run on (e.g. 0, as `taskset -c 0 openxet serve` gives it); the run stops unless the server reports exactly these"},
+			&cli.StringFlag{Name: "load-cpus", Usage: "pin the load generator to these CPUs (e.g. 1; Linux), apart from the server's"},
 			&cli.DurationFlag{Name: "duration", Value: load.DefaultDuration, Usage: "length of each phase (abuse runs two)"},
 			&cli.IntFlag{Name: "tenants", Value: load.DefaultTenants, Usage: "honest tenants"},
 			&cli.IntFlag{Name: "credentials-per-tenant", Value: load.DefaultCredentialsPerTenant, Usage: "credentials per honest tenant, each running its own loop"},
@@ -75,10 +82,18 @@ func loadCommand(env Env) *cli.Command {
 				return cli.Exit(err.Error(), 2)
 			}
 			cfg.Progress = c.App.ErrWriter
+			if len(cfg.LoadCPUs) > 0 {
+				if err := pinProcess(cfg.LoadCPUs); err != nil {
+					return cli.Exit("--load-cpus: "+err.Error(), 2)
+				}
+			}
+			if cpus, err := processCPUs(); err == nil {
+				cfg.LoadCPUs = cpus
+			}
 			rep, err := load.Run(c.Context, cfg)
 			if err != nil {
 				code := 1
-				if errors.Is(err, load.ErrRemote) {
+				if errors.Is(err, load.ErrRemote) || errors.Is(err, load.ErrLayout) {
 					code = 2
 				}
 				return cli.Exit(err.Error(), code)
@@ -145,6 +160,21 @@ func loadConfigFrom(c *cli.Context, env Env) (load.Config, error) {
 	}
 	if cfg.AdminToken == "" {
 		return cfg, errors.New("an admin token is needed: set OPENXET_TOKEN (or --token)")
+	}
+	for _, f := range []struct {
+		flag string
+		dst  *load.CPUSet
+	}{{"server-cpus", &cfg.ServerCPUs}, {"load-cpus", &cfg.LoadCPUs}} {
+		if v := c.String(f.flag); v != "" {
+			set, err := load.ParseCPUSet(v)
+			if err != nil {
+				return cfg, fmt.Errorf("--%s: %w", f.flag, err)
+			}
+			*f.dst = set
+		}
+	}
+	if cfg.ServerCPUs.Overlaps(cfg.LoadCPUs) {
+		return cfg, fmt.Errorf("--server-cpus %s and --load-cpus %s share a CPU; pin them apart", cfg.ServerCPUs, cfg.LoadCPUs)
 	}
 	sizes := []struct {
 		flag string

@@ -19,6 +19,7 @@ import (
 	"openxet/limits"
 	"openxet/server"
 	"openxet/store"
+	"openxet/work"
 )
 
 func serveCommand(env Env) *cli.Command {
@@ -87,6 +88,7 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		LimitsCacheTTL:        cfg.LimitsCacheTTL,
 		AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		Budget:                cfg.budgetConfig(),
+		Work:              work.Config{Slots: cfg.WorkSlots, TenantShare: cfg.TenantWorkShare, Wait: cfg.WorkWait},
 
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
@@ -143,6 +145,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return cli.Exit(err.Error(), 1)
 	}
 	reg := newRegistry()
+	registerCPUs(reg)
 	srv, err := server.New(serverConfig(cfg, key), st, log, reg)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)

@@ -2,11 +2,13 @@
 `openxet serve` on loopback, and against hf_xet's own in-process `local://`
 store, in the same run on the same data. Prints a table and JSON.
 
-    .venv/bin/python compat/bench_transfer.py [--mib 512] [--runs 3]
+    .venv/bin/python compat/bench_transfer.py [--mib 512] [--runs 3] [--binary PATH]
 
 Each operation runs in a fresh interpreter with a fresh HF_XET_CACHE, so the
 client cannot dedup against its cache. The ratio openxet/local is the figure
-to trust; absolute MB/s drift with the machine.
+to trust; absolute MB/s drift with the machine. The server's CPU time
+(utime + stime from /proc/PID/stat) around each openxet upload and download
+is reported as CPU seconds per GiB transferred.
 """
 
 import argparse
@@ -34,6 +36,13 @@ def free_port():
         return s.getsockname()[1]
 
 
+def cpu_seconds(pid):
+    """CPU time (user + system) the process has used, from /proc/PID/stat."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run_driver(args, env):
     t0 = time.perf_counter()
     r = subprocess.run([sys.executable, DRIVER], input=json.dumps(args), capture_output=True, text=True, env=env, timeout=1800)
@@ -48,10 +57,12 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=512, help="MiB of random data per run")
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--binary", help="an openxet binary to serve with (default: build this checkout)")
     opts = ap.parse_args()
     work = tempfile.mkdtemp(prefix="openxet-bench-")
-    binary = os.path.join(work, "openxet")
-    subprocess.run(["go", "build", "-o", binary, "."], cwd=ROOT, check=True)
+    binary = opts.binary or os.path.join(work, "openxet")
+    if not opts.binary:
+        subprocess.run(["go", "build", "-o", binary, "."], cwd=ROOT, check=True)
     data_dir, port = os.path.join(work, "data"), free_port()
     srv = subprocess.Popen([binary, "serve", "--data-dir", data_dir, "--listen", f"127.0.0.1:{port}", "--log-level", "warn"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -75,6 +86,7 @@ def main():
         token = json.load(urllib.request.urlopen(req))["token"]
         size = opts.mib << 20
         results = {"openxet": {"upload": [], "download": []}, "local": {"upload": [], "download": []}}
+        cpu = {"upload": [], "download": []}  # server CPU seconds per GiB
         for run in range(opts.runs):
             src = os.path.join(work, f"src-{run}.bin")
             with open(src, "wb") as f:
@@ -83,11 +95,17 @@ def main():
             for target, endpoint, tok in (("openxet", url, token), ("local", "local://" + os.path.join(work, f"local-{run}"), None)):
                 env = dict(os.environ, HF_XET_TELEMETRY_ENABLED="false", HF_XET_CACHE=os.path.join(work, f"cache-{target}-{run}-up"),
                            HF_HOME=os.path.join(work, "hfhome"))
+                c0 = cpu_seconds(srv.pid)
                 up, dt_up = run_driver({"op": "upload_files", "paths": [src], "endpoint": endpoint, "token": tok}, env)
+                c1 = cpu_seconds(srv.pid)
                 env["HF_XET_CACHE"] = os.path.join(work, f"cache-{target}-{run}-down")
                 dst = os.path.join(work, f"dst-{target}-{run}.bin")
                 _, dt_down = run_driver({"op": "download_files", "endpoint": endpoint, "token": tok,
                                          "files": [{"dest": dst, "hash": up[0]["hash"], "file_size": size}]}, env)
+                c2 = cpu_seconds(srv.pid)
+                if target == "openxet":
+                    cpu["upload"].append((c1 - c0) / (size / 2**30))
+                    cpu["download"].append((c2 - c1) / (size / 2**30))
                 if os.path.getsize(dst) != size:
                     raise RuntimeError("short download")
                 os.remove(dst)
@@ -101,7 +119,11 @@ def main():
             print(f"{t:10} {summary[t]['upload']:>10} {summary[t]['download']:>10}")
         print(f"{'ratio':10} {summary['openxet']['upload'] / summary['local']['upload']:>10.2f} "
               f"{summary['openxet']['download'] / summary['local']['download']:>10.2f}")
-        print(json.dumps({"mib": opts.mib, "runs": opts.runs, "raw": results, "median": summary}))
+        cpu_median = {op: round(statistics.median(v), 2) for op, v in cpu.items()}
+        print(f"server CPU s per GiB: upload {cpu_median['upload']} (runs {[round(x, 2) for x in cpu['upload']]}), "
+              f"download {cpu_median['download']} (runs {[round(x, 2) for x in cpu['download']]})")
+        print(json.dumps({"mib": opts.mib, "runs": opts.runs, "raw": results, "median": summary,
+                          "server_cpu_s_per_gib": {"raw": cpu, "median": cpu_median}}))
     finally:
         srv.send_signal(signal.SIGTERM)
         srv.wait(timeout=30)

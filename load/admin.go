@@ -97,28 +97,61 @@ const (
 	metricRSS      = "process_resident_memory_bytes"
 	metricReserved = "openxet_memory_reserved_bytes"
 	metricBudget   = "openxet_memory_budget_bytes"
+	metricCPUs     = "openxet_process_cpus"
 )
 
 // scrape reads the server's metrics and returns the value of each gauge or
-// counter without labels (and the sum over labels for those with labels).
+// counter family (series summed).
 func (a *admin) scrape(ctx context.Context) (map[string]float64, error) {
+	var out map[string]float64
+	err := a.readMetrics(ctx, func(r io.Reader) (err error) {
+		out, err = parseMetrics(r)
+		return err
+	})
+	return out, err
+}
+
+// serverCPUs reads the CPU list the server reports it may run on (the cpus
+// label of openxet_process_cpus); known is false when it reports none.
+func (a *admin) serverCPUs(ctx context.Context) (cpus string, known bool, err error) {
+	err = a.readMetrics(ctx, func(r io.Reader) error {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(r)
+		if err != nil {
+			return fmt.Errorf("parse metrics: %w", err)
+		}
+		for _, m := range fams[metricCPUs].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "cpus" {
+					cpus, known = l.GetValue(), true
+				}
+			}
+		}
+		return nil
+	})
+	return cpus, known, err
+}
+
+// readMetrics GETs the server's metrics with the admin token and hands the
+// body to parse.
+func (a *admin) readMetrics(ctx context.Context, parse func(io.Reader) error) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, "GET", a.metrics, nil)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+a.token)
 	res, err := a.hc.Do(req)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
 		io.Copy(io.Discard, io.LimitReader(res.Body, 1<<20))
-		return nil, fmt.Errorf("GET %s: %s", a.metrics, res.Status)
+		return fmt.Errorf("GET %s: %s", a.metrics, res.Status)
 	}
-	return parseMetrics(io.LimitReader(res.Body, 16<<20))
+	return parse(io.LimitReader(res.Body, 16<<20))
 }
 
 // parseMetrics reads the Prometheus text format into name → value, summing

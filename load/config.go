@@ -86,6 +86,11 @@ type Config struct {
 	// (their limits records) for inspection. By default the run removes it
 	// at the end. Its credentials are revoked either way.
 	KeepTenants bool
+	// ServerCPUs, when set, is the CPU set the server must report it runs
+	// on (metric openxet_process_cpus); Run refuses to start otherwise
+	// (ErrLayout). LoadCPUs is where the caller runs the load generator
+	// (the cli pins itself there), for the report; nil means unknown.
+	ServerCPUs, LoadCPUs CPUSet
 
 	// Duration is the length of each measured phase (Abuse has two).
 	Duration             time.Duration

@@ -37,6 +37,7 @@ code{background:#f3f3f3;padding:0 .25em}
 	if line := r.sharedCPUsText(); line != "" {
 		fmt.Fprintf(&b, "<p class=\"muted\">%s</p>\n", esc(strings.ToUpper(line[:1])+line[1:]))
 	}
+	fmt.Fprintf(&b, "<p class=\"muted\">Layout: %s</p>\n", esc(r.Layout.String()))
 	if r.OK {
 		b.WriteString("<p class=\"ok\">Result: OK — no honest request refused, every downloaded byte matched.</p>\n")
 	} else {

@@ -21,6 +21,8 @@ type Report struct {
 	Started  time.Time `json:"started"`
 	Seed     uint64    `json:"seed"`
 	Settings Settings  `json:"settings"`
+	// Layout is which CPUs the server and the load generator ran on.
+	Layout Layout `json:"layout"`
 
 	Phases     []PhaseReport `json:"phases"`
 	Comparison *Comparison   `json:"comparison,omitempty"`
@@ -75,6 +77,13 @@ type PhaseReport struct {
 	// SecondHalfHonestP99ms is the honest p99 over the second half of the
 	// phase, past any transient of its start.
 	SecondHalfHonestP99ms float64 `json:"second_half_honest_p99_ms"`
+	// LoadLag is how long the load generator's goroutines waited,
+	// runnable, for a CPU in the phase (runtime/metrics
+	// /sched/latencies:seconds, to the histogram's bucket). Every latency
+	// the run measured includes such waits, several per request; a p99
+	// near the honest p99 means the figures measure the load generator
+	// more than the server.
+	LoadLag LatencySummary `json:"load_lag"`
 }
 
 // ClassReport is what one class of requests (honest or abuser) got in a
@@ -379,6 +388,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(&b, "%d tenants × %d credentials, one operation per credential every %s–%s, xorbs %s–%s, %d phase(s) of %s\n",
 		s.Tenants, s.CredentialsPerTenant, fmtMs(s.ThinkMinMs), fmtMs(s.ThinkMaxMs), fmtBytes(s.XorbMinBytes), fmtBytes(s.XorbMaxBytes),
 		len(r.Phases), time.Duration(s.PhaseSeconds*float64(time.Second)).Round(100*time.Millisecond))
+	fmt.Fprintf(&b, "layout: %s\n", r.Layout)
 	if r.Abuser != nil {
 		fmt.Fprintf(&b, "abuser %s: flood %.0f req/s, %d held reads of a %s xorb at %s/s each, quota uploads %.0f/s, bad tokens %.0f/s\n",
 			r.Abuser.Tenant, s.FloodRate, s.Readers, fmtBytes(s.BigXorbBytes), fmtBytes(s.ReadBytesPerSecond), s.QuotaRate, s.SprayRate)
@@ -426,6 +436,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, p := range r.Phases {
 		lo, hi := minMaxOps(p.Tenants)
 		fmt.Fprintf(&b, "\n%s: %d tenants, ops/s per tenant min %.2f max %.2f, Jain's index %.4f (ops) %.4f (bytes)", p.Name, len(p.Tenants), lo, hi, p.JainOps, p.JainBytes)
+		fmt.Fprintf(&b, "\n%s: the load generator's goroutines waited for a CPU p99 %.1f ms, max %.1f ms (several such waits are in every latency above)", p.Name, p.LoadLag.P99ms, p.LoadLag.Maxms)
 	}
 	b.WriteString("\n")
 

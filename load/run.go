@@ -67,6 +67,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := adm.call(ctx, "GET", "/credentials?tenant=load-check", nil, nil); err != nil {
 		return nil, fmt.Errorf("cannot use the admin API of %s with this token: %w", cfg.Server, err)
 	}
+	reported, known, err := adm.serverCPUs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the server's metrics: %w", err)
+	}
+	serverCPUs, err := checkServerCPUs(reported, known, cfg.ServerCPUs)
+	if err != nil {
+		return nil, err
+	}
+	r.Layout = newLayout(serverCPUs, cfg.LoadCPUs)
+	progress("layout: %s", r.Layout)
 
 	mem := &memSampler{adm: adm, t0: t0}
 	memCtx, stopMem := context.WithCancel(ctx)
@@ -100,7 +110,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		h.tenants = append(h.tenants, &tenant{idx: int32(i), name: fmt.Sprintf("load-%s-t%04d", r.RunID, i)})
 		runTenants = append(runTenants, h.tenants[i].name)
 	}
-	err := parallel(ctx, 8, len(h.tenants), func(i int) error {
+	err = parallel(ctx, 8, len(h.tenants), func(i int) error {
 		t := h.tenants[i]
 		for range cfg.CredentialsPerTenant {
 			cr, err := adm.createCredential(ctx, t.name)
@@ -160,8 +170,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sleepCtx(ctx, cfg.ThinkMax)
 
 	var phases []phaseSpan
+	var schedLags []LatencySummary // the load process's own, per phase
 	runPhase := func(name string) {
 		p := phaseSpan{name: name, start: rec.since(time.Now())}
+		before := schedSnapshot()
 		progress("phase %s: %s", name, cfg.Duration)
 		sleepCtx(ctx, cfg.Duration)
 		if cfg.holdPhase != nil {
@@ -173,6 +185,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		p.end = rec.since(time.Now())
+		schedLags = append(schedLags, schedBetween(before, schedSnapshot()))
 		phases = append(phases, p)
 	}
 	if cfg.Scenario == ManyTenants {
@@ -228,7 +241,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	for i, t := range h.tenants {
 		names[i] = t.name
 	}
-	for _, p := range phases {
+	for i, p := range phases {
 		pr := PhaseReport{Name: p.name, StartSeconds: p.start.Seconds(), DurationSeconds: (p.end - p.start).Seconds()}
 		pr.Honest = classReport(classHonest, p, reqs, ops, honestRoutes)
 		if ab != nil && p.name == "abuse" {
@@ -237,6 +250,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		half := phaseSpan{name: p.name, start: p.start + (p.end-p.start)/2, end: p.end}
 		pr.SecondHalfHonestP99ms = classReport(classHonest, half, reqs, nil, nil).Latency.P99ms
+		pr.LoadLag = schedLags[i]
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
 		r.Phases = append(r.Phases, pr)

@@ -16,6 +16,7 @@ import (
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/work"
 	"openxet/xet"
 )
 
@@ -85,6 +86,7 @@ func (s *Server) readBody(c echo.Context, buf []byte) ([]byte, error) {
 	if s.cfg.BodyReadTimeout > 0 {
 		http.NewResponseController(c.Response().Writer).SetReadDeadline(time.Now().Add(s.cfg.BodyReadTimeout))
 	}
+	defer stagesOf(c).since(stageBody, time.Now())
 	if _, err := io.ReadFull(c.Request().Body, buf); err != nil {
 		return nil, refuse(errBadRequest, "the body ended after fewer bytes than its Content-Length (%v)", err)
 	}
@@ -105,11 +107,19 @@ func (s *Server) postXorb(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	slot, err := s.workSlot(c)
+	if err != nil {
+		return err
+	}
+	defer slot.Release()
+	st, t := stagesOf(c), time.Now()
 	owned, err := s.store.OwnsXorb(ctx, id.Tenant, h)
+	st.since(stageIndex, t)
 	if err != nil {
 		return err
 	}
 	if owned {
+		slot.Release()
 		defer s.answerBeforeBody(c, false)()
 		return writeJSON(c, http.StatusOK, map[string]bool{"was_inserted": false})
 	}
@@ -118,7 +128,9 @@ func (s *Server) postXorb(c echo.Context) error {
 		return err
 	}
 	if lim.QuotaBytes >= 0 {
+		t = time.Now()
 		usage, err := s.store.Usage(ctx, id.Tenant)
+		st.since(stageIndex, t)
 		if err != nil {
 			return err
 		}
@@ -129,9 +141,12 @@ func (s *Server) postXorb(c echo.Context) error {
 			return err
 		}
 	}
+	slot.Release()
 	// The body is read into a pooled buffer that goes back to the pool when
 	// the handler returns: nothing may keep a slice of it.
+	t = time.Now()
 	res, buf, err := s.budget.ReserveBuffer(ctx, budgetKey(id), n)
+	st.since(stageMemory, t)
 	if err != nil {
 		return err
 	}
@@ -140,11 +155,24 @@ func (s *Server) postXorb(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	info, err := xet.ParseXorb(body, h)
+	// Validation holds a slot; storing does not: writes queue for the
+	// index's one write connection, and a slot held while waiting there
+	// would keep other tenants' reads from running.
+	validating, err := s.workSlot(c)
 	if err != nil {
 		return err
 	}
+	defer validating.Release()
+	t = time.Now()
+	info, err := xet.ParseXorb(body, h)
+	st.since(stageValidate, t)
+	validating.Release()
+	if err != nil {
+		return err
+	}
+	t = time.Now()
 	inserted, err := s.store.PutXorb(ctx, id.Tenant, info, body[:info.StreamLen], s.cfg.Limits.QuotaBytes)
+	st.since(stageWrite, t)
 	if err != nil {
 		return err
 	}
@@ -161,10 +189,15 @@ func (s *Server) headXorb(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	slot, err := s.workSlot(c)
+	if err != nil {
+		return err
+	}
 	ok, err := s.store.OwnsXorb(c.Request().Context(), id.Tenant, h)
 	if err == nil && !ok && s.cfg.DedupScope == "global" {
 		ok, err = s.store.HasXorb(c.Request().Context(), h)
 	}
+	slot.Release()
 	if err != nil {
 		return err
 	}
@@ -174,29 +207,45 @@ func (s *Server) headXorb(c echo.Context) error {
 	return c.NoContent(http.StatusOK)
 }
 
-// receiveShard reads, parses and verifies a shard body. The body is in a
-// pooled buffer: it must not be used after release.
-func (s *Server) receiveShard(c echo.Context) ([]byte, *xet.Shard, func(), error) {
+// receiveShard reads and parses a shard body. It returns the work slot that
+// parsing holds, for the caller to verify the shard under and release
+// before storing it, and a release that gives back the body's memory and
+// the slot if still held. The body is in a pooled buffer: it must not be
+// used after release.
+func (s *Server) receiveShard(c echo.Context) ([]byte, *xet.Shard, work.Slot, func(), error) {
 	id := identityOf(c)
 	n, err := contentLength(c, xet.MaxShardBytes)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, work.Slot{}, nil, err
 	}
+	st, t := stagesOf(c), time.Now()
 	res, buf, err := s.budget.ReserveBuffer(c.Request().Context(), budgetKey(id), n)
+	st.since(stageMemory, t)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, work.Slot{}, nil, err
 	}
 	body, err := s.readBody(c, buf)
 	if err != nil {
 		res.Release()
-		return nil, nil, nil, err
+		return nil, nil, work.Slot{}, nil, err
 	}
-	sh, err := xet.ParseShard(body)
+	slot, err := s.workSlot(c)
 	if err != nil {
 		res.Release()
-		return nil, nil, nil, err
+		return nil, nil, work.Slot{}, nil, err
 	}
-	return body, sh, res.Release, nil
+	release := func() {
+		slot.Release()
+		res.Release()
+	}
+	t = time.Now()
+	sh, err := xet.ParseShard(body)
+	st.since(stageValidate, t)
+	if err != nil {
+		release()
+		return nil, nil, work.Slot{}, nil, err
+	}
+	return body, sh, slot, release, nil
 }
 
 // postShard registers a shard: POST /v1/shards → {"result": 0|1}. The hash
@@ -208,16 +257,22 @@ func (s *Server) postShard(c echo.Context) error {
 			return err
 		}
 	}
-	body, sh, release, err := s.receiveShard(c)
+	body, sh, slot, release, err := s.receiveShard(c)
 	if err != nil {
 		return err
 	}
 	defer release()
 	ctx := c.Request().Context()
-	if err := s.store.VerifyShard(ctx, sh); err != nil {
+	st, t := stagesOf(c), time.Now()
+	err = s.store.VerifyShard(ctx, sh)
+	st.since(stageIndex, t)
+	slot.Release()
+	if err != nil {
 		return err
 	}
+	t = time.Now()
 	inserted, err := s.store.PutShard(ctx, id.Tenant, body, sh)
+	st.since(stageWrite, t)
 	if err != nil {
 		return err
 	}
@@ -233,7 +288,7 @@ func (s *Server) postShard(c echo.Context) error {
 // a message reaches an hf_xet user.
 func (s *Server) postShardV2(c echo.Context) error {
 	id := identityOf(c)
-	body, sh, release, err := s.receiveShard(c)
+	body, sh, slot, release, err := s.receiveShard(c)
 	if err != nil {
 		return err
 	}
@@ -248,7 +303,11 @@ func (s *Server) postShardV2(c echo.Context) error {
 		w.Flush()
 	}
 	frame(map[string]any{"type": "validating", "verified": 0, "total": len(sh.Files)})
-	if err := s.store.VerifyShard(ctx, sh); err != nil {
+	st, t := stagesOf(c), time.Now()
+	err = s.store.VerifyShard(ctx, sh)
+	st.since(stageIndex, t)
+	slot.Release()
+	if err != nil {
 		ae := toAPIError(err)
 		setRefusal(c, ae)
 		frame(map[string]any{"type": "error", "message": ae.Message + " (" + ae.Code + "). " + ae.Hint, "retryable": ae.Status >= 500, "request_id": requestIDOf(c)})
@@ -256,7 +315,10 @@ func (s *Server) postShardV2(c echo.Context) error {
 	}
 	frame(map[string]any{"type": "validating", "verified": len(sh.Files), "total": len(sh.Files)})
 	frame(map[string]any{"type": "committing", "stage": "syncing"})
-	if _, err := s.store.PutShard(ctx, id.Tenant, body, sh); err != nil {
+	t = time.Now()
+	_, err = s.store.PutShard(ctx, id.Tenant, body, sh)
+	st.since(stageWrite, t)
+	if err != nil {
 		ae := toAPIError(err)
 		setRefusal(c, ae)
 		if ae.Code == "internal" {
@@ -306,7 +368,14 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 	if err != nil {
 		return xet.Reconstruction{}, nil, err
 	}
+	slot, err := s.workSlot(c)
+	if err != nil {
+		return xet.Reconstruction{}, nil, err
+	}
+	st, t := stagesOf(c), time.Now()
 	f, err := s.store.File(ctx, id.Tenant, h)
+	st.since(stageIndex, t)
+	slot.Release()
 	if err != nil {
 		return xet.Reconstruction{}, nil, err
 	}
@@ -324,7 +393,9 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 	}
 	start, end = start-off, end-off
 	need := int64(xet.TermsInRange(terms, start, end)+1) * reconstructionJSONBytesPerTerm
+	t = time.Now()
 	res, err := s.budget.Reserve(ctx, budgetKey(id), need)
+	st.since(stageMemory, t)
 	if err != nil {
 		var tl *budget.TooLargeError
 		if errors.As(err, &tl) {
@@ -332,7 +403,14 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 		}
 		return xet.Reconstruction{}, nil, err
 	}
+	if slot, err = s.workSlot(c); err != nil {
+		res.Release()
+		return xet.Reconstruction{}, nil, err
+	}
+	t = time.Now()
 	rec, err := xet.Reconstruct(terms, start, end, func(x xet.Hash) ([]xet.XorbChunk, error) { return s.store.XorbChunks(ctx, x) })
+	st.since(stageIndex, t)
+	slot.Release()
 	if err != nil {
 		res.Release()
 		return xet.Reconstruction{}, nil, err
@@ -467,13 +545,17 @@ func (s *Server) getFetch(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	st, t := stagesOf(c), time.Now()
 	res, buf, err := s.budget.ReserveBuffer(ctx, budgetKey(id), fetchBufferBytes)
+	st.since(stageMemory, t)
 	if err != nil {
 		return err
 	}
 	defer res.Release()
 	length := int64(end - start + 1)
+	t = time.Now()
 	r, err := s.store.OpenXorbRange(ctx, x, int64(start), length)
+	st.since(stageOpen, t)
 	if err != nil {
 		return err
 	}
@@ -508,7 +590,14 @@ func (s *Server) getChunk(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	slot, err := s.workSlot(c)
+	if err != nil {
+		return err
+	}
+	st, t := stagesOf(c), time.Now()
 	xorbs, err := s.store.DedupAnswer(ctx, id.Tenant, h, s.cfg.DedupScope == "global", dedupAnswerXorbs)
+	st.since(stageIndex, t)
+	slot.Release()
 	if err != nil {
 		return err
 	}
@@ -516,7 +605,9 @@ func (s *Server) getChunk(c echo.Context) error {
 	for _, x := range xorbs {
 		need += 48 + int64(len(x.Chunks))*(48+16)
 	}
+	t = time.Now()
 	res, err := s.budget.Reserve(ctx, budgetKey(id), need)
+	st.since(stageMemory, t)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/work"
 	"openxet/xet"
 )
 
@@ -137,6 +138,12 @@ func toAPIError(err error) *apiError {
 			Message: fmt.Sprintf("this credential of tenant %s has %s; this route needs %s", se.Tenant, have, se.Need),
 			Hint:    fmt.Sprintf("use a credential with the %s scope: openxet credentials create --tenant %s --scope %s", se.Need, se.Tenant, se.Need),
 			Fields:  map[string]any{"scope": se.Need}}
+	}
+	var workBusy *work.BusyError
+	if errors.As(err, &workBusy) {
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: limits.RetryAfterSeconds(workBusy.RetryAfter), cause: err,
+			Message: "the server's work slots stayed busy: " + workBusy.Error(),
+			Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
 	}
 	var tooLarge *budget.TooLargeError
 	if errors.As(err, &tooLarge) {

@@ -9,6 +9,7 @@ import (
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/work"
 	"openxet/xet"
 )
 
@@ -51,6 +52,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{limits.ErrTenantSuspended, 403, "tenant_suspended"},
 		{&budget.BusyError{RetryAfter: time.Second, Share: "budget"}, 503, "memory_busy"},
 		{&budget.TooLargeError{N: 10, Limit: 5, Share: "credential"}, 413, "payload_too_large"},
+		{&work.BusyError{RetryAfter: time.Second, AtShare: true, Waited: 10 * time.Second}, 503, "unavailable"},
 		{fmt.Errorf("%w: %w", errAnswerTooLarge, &budget.TooLargeError{N: 10, Limit: 5}), 413, "answer_too_large"},
 		{fmt.Errorf("%w: %w", errTermsTooLarge, &budget.TooLargeError{N: 10, Limit: 5}), 413, "answer_too_large"},
 		{errUnauthorized, 401, "unauthorized"},

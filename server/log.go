@@ -18,6 +18,8 @@ func setRefusal(c echo.Context, ae *apiError) { c.Set(refusalKey, ae) }
 func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
+		st := new(stageTimes)
+		c.Set(stagesKey, st)
 		err := next(c)
 		if err != nil {
 			c.Error(err)
@@ -34,6 +36,7 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.String("user_agent", req.UserAgent()),
 			slog.String("request_id", requestIDOf(c)),
 		}
+		attrs = st.attrs(attrs)
 		if id := identityOf(c); id != nil {
 			attrs = append(attrs, slog.String("tenant", id.Tenant), slog.String("credential", id.CredentialKey[:16]))
 		}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -22,6 +23,7 @@ func (s *Server) authOnly(scope string) echo.MiddlewareFunc { return s.guardRate
 func (s *Server) guardRated(scope string, rated bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
+			start := time.Now()
 			attempt, err := s.gate.BeginAuth(c.RealIP(), s.now())
 			if err != nil {
 				return err
@@ -51,6 +53,7 @@ func (s *Server) guardRated(scope string, rated bool) echo.MiddlewareFunc {
 				return err
 			}
 			defer release()
+			stagesOf(c).since(stageAuth, start)
 			return next(c)
 		}
 	}

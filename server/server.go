@@ -23,6 +23,7 @@ import (
 	"openxet/limits"
 	"openxet/store"
 	"openxet/xet"
+	"openxet/work"
 )
 
 // Config is what the server needs; cli fills it from the configuration.
@@ -43,6 +44,8 @@ type Config struct {
 	LimitsCacheTTL        time.Duration
 	AuthFailuresPerMinute int
 	Budget                budget.Config
+	// Work sizes the node's work slots; zero fields take work's defaults.
+	Work work.Config
 
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
@@ -103,6 +106,8 @@ type Server struct {
 	gate      *limits.Gate
 	pending   *limits.Pending
 	budget    *budget.Budget
+	work      *work.Pool
+	workWait  prometheus.Histogram
 	metrics   *metrics
 	// readTerms reads a window of a file's term list (store.FileTerms);
 	// tests wrap it to count the lists read.
@@ -142,6 +147,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	if err := cfg.Budget.Validate(maxBodyBytes); err != nil {
 		return nil, err
 	}
+	cfg.Work = cfg.Work.WithDefaults()
+	if err := cfg.Work.Validate(); err != nil {
+		return nil, err
+	}
 	s := &Server{
 		cfg:    cfg,
 		store:  st,
@@ -154,6 +163,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 		pending:   &limits.Pending{},
 		budget:    budget.New(cfg.Budget),
 		readTerms: st.FileTerms,
+		work:      work.New(cfg.Work),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		pages:     parsePages(),
 	}
@@ -161,6 +171,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
 	s.gc = newCollector(s, reg)
+	s.workWait = workMetrics(reg, s.work)
 	s.echo = s.routes()
 	return s, nil
 }
