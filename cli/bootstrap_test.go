@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,11 +85,15 @@ func TestFirstAdminCredentialIsCreatedOnce(t *testing.T) {
 	release := make(chan struct{})
 	go func() { arrived.Wait(); close(release) }()
 	stores := make([]*store.Store, 2)
+	var armed atomic.Bool // the clocks hold bootstraps only; opening the stores reads them too
 	for i := range stores {
 		cfg := store.DirConfig(dir)
 		calls := 0
 		var mu sync.Mutex
 		cfg.Now = func() time.Time {
+			if !armed.Load() {
+				return time.Now()
+			}
 			mu.Lock()
 			calls++
 			first := calls <= perStore
@@ -106,6 +111,7 @@ func TestFirstAdminCredentialIsCreatedOnce(t *testing.T) {
 		defer st.Close()
 		stores[i] = st
 	}
+	armed.Store(true)
 	outs := make([]bytes.Buffer, 2*perStore)
 	errs := make([]error, 2*perStore)
 	var wg sync.WaitGroup

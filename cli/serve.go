@@ -88,7 +88,7 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		LimitsCacheTTL:        cfg.LimitsCacheTTL,
 		AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		Budget:                cfg.budgetConfig(),
-		Work:              work.Config{Slots: cfg.WorkSlots, TenantShare: cfg.TenantWorkShare, Wait: cfg.WorkWait},
+		Work:                  work.Config{Slots: cfg.WorkSlots, TenantShare: cfg.TenantWorkShare, Wait: cfg.WorkWait},
 
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
