@@ -33,24 +33,18 @@ func credentialsCommand(env Env) *cli.Command {
 				}, common...),
 				Action: func(c *cli.Context) error {
 					var view server.CredentialView
-					if a, err := newAdminClient(c, env, false); err != nil {
-						return err
-					} else if a != nil {
-						if err := a.do(c.Context, "POST", "/credentials", map[string]any{"tenant": c.String("tenant"), "scopes": c.StringSlice("scope")}, &view); err != nil {
-							return err
-						}
-					} else {
-						st, err := openStoreFor(c, env)
-						if err != nil {
-							return err
-						}
-						defer st.Close()
+					if err := remoteOrLocal(c, env, func(a *adminClient) error {
+						return a.do(c.Context, "POST", "/credentials", map[string]any{"tenant": c.String("tenant"), "scopes": c.StringSlice("scope")}, &view)
+					}, func(st *store.Store, _ Config) error {
 						cred, tok, err := st.CreateCredential(c.Context, c.String("tenant"), c.StringSlice("scope"))
 						if err != nil {
 							return cli.Exit(err.Error(), 2)
 						}
 						view = credentialView(cred)
 						view.Token = tok
+						return nil
+					}); err != nil {
+						return err
 					}
 					if c.Bool("json") {
 						return printJSON(c.App.Writer, view)
@@ -70,9 +64,7 @@ func credentialsCommand(env Env) *cli.Command {
 				}, common...),
 				Action: func(c *cli.Context) error {
 					var views []server.CredentialView
-					if a, err := newAdminClient(c, env, false); err != nil {
-						return err
-					} else if a != nil {
+					if err := remoteOrLocal(c, env, func(a *adminClient) error {
 						var out struct{ Credentials []server.CredentialView }
 						path := "/credentials"
 						if t := c.String("tenant"); t != "" {
@@ -82,12 +74,8 @@ func credentialsCommand(env Env) *cli.Command {
 							return err
 						}
 						views = out.Credentials
-					} else {
-						st, err := openStoreFor(c, env)
-						if err != nil {
-							return err
-						}
-						defer st.Close()
+						return nil
+					}, func(st *store.Store, _ Config) error {
 						cs, err := st.Credentials(c.Context, c.String("tenant"))
 						if err != nil {
 							return err
@@ -95,6 +83,9 @@ func credentialsCommand(env Env) *cli.Command {
 						for _, cr := range cs {
 							views = append(views, credentialView(cr))
 						}
+						return nil
+					}); err != nil {
+						return err
 					}
 					if c.Bool("active") {
 						views = slices.DeleteFunc(views, func(v server.CredentialView) bool { return !v.Revoked.IsZero() })
@@ -124,21 +115,15 @@ func credentialsCommand(env Env) *cli.Command {
 					if id == "" {
 						return cli.Exit("revoke needs the credential id", 2)
 					}
-					if a, err := newAdminClient(c, env, false); err != nil {
-						return err
-					} else if a != nil {
-						if err := a.do(c.Context, "DELETE", "/credentials/"+id, nil, nil); err != nil {
-							return err
-						}
-					} else {
-						st, err := openStoreFor(c, env)
-						if err != nil {
-							return err
-						}
-						defer st.Close()
+					if err := remoteOrLocal(c, env, func(a *adminClient) error {
+						return a.do(c.Context, "DELETE", "/credentials/"+id, nil, nil)
+					}, func(st *store.Store, _ Config) error {
 						if _, err := st.RevokeCredential(c.Context, id); err != nil {
 							return cli.Exit(err.Error(), 1)
 						}
+						return nil
+					}); err != nil {
+						return err
 					}
 					fmt.Fprintf(c.App.Writer, "revoked %s (servers on other processes stop accepting it within 10s)\n", id)
 					return nil
@@ -152,16 +137,27 @@ func credentialView(c store.Credential) server.CredentialView {
 	return server.CredentialView{ID: c.ID, Tenant: c.Tenant, Scopes: c.Scopes, Created: c.Created, Revoked: c.Revoked}
 }
 
-func openStoreFor(c *cli.Context, env Env) (*store.Store, error) {
+// remoteOrLocal runs remote through the admin API when --server (or
+// OPENXET_SERVER) is set, else local on the store of the configured data
+// directory, which it closes afterwards.
+func remoteOrLocal(c *cli.Context, env Env, remote func(*adminClient) error, local func(*store.Store, Config) error) error {
+	a, err := newAdminClient(c, env, false)
+	if err != nil {
+		return err
+	}
+	if a != nil {
+		return remote(a)
+	}
 	cfg, err := loadConfig(c, env)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st, err := openStore(c.Context, cfg)
 	if err != nil {
-		return nil, cli.Exit(err.Error(), 1)
+		return cli.Exit(err.Error(), 1)
 	}
-	return st, nil
+	defer st.Close()
+	return local(st, cfg)
 }
 
 func printJSON(w io.Writer, v any) error {

@@ -46,26 +46,14 @@ func gcCommand(env Env) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON"}),
 		Action: func(c *cli.Context) error {
 			var rep store.GCReport
-			if a, err := newAdminClient(c, env, false); err != nil {
-				return err
-			} else if a != nil {
+			if err := remoteOrLocal(c, env, func(a *adminClient) error {
 				path := "/gc"
 				if c.Bool("dry-run") {
 					path += "?dry_run=true"
 				}
-				if err := a.do(c.Context, "POST", path, nil, &rep); err != nil {
-					return err
-				}
-			} else {
-				cfg, err := loadConfig(c, env)
-				if err != nil {
-					return err
-				}
-				st, err := openStore(c.Context, cfg)
-				if err != nil {
-					return cli.Exit(err.Error(), 1)
-				}
-				defer st.Close()
+				return a.do(c.Context, "POST", path, nil, &rep)
+			}, func(st *store.Store, cfg Config) error {
+				var err error
 				rep, err = st.Collect(c.Context, store.GCConfig{Grace: cfg.GCGrace, DryRun: c.Bool("dry-run"), Progress: progressPrinter(c.App.ErrWriter)})
 				if errors.Is(err, store.ErrCollectorBusy) {
 					return cli.Exit(err.Error()+"; try again when its pass is done", 1)
@@ -73,6 +61,9 @@ func gcCommand(env Env) *cli.Command {
 				if err != nil {
 					return cli.Exit(err.Error(), 1)
 				}
+				return nil
+			}); err != nil {
+				return err
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, rep)
@@ -121,29 +112,18 @@ func usageCommand(env Env) *cli.Command {
 		Action: func(c *cli.Context) error {
 			var v server.UsageView
 			tenant := c.String("tenant")
-			if a, err := newAdminClient(c, env, false); err != nil {
-				return err
-			} else if a != nil {
+			if err := remoteOrLocal(c, env, func(a *adminClient) error {
 				path := "/usage"
 				if tenant != "" {
 					path += "?tenant=" + url.QueryEscape(tenant)
 				}
-				if err := a.do(c.Context, "GET", path, nil, &v); err != nil {
-					return err
-				}
-			} else {
-				cfg, err := loadConfig(c, env)
-				if err != nil {
-					return err
-				}
-				st, err := openStore(c.Context, cfg)
-				if err != nil {
-					return cli.Exit(err.Error(), 1)
-				}
-				defer st.Close()
-				if v, err = localUsage(c.Context, st, tenant, cfg.DefaultTenantQuota); err != nil {
-					return err
-				}
+				return a.do(c.Context, "GET", path, nil, &v)
+			}, func(st *store.Store, cfg Config) error {
+				var err error
+				v, err = localUsage(c.Context, st, tenant, cfg.DefaultTenantQuota)
+				return err
+			}); err != nil {
+				return err
 			}
 			if c.Bool("json") {
 				return printJSON(c.App.Writer, v)
@@ -221,21 +201,15 @@ func filesCommand(env Env) *cli.Command {
 				if err != nil {
 					return cli.Exit(err.Error(), 2)
 				}
-				if a, err := newAdminClient(c, env, false); err != nil {
-					return err
-				} else if a != nil {
-					if err := a.do(c.Context, "DELETE", "/tenants/"+url.PathEscape(tenant)+"/files/"+h.String(), nil, nil); err != nil {
-						return err
-					}
-				} else {
-					st, err := openStoreFor(c, env)
-					if err != nil {
-						return err
-					}
-					defer st.Close()
+				if err := remoteOrLocal(c, env, func(a *adminClient) error {
+					return a.do(c.Context, "DELETE", "/tenants/"+url.PathEscape(tenant)+"/files/"+h.String(), nil, nil)
+				}, func(st *store.Store, _ Config) error {
 					if err := st.ReleaseFile(c.Context, tenant, h); err != nil {
 						return cli.Exit(err.Error(), 1)
 					}
+					return nil
+				}); err != nil {
+					return err
 				}
 				fmt.Fprintf(c.App.Writer, "released file %s of %s; its bytes leave the usage at the next collection pass (openxet gc)\n", h, tenant)
 				return nil
@@ -269,22 +243,9 @@ func tenantsCommand(env Env) *cli.Command {
 					return cli.Exit(fmt.Sprintf("deleting tenant %s removes its credentials, repos and files for good; run again with --yes", tenant), 2)
 				}
 				var out server.DeletedTenantView
-				if a, err := newAdminClient(c, env, false); err != nil {
-					return err
-				} else if a != nil {
-					if err := a.do(c.Context, "DELETE", "/tenants/"+url.PathEscape(tenant), nil, &out); err != nil {
-						return err
-					}
-				} else {
-					cfg, err := loadConfig(c, env)
-					if err != nil {
-						return err
-					}
-					st, err := openStore(c.Context, cfg)
-					if err != nil {
-						return cli.Exit(err.Error(), 1)
-					}
-					defer st.Close()
+				if err := remoteOrLocal(c, env, func(a *adminClient) error {
+					return a.do(c.Context, "DELETE", "/tenants/"+url.PathEscape(tenant), nil, &out)
+				}, func(st *store.Store, cfg Config) error {
 					del, err := st.DeleteTenant(c.Context, tenant)
 					if err != nil {
 						return cli.Exit(err.Error(), 1)
@@ -296,6 +257,9 @@ func tenantsCommand(env Env) *cli.Command {
 					} else if !errors.Is(err, store.ErrCollectorBusy) {
 						return cli.Exit(err.Error(), 1)
 					}
+					return nil
+				}); err != nil {
+					return err
 				}
 				if c.Bool("json") {
 					return printJSON(c.App.Writer, out)
