@@ -117,6 +117,8 @@ func TestInvalidValues(t *testing.T) {
 		"server.tls_cert":                       "/etc/openxet/cert.pem", // without server.tls_key
 		"server.tls_key":                        "/etc/openxet/key.pem",  // without server.tls_cert
 		"server.metrics_tenants":                "1001",
+		"gc.interval":                           "hourly",
+		"gc.grace":                              "-1d",
 	}
 	anyValue := map[string]bool{"server.index": true} // any path is a valid index path
 	for _, s := range settings {

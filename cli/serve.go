@@ -145,7 +145,6 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return cli.Exit(err.Error(), 1)
 	}
 	reg := newRegistry()
-	registerCPUs(reg)
 	srv, err := server.New(serverConfig(cfg, key), st, log, reg)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)

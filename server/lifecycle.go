@@ -63,6 +63,14 @@ func newCollector(s *Server, reg prometheus.Registerer) *collector {
 		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "openxet_gc_waiting_bytes",
 			Help: "Bytes of objects nobody owns or references still in their grace period, at the last pass."}),
 	}
+	// Every label value exists from the start, so a scrape shows 0 rather
+	// than nothing before the first pass.
+	for _, r := range []string{"ok", "busy", "error", "dry_run"} {
+		c.passes.WithLabelValues(r)
+	}
+	for _, k := range []string{"xorb", "shard", "blob"} {
+		c.deleted.WithLabelValues(k)
+	}
 	reg.MustRegister(c.passes, c.released, c.owners, c.deleted, c.deletedB, c.duration, c.lastSuccess, c.waiting)
 	return c
 }

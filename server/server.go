@@ -22,8 +22,8 @@ import (
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
-	"openxet/xet"
 	"openxet/work"
+	"openxet/xet"
 )
 
 // Config is what the server needs; cli fills it from the configuration.
