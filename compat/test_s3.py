@@ -105,8 +105,16 @@ class Minio:
 
     def create_bucket(self):
         name = "openxet-" + secrets.token_hex(6)
-        h = _sigv4_headers("PUT", "/" + name, f"127.0.0.1:{self.port}", self.access, self.secret)
-        r = http("PUT", f"{self.endpoint}/{name}", headers=h, body=b"")
+        # MinIO can answer its readiness probe before it takes requests
+        # (503 XMinioServerNotInitialized, "please try again"): retry that,
+        # bounded, as a wait on the child process, not as an assertion.
+        deadline = time.monotonic() + 60
+        while True:
+            h = _sigv4_headers("PUT", "/" + name, f"127.0.0.1:{self.port}", self.access, self.secret)
+            r = http("PUT", f"{self.endpoint}/{name}", headers=h, body=b"")
+            if r.status != 503 or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert r.status == 200, f"create bucket {name}: {r}"
         return name
 
