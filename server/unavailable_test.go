@@ -49,19 +49,7 @@ func TestIndexBusyAnswers503(t *testing.T) {
 	before := e.snapshot()
 
 	// Another process's writer holds the write lock.
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "index.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	unlock := holdIndexWriteLock(t, dir)
 
 	body, info := xet.BuildXorb(randomChunks(32, 2, 20_000), false)
 	r := e.postXorb(alice, body, info.Hash)
@@ -81,7 +69,7 @@ func TestIndexBusyAnswers503(t *testing.T) {
 		t.Fatalf("limits of alice while the index is busy: %d %s", r.Status, r.Body)
 	}
 
-	conn.ExecContext(context.Background(), "ROLLBACK")
+	unlock()
 	after := e.snapshot()
 	if diff := cmp.Diff(before.Rows, after.Rows); diff != "" {
 		t.Fatalf("a 503 upload changed index rows (-before +after):\n%s", diff)
@@ -93,4 +81,25 @@ func TestIndexBusyAnswers503(t *testing.T) {
 	if r := e.postXorb(alice, body, info.Hash); r.Status != 200 {
 		t.Fatalf("retry after the lock: %d %s", r.Status, r.Body)
 	}
+}
+
+// holdIndexWriteLock takes the write lock of the index in dir from a
+// connection of its own, as another process's writer would, until unlock
+// (or the end of the test) rolls it back.
+func holdIndexWriteLock(t *testing.T, dir string) (unlock func()) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "index.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	conn, err := db.Conn(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	return func() { conn.ExecContext(context.Background(), "ROLLBACK") }
 }

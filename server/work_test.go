@@ -2,13 +2,11 @@ package server
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -166,19 +164,7 @@ func TestNoSlotWhileStoring(t *testing.T) {
 	fb := e.upload(bob, x1)
 
 	// Another process's writer holds the index's write lock.
-	db, err := sql.Open("sqlite", "file:"+filepath.Join(dir, "index.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	conn, err := db.Conn(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.ExecContext(context.Background(), "BEGIN IMMEDIATE"); err != nil {
-		t.Fatal(err)
-	}
+	unlock := holdIndexWriteLock(t, dir)
 	granted := srv.work.Stats().Granted
 	body, info := xet.BuildXorb(randomChunks(65, 2, 20_000), false)
 	done := make(chan response, 1)
@@ -197,7 +183,7 @@ func TestNoSlotWhileStoring(t *testing.T) {
 		t.Fatalf("the upload finished (%d %s) before the write lock was let go", r.Status, r.Body)
 	default:
 	}
-	conn.ExecContext(context.Background(), "ROLLBACK")
+	unlock()
 	if r := <-done; r.Status != 200 {
 		t.Fatalf("the upload once the lock was let go: %d %s", r.Status, r.Body)
 	}
