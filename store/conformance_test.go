@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"openxet/store/pgtest"
 	"openxet/store/s3test"
 	"openxet/xet"
 )
@@ -24,12 +25,25 @@ func s3Bucket(t *testing.T, _ string) string {
 	return srv.BucketURL(srv.CreateBucket(t))
 }
 
+// sqliteIndexes makes SQLite index locations: dir/index.db.
+func sqliteIndexes(*testing.T) func(dir string) string {
+	return func(dir string) string { return filepath.Join(dir, "index.db") }
+}
+
+// pgIndexes makes PostgreSQL index locations: a new database on one
+// PostgreSQL server started for t (skipped without PostgreSQL, see pgtest)
+// for each call.
+func pgIndexes(t *testing.T) func(dir string) string {
+	srv := pgtest.Start(t)
+	return func(string) string { return srv.NewIndex(t) }
+}
+
 // moreConformance is the rest of the contract TestStoreConformance checks
 // on every bucket driver: files and their ranges, credentials and limits,
 // the deployment marker and the signing key, and (when the bucket outlives
 // the store, shared) a second store and a rebuild from the bucket agreeing
 // with the first.
-func moreConformance(t *testing.T, s *Store, dir, bucketURL string, shared bool) {
+func moreConformance(t *testing.T, s *Store, indexes func(dir string) string, dir, bucketURL string, shared bool) {
 	t.Helper()
 	ctx := context.Background()
 	chunks := chunksOf(21, 3, 3000)
@@ -85,7 +99,8 @@ func moreConformance(t *testing.T, s *Store, dir, bucketURL string, shared bool)
 
 	// A second store with its own index on the bucket (another node's
 	// view) adopts the deployment and finds the key.
-	other := mustOpen(t, filepath.Join(dir, "other"), bucketURL)
+	otherIndex := indexes(filepath.Join(dir, "other"))
+	other := mustOpenIndex(t, otherIndex, bucketURL)
 	if other.Deployment() != s.Deployment() {
 		t.Fatalf("second store: deployment %s, want %s", other.Deployment(), s.Deployment())
 	}
@@ -94,16 +109,15 @@ func moreConformance(t *testing.T, s *Store, dir, bucketURL string, shared bool)
 	}
 	// A rebuild from the bucket finds no difference.
 	before := dump(t, s)
-	diffs, err := CheckIndex(ctx, ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: bucketURL})
+	diffs, err := CheckIndex(ctx, ReindexConfig{IndexPath: s.cfg.IndexPath, BucketURL: bucketURL})
 	if err != nil || len(diffs) != 0 {
 		t.Fatalf("check against the bucket: %v %v", diffs, err)
 	}
 	other.Close()
-	otherIndex := filepath.Join(dir, "other", "index.db")
 	if err := Reindex(ctx, ReindexConfig{IndexPath: otherIndex, BucketURL: bucketURL}); err != nil {
 		t.Fatal(err)
 	}
-	rebuilt := mustOpen(t, filepath.Join(dir, "other"), bucketURL)
+	rebuilt := mustOpenIndex(t, otherIndex, bucketURL)
 	if diff := cmp.Diff(before, dump(t, rebuilt)); diff != "" {
 		t.Fatalf("index rebuilt from the bucket differs (-live +rebuilt):\n%s", diff)
 	}

@@ -35,9 +35,12 @@ var ErrUnavailable = errors.New("storage unavailable")
 
 // dbErr marks an index error with ErrUnavailable when a retry may cure it.
 func dbErr(err error) error {
-	var se *sqlite.Error
-	if !errors.As(err, &se) || errors.Is(err, ErrUnavailable) {
+	if err == nil || errors.Is(err, ErrUnavailable) {
 		return err
+	}
+	var se *sqlite.Error
+	if !errors.As(err, &se) {
+		return pgErr(err) // engine.go
 	}
 	switch se.Code() & 0xff { // the primary result code of an extended one
 	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL,

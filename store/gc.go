@@ -601,7 +601,7 @@ func releaseOwner(ctx context.Context, tx *sql.Tx, xorb, tenant string, now int6
 	if _, err := tx.ExecContext(ctx, `INSERT INTO gc_pending(key, since) VALUES (?, ?) ON CONFLICT DO NOTHING`, xorbOwnerKey(xorb, tenant), now); err != nil {
 		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO gc_objects(key, released) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET released = MAX(released, excluded.released)`, xorbKey(xorb), now); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO gc_objects(key, released) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET released = CASE WHEN excluded.released > gc_objects.released THEN excluded.released ELSE gc_objects.released END`, xorbKey(xorb), now); err != nil {
 		return false, err
 	}
 	if _, err := tx.ExecContext(ctx, `DELETE FROM gc_dropped WHERE tenant = ? AND xorb = ?`, tenant, xorb); err != nil {
@@ -746,7 +746,7 @@ func releaseShardOwner(ctx context.Context, tx *sql.Tx, shard, tenant string, no
 	if _, err := tx.ExecContext(ctx, `INSERT INTO gc_pending(key, since) VALUES (?, ?) ON CONFLICT DO NOTHING`, shardOwnerKey(shard, tenant), now); err != nil {
 		return false, err
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO gc_objects(key, released) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET released = MAX(released, excluded.released)`, shardKey(shard), now); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO gc_objects(key, released) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET released = CASE WHEN excluded.released > gc_objects.released THEN excluded.released ELSE gc_objects.released END`, shardKey(shard), now); err != nil {
 		return false, err
 	}
 	return true, nil

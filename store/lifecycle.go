@@ -259,7 +259,7 @@ func (s *Store) changeRevisions(ctx context.Context, ch revisionChange) ([]strin
 			for _, f := range cands {
 				var t int64
 				if err := tx.QueryRowContext(ctx, `INSERT INTO file_releases(tenant, hash, released) VALUES (?, ?, ?)
-					ON CONFLICT(tenant, hash) DO UPDATE SET released = MAX(file_releases.released + 1, excluded.released)
+					ON CONFLICT(tenant, hash) DO UPDATE SET released = CASE WHEN excluded.released > file_releases.released THEN excluded.released ELSE file_releases.released + 1 END
 					RETURNING released`, ch.tenant, f, at).Scan(&t); err != nil {
 					return fmt.Errorf("release intent %s: %w", f, err)
 				}

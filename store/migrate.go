@@ -158,12 +158,22 @@ CREATE TABLE gc_state (
 );`,
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
+// migrate brings the index on db to the newest schema in one transaction.
+// schema is "" for SQLite, else the PostgreSQL schema of the tables
+// (engine.go maps each migration to PostgreSQL).
+func migrate(ctx context.Context, db *sql.DB, schema string) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback()
+	if schema != "" {
+		for _, q := range pgPrelude(schema) {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				return err
+			}
+		}
+	}
 	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY)`); err != nil {
 		return err
 	}
@@ -175,7 +185,11 @@ func migrate(ctx context.Context, db *sql.DB) error {
 		return fmt.Errorf("index schema version %d is newer than this binary knows (%d)", have, len(migrations))
 	}
 	for v := have + 1; v <= len(migrations); v++ {
-		if _, err := tx.ExecContext(ctx, migrations[v-1]); err != nil {
+		m := migrations[v-1]
+		if schema != "" {
+			m = pgSchema(m)
+		}
+		if _, err := tx.ExecContext(ctx, m); err != nil {
 			return fmt.Errorf("migration %d: %w", v, err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO schema_migrations(version) VALUES (?)`, v); err != nil {

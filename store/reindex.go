@@ -38,54 +38,49 @@ func (d Difference) String() string {
 	return fmt.Sprintf("%s %s: index=%q bucket=%q", d.Table, d.Key, d.Index, d.Bucket)
 }
 
-// Reindex rebuilds the whole index from the bucket into a new file and swaps
-// it in. It refuses (ErrIndexInUse) while any process holds the index open.
+// Reindex rebuilds the whole index from the bucket beside the live one (a
+// new file, or a new PostgreSQL schema) and swaps it in. It refuses
+// (ErrIndexInUse) while any process holds the index open.
 func Reindex(ctx context.Context, cfg ReindexConfig) error {
-	lock, err := lockIndex(cfg.IndexPath, true)
+	lock, err := lockIndex(ctx, cfg.IndexPath, true)
 	if err != nil {
 		return err
 	}
-	defer func() { lock.Close() }()
-	tmp := cfg.IndexPath + ".reindex"
+	defer lock.release()
+	tmp := scratchIndex(cfg.IndexPath, "reindex")
 	if err := build(ctx, cfg, tmp); err != nil {
-		removeDB(tmp)
+		removeIndex(context.WithoutCancel(ctx), tmp)
 		return err
 	}
-	removeDB(cfg.IndexPath)
-	if err := os.Rename(tmp, cfg.IndexPath); err != nil {
-		return fmt.Errorf("swap in the new index: %w", err)
-	}
-	return nil
+	return swapIndex(ctx, tmp, cfg.IndexPath)
 }
 
-// CheckIndex rebuilds the index from the bucket into a scratch file and
+// CheckIndex rebuilds the index from the bucket into a scratch index and
 // returns every difference against the live index, without changing it. It
 // may run while servers use the index.
 func CheckIndex(ctx context.Context, cfg ReindexConfig) ([]Difference, error) {
-	tmp := fmt.Sprintf("%s.check-%d", cfg.IndexPath, time.Now().UnixNano())
-	defer removeDB(tmp)
+	tmp := scratchIndex(cfg.IndexPath, fmt.Sprintf("check-%d", time.Now().UnixNano()))
+	defer removeIndex(context.WithoutCancel(ctx), tmp)
 	if err := build(ctx, cfg, tmp); err != nil {
 		return nil, err
 	}
-	if _, err := os.Stat(cfg.IndexPath); err != nil {
-		return nil, fmt.Errorf("index %s: %w", cfg.IndexPath, err)
+	if !IsPostgres(cfg.IndexPath) {
+		if _, err := os.Stat(cfg.IndexPath); err != nil {
+			return nil, fmt.Errorf("index %s: %w", cfg.IndexPath, err)
+		}
 	}
 	db, err := openDB(ctx, cfg.IndexPath, DefaultBusyTimeout, true)
 	if err != nil {
 		return nil, err
 	}
 	defer db.Close()
-	return compareIndexes(ctx, db, tmp)
-}
-
-func removeDB(path string) {
-	for _, suffix := range []string{"", "-wal", "-shm"} {
-		os.Remove(path + suffix)
-	}
+	return compareIndexes(ctx, db, cfg.IndexPath, tmp)
 }
 
 func build(ctx context.Context, cfg ReindexConfig, path string) error {
-	removeDB(path)
+	if err := removeIndex(ctx, path); err != nil {
+		return err
+	}
 	progress := cfg.Progress
 	if progress == nil {
 		progress = func(string, int, int) {}
@@ -109,7 +104,7 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 	if err := copyDeployment(ctx, bucket, db); err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)"); err != nil {
+	if err := checkpoint(ctx, path, db); err != nil {
 		return fmt.Errorf("checkpoint new index: %w", err)
 	}
 	return nil
@@ -336,42 +331,59 @@ func (b *builder) repos() error {
 // rows with an owner, and rows the rebuilt index has too. A row nobody owns
 // that a rebuild drops (a released xorb in its grace period, whose object
 // the collector has yet to sweep) says nothing wrong.
-const liveXorbs = `WHERE EXISTS (SELECT 1 FROM main.xorb_owners o WHERE o.xorb = hash) OR hash IN (SELECT hash FROM fresh.xorbs)`
+const liveXorbs = `WHERE EXISTS (SELECT 1 FROM %[1]s.xorb_owners o WHERE o.xorb = hash) OR hash IN (SELECT hash FROM %[2]s.xorbs)`
 
 // compared lists, per table, the key columns and the value columns that a
 // check compares, and which rows of the live index take part ("" for all).
 var compared = []struct{ table, key, value, liveWhere string }{
-	{"tenants", "name", "usage_bytes || ' quota=' || COALESCE(quota_bytes, 'default') || ' limits=' || COALESCE(limits, '')", ""},
+	{"tenants", "name", "usage_bytes || ' quota=' || COALESCE(CAST(quota_bytes AS TEXT), 'default') || ' limits=' || COALESCE(limits, '')", ""},
 	{"xorbs", "hash", "stream_len || ' ' || hex(chunks)", liveXorbs},
-	{"xorb_owners", "xorb || '/' || tenant", "size", ""},
+	{"xorb_owners", "xorb || '/' || tenant", "CAST(size AS TEXT)", ""},
 	{"shard_owners", "shard || '/' || tenant", "''", ""},
 	{"files", "tenant || '/' || hash", "size || ' ' || COALESCE(sha256, '') || ' ' || hex(terms)", ""},
 	{"dedup", "chunk || '/' || tenant", "xorb", ""},
-	{"repos", "tenant || '/' || type || '/' || name", "private", ""},
+	{"repos", "tenant || '/' || type || '/' || name", "CAST(private AS TEXT)", ""},
 	{"refs", "tenant || '/' || type || '/' || name || '@' || ref", "commit_sha", ""},
 	{"commits", "tenant || '/' || type || '/' || name || '@' || sha", "parent || ' ' || hex(tree)", ""},
-	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(revoked, '')", ""},
+	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(CAST(revoked AS TEXT), '')", ""},
 	{"deployment", "'marker'", "id", ""}, // deployment.go
 }
 
-func compareIndexes(ctx context.Context, live *sql.DB, freshPath string) ([]Difference, error) {
-	conn, err := live.Conn(ctx)
+// compareIndexes compares the live index on db (at location live) with the
+// rebuilt one at fresh.
+func compareIndexes(ctx context.Context, db *sql.DB, live, fresh string) ([]Difference, error) {
+	liveName, freshName, attach, detach, err := comparedSchemas(live, fresh) // engine.go
+	if err != nil {
+		return nil, err
+	}
+	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer conn.Close()
-	if _, err := conn.ExecContext(ctx, `ATTACH DATABASE ? AS fresh`, "file:"+freshPath+"?mode=ro"); err != nil {
-		return nil, fmt.Errorf("attach rebuilt index: %w", err)
+	for _, q := range attach {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("attach rebuilt index: %w", err)
+		}
 	}
-	defer conn.ExecContext(context.WithoutCancel(ctx), `DETACH DATABASE fresh`)
+	defer func() {
+		for _, q := range detach {
+			conn.ExecContext(context.WithoutCancel(ctx), q)
+		}
+	}()
 	var diffs []Difference
 	for _, c := range compared {
+		where := c.liveWhere
+		if where != "" {
+			where = fmt.Sprintf(where, liveName, freshName)
+		}
 		q := fmt.Sprintf(`
 SELECT k, MAX(a), MAX(b) FROM (
-	SELECT %[2]s AS k, %[3]s AS a, NULL AS b FROM main.%[1]s %[4]s
+	SELECT %[2]s AS k, %[3]s AS a, NULL AS b FROM %[5]s.%[1]s %[4]s
 	UNION ALL
-	SELECT %[2]s AS k, NULL AS a, %[3]s AS b FROM fresh.%[1]s
-) GROUP BY k HAVING MAX(a) IS NOT MAX(b) OR COUNT(a) != COUNT(b) ORDER BY k`, c.table, c.key, c.value, c.liveWhere)
+	SELECT %[2]s AS k, NULL AS a, %[3]s AS b FROM %[6]s.%[1]s
+) AS pairs GROUP BY k HAVING MAX(a) IS DISTINCT FROM MAX(b) OR COUNT(a) != COUNT(b) ORDER BY k`,
+			c.table, c.key, c.value, where, liveName, freshName)
 		rows, err := conn.QueryContext(ctx, q)
 		if err != nil {
 			return nil, fmt.Errorf("compare %s: %w", c.table, err)

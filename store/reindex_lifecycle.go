@@ -82,7 +82,7 @@ func (b *builder) lifecycle() error {
 			return nil // registered again since
 		}
 		_, err := tx.ExecContext(b.ctx, `INSERT INTO file_releases(tenant, hash, released) VALUES (?, ?, ?)
-			ON CONFLICT(tenant, hash) DO UPDATE SET released = MAX(file_releases.released, excluded.released)`, rec.Tenant, rec.File, rec.Released)
+			ON CONFLICT(tenant, hash) DO UPDATE SET released = CASE WHEN excluded.released > file_releases.released THEN excluded.released ELSE file_releases.released END`, rec.Tenant, rec.File, rec.Released)
 		return err
 	})
 	if err != nil {

@@ -172,7 +172,7 @@ func (s *Store) writeCommitRecords(ctx context.Context, id RepoID, ref string, c
 
 func insertRepo(ctx context.Context, tx *sql.Tx, r Repo) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO repos(tenant, type, name, private, created) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		r.Tenant, r.Type, r.Name, r.Private, r.Created.Unix())
+		r.Tenant, r.Type, r.Name, boolInt(r.Private), r.Created.Unix())
 	if err != nil {
 		return fmt.Errorf("index repo %s: %w", r.RepoID, err)
 	}
@@ -380,4 +380,13 @@ func (s *Store) OpenBlob(ctx context.Context, sha256hex string) (io.ReadSeekClos
 		return nil, fmt.Errorf("blob %s: %w", sha256hex, bucketErr(err))
 	}
 	return r, nil
+}
+
+// boolInt is a flag as the index stores it, 0 or 1 (an INTEGER column on
+// both engines).
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }

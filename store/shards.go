@@ -161,7 +161,7 @@ func recordShard(ctx context.Context, tx *sql.Tx, tenant, h string, size int64, 
 				sha256 = COALESCE(files.sha256, excluded.sha256),
 				terms  = CASE WHEN excluded.shard < files.shard THEN excluded.terms ELSE files.terms END,
 				nterms = CASE WHEN excluded.shard < files.shard THEN excluded.nterms ELSE files.nterms END,
-				shard  = MIN(files.shard, excluded.shard)`,
+				shard  = CASE WHEN excluded.shard < files.shard THEN excluded.shard ELSE files.shard END`,
 			tenant, f.Hash.String(), int64(size), sha, encodeTerms(f.Terms), len(f.Terms), h); err != nil {
 			return false, fmt.Errorf("insert file %s: %w", f.Hash, err)
 		}

@@ -24,7 +24,8 @@ import (
 
 // Config says where the index and the bucket are.
 type Config struct {
-	// IndexPath is the SQLite file of the index.
+	// IndexPath is the index: a SQLite file, or a postgres:// URL
+	// (engine.go).
 	IndexPath string
 	// BucketURL is a gocloud.dev/blob URL (file://, mem://, s3://).
 	BucketURL string
@@ -54,7 +55,8 @@ type Store struct {
 	db     *sql.DB // reads
 	wdb    *sql.DB // writes: one connection, transactions BEGIN IMMEDIATE
 	bucket *blob.Bucket
-	lock   *os.File
+	lock   indexLock
+	pg     bool // the index is PostgreSQL (engine.go)
 
 	// objects serializes create-if-absent object writes in file://
 	// buckets across processes (see writeObject); nil for other buckets.
@@ -86,7 +88,7 @@ func New(cfg Config) *Store {
 	if busy <= 0 {
 		busy = DefaultBusyTimeout
 	}
-	return &Store{cfg: cfg, now: now, busy: busy, layouts: newLayoutCache(4096)}
+	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), layouts: newLayoutCache(4096)}
 }
 
 // Open opens (creating when absent) the index and the bucket and runs the
@@ -102,7 +104,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 // Open opens the index and the bucket; see the package function Open.
 func (s *Store) Open(ctx context.Context) error {
-	lock, err := lockIndex(s.cfg.IndexPath, false)
+	lock, err := lockIndex(ctx, s.cfg.IndexPath, false)
 	if err != nil {
 		return err
 	}
@@ -126,8 +128,11 @@ func (s *Store) Open(ctx context.Context) error {
 	if s.db, err = openDB(ctx, s.cfg.IndexPath, s.busy, false); err != nil {
 		return fail(err)
 	}
-	if u, err := url.Parse(s.cfg.BucketURL); err == nil && u.Scheme == "file" {
-		if s.objects, err = os.OpenFile(s.cfg.IndexPath+".objects.lock", os.O_CREATE|os.O_RDWR, 0o644); err != nil {
+	if path, ok := objectLockPath(s.cfg); ok {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return fail(fmt.Errorf("object lock: %w", err))
+		}
+		if s.objects, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
 			return fail(fmt.Errorf("object lock: %w", err))
 		}
 	}
@@ -182,10 +187,14 @@ func OpenBucket(ctx context.Context, bucketURL string) (*blob.Bucket, error) {
 	return b, nil
 }
 
-// openDB opens the index at path: for writes, one connection whose
-// transactions take the write lock when they begin (and the migrations run
-// on it); else a pool of readConns for reads.
+// openDB opens the index at path (a SQLite file or a postgres:// URL): for
+// writes, on SQLite one connection whose transactions take the write lock
+// when they begin (and the migrations run on it); else a pool of readConns
+// for reads.
 func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (*sql.DB, error) {
+	if IsPostgres(path) {
+		return openPostgres(ctx, path, busy, writes)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("index directory: %w", err)
 	}
@@ -207,7 +216,7 @@ func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (
 		return db, nil
 	}
 	db.SetMaxOpenConns(1)
-	if err := migrate(ctx, db); err != nil {
+	if err := migrate(ctx, db, ""); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate index %s: %w", path, dbErr(err))
 	}
@@ -215,8 +224,11 @@ func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (
 }
 
 // lockIndex takes a shared (servers) or exclusive (reindex) advisory lock on
-// the index's lock file.
-func lockIndex(indexPath string, exclusive bool) (*os.File, error) {
+// the index: on SQLite's lock file, or in PostgreSQL.
+func lockIndex(ctx context.Context, indexPath string, exclusive bool) (indexLock, error) {
+	if IsPostgres(indexPath) {
+		return lockPostgres(ctx, indexPath, exclusive)
+	}
 	if err := os.MkdirAll(filepath.Dir(indexPath), 0o755); err != nil {
 		return nil, fmt.Errorf("index directory: %w", err)
 	}
@@ -235,13 +247,12 @@ func lockIndex(indexPath string, exclusive bool) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("index lock: %w", err)
 	}
-	return f, nil
+	return fileLock{f}, nil
 }
 
 func (s *Store) unlock() {
 	if s.lock != nil {
-		syscall.Flock(int(s.lock.Fd()), syscall.LOCK_UN)
-		s.lock.Close()
+		s.lock.release()
 		s.lock = nil
 	}
 }
@@ -254,8 +265,7 @@ func (s *Store) Close() error {
 			errs = append(errs, s.db.Close())
 		}
 		if s.wdb != nil {
-			// Fold the WAL back so the file is complete on its own.
-			s.wdb.Exec("PRAGMA wal_checkpoint(TRUNCATE)")
+			checkpoint(context.Background(), s.cfg.IndexPath, s.wdb)
 			errs = append(errs, s.wdb.Close())
 		}
 		if s.bucket != nil {
@@ -305,7 +315,13 @@ func isNotFound(err error) bool { return gcerrors.Code(err) == gcerrors.NotFound
 // Writers of this process queue for that connection, at most the busy
 // timeout, then for SQLite's write lock, at most the busy timeout again;
 // past either wait the error is ErrUnavailable.
+//
+// On PostgreSQL the transaction is SERIALIZABLE and runs again when a
+// concurrent one wins (pgTx): fn must start from scratch each time.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.pg {
+		return s.pgTx(ctx, fn)
+	}
 	wait, cancel := context.WithTimeout(ctx, s.busy)
 	conn, err := s.wdb.Conn(wait)
 	cancel()

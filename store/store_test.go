@@ -22,7 +22,14 @@ func fileBucket(dir string) string {
 
 func mustOpen(tb testing.TB, dir, bucket string) *Store {
 	tb.Helper()
-	s, err := Open(context.Background(), Config{IndexPath: filepath.Join(dir, "index.db"), BucketURL: bucket})
+	return mustOpenIndex(tb, filepath.Join(dir, "index.db"), bucket)
+}
+
+// mustOpenIndex opens a store on an index location (a SQLite file or a
+// postgres:// URL) and a bucket, closed when tb ends.
+func mustOpenIndex(tb testing.TB, index, bucket string) *Store {
+	tb.Helper()
+	s, err := Open(context.Background(), Config{IndexPath: index, BucketURL: bucket})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -218,15 +225,20 @@ func TestReindexRefusesWhileServed(t *testing.T) {
 // TestStoreConformance runs the store's contract against every bucket
 // driver the tests can reach.
 func TestStoreConformance(t *testing.T) {
-	for name, bucket := range map[string]func(t *testing.T, dir string) string{
-		"file": func(_ *testing.T, dir string) string { return fileBucket(dir) },
-		"mem":  func(*testing.T, string) string { return "mem://" },
-		"s3":   s3Bucket, // conformance_test.go; skipped without MinIO
+	for name, be := range map[string]struct {
+		indexes func(t *testing.T) func(dir string) string
+		bucket  func(t *testing.T, dir string) string
+	}{
+		"file":        {sqliteIndexes, func(_ *testing.T, dir string) string { return fileBucket(dir) }},
+		"mem":         {sqliteIndexes, func(*testing.T, string) string { return "mem://" }},
+		"s3":          {sqliteIndexes, s3Bucket}, // conformance_test.go; skipped without MinIO
+		"postgres+s3": {pgIndexes, s3Bucket},     // skipped without PostgreSQL or MinIO
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
-			url := bucket(t, dir)
-			s := mustOpen(t, dir, url)
+			index := be.indexes(t)
+			url := be.bucket(t, dir)
+			s := mustOpenIndex(t, index(dir), url)
 			ctx := context.Background()
 			body, info := xet.BuildXorb(chunksOf(9, 2, 1000), false)
 			for i, want := range []bool{true, false} {
@@ -271,7 +283,7 @@ func TestStoreConformance(t *testing.T) {
 			if _, err := s.File(ctx, "alice", info.Hash); !errors.Is(err, ErrNotFound) {
 				t.Fatalf("absent file: %v", err)
 			}
-			moreConformance(t, s, dir, url, name != "mem")
+			moreConformance(t, s, index, dir, url, name != "mem")
 		})
 	}
 }

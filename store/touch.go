@@ -63,7 +63,7 @@ func touchTx(ctx context.Context, tx *sql.Tx, now int64, keys ...string) error {
 			return fmt.Errorf("%s: %w", k, ErrCollecting)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO gc_objects(key, touched) VALUES (?, ?)
-			ON CONFLICT(key) DO UPDATE SET touched = MAX(touched, excluded.touched)`, k, now); err != nil {
+			ON CONFLICT(key) DO UPDATE SET touched = CASE WHEN excluded.touched > gc_objects.touched THEN excluded.touched ELSE gc_objects.touched END`, k, now); err != nil {
 			return fmt.Errorf("touch %s: %w", k, err)
 		}
 	}

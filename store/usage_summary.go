@@ -41,7 +41,7 @@ func (s *Store) UsageSummary(ctx context.Context, maxTenants int, defaultQuotaBy
 		return out, nil
 	}
 	rows, err := s.query(ctx, `SELECT name, usage_bytes, COALESCE(quota_bytes, ?1) AS quota FROM tenants
-		ORDER BY CASE WHEN quota > 0 THEN CAST(usage_bytes AS REAL) / quota ELSE -1 END DESC, usage_bytes DESC, name
+		ORDER BY CASE WHEN COALESCE(quota_bytes, ?1) > 0 THEN CAST(usage_bytes AS DOUBLE PRECISION) / COALESCE(quota_bytes, ?1) ELSE -1 END DESC, usage_bytes DESC, name
 		LIMIT ?2`, defaultQuotaBytes, maxTenants)
 	if err != nil {
 		return UsageSummary{}, fmt.Errorf("usage summary: %w", err)

@@ -1,0 +1,509 @@
+package store
+
+// This file holds everything that differs between the index's two engines:
+// SQLite (an index file; the embedded default) and PostgreSQL (a
+// postgres:// URL, shared by nodes on several hosts). The rest of the
+// package writes one SQL text for both: SQLite's placeholders (`?`, `?N`),
+// ON CONFLICT upserts, RETURNING, CAST and COALESCE, and no function that
+// only one engine has except hex(), which the PostgreSQL schema defines.
+//
+// On PostgreSQL:
+//   - queries are rewritten to `$N` placeholders by the driver wrapper below;
+//   - the migrations are the SQLite ones with the types mapped (pgSchema);
+//   - the tables live in one schema (URL parameter schema, default openxet),
+//     so that reindex can build a new one beside it and swap it in;
+//   - every write runs SERIALIZABLE and is retried on a serialization
+//     failure (inTx): the outcome is that of SQLite's one writer at a time;
+//   - servers hold a shared advisory lock and reindex an exclusive one,
+//     as they hold flock(2) locks on SQLite's lock file.
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// DefaultPostgresSchema is the schema of the index tables when a
+// postgres:// URL names none.
+const DefaultPostgresSchema = "openxet"
+
+// pgConns is the size of each PostgreSQL connection pool of a Store (one
+// for reads, one for writes).
+const pgConns = 8
+
+// IsPostgres reports whether an index location is a PostgreSQL URL rather
+// than a SQLite file.
+func IsPostgres(index string) bool {
+	return strings.HasPrefix(index, "postgres://") || strings.HasPrefix(index, "postgresql://")
+}
+
+var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// pgLocation splits a postgres:// index URL into the URL pgx connects
+// with (without openxet's own parameter) and the schema of the tables.
+func pgLocation(index string) (dsn, schema string, err error) {
+	u, err := url.Parse(index)
+	if err != nil {
+		return "", "", fmt.Errorf("index URL: %w", err)
+	}
+	q := u.Query()
+	schema = q.Get("schema")
+	if schema == "" {
+		schema = DefaultPostgresSchema
+	}
+	if !schemaName.MatchString(schema) {
+		return "", "", fmt.Errorf("index URL: schema %q: want lower-case letters, digits and _ (at most 63), not starting with a digit", schema)
+	}
+	q.Del("schema")
+	u.RawQuery = q.Encode()
+	return u.String(), schema, nil
+}
+
+// withSchema is index with its schema parameter set to schema.
+func withSchema(index, schema string) string {
+	u, err := url.Parse(index)
+	if err != nil {
+		return index
+	}
+	q := u.Query()
+	q.Set("schema", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// redactIndex is an index location fit for messages: no password.
+func redactIndex(index string) string {
+	if !IsPostgres(index) {
+		return index
+	}
+	if u, err := url.Parse(index); err == nil {
+		return u.Redacted()
+	}
+	return "postgres://…"
+}
+
+// openPostgres opens a pool of connections to the index at index. Every
+// connection's search path is the index's schema. The write pool's
+// transactions are SERIALIZABLE and its migrations run first, under an
+// advisory lock so that nodes starting together migrate once.
+func openPostgres(ctx context.Context, index string, busy time.Duration, writes bool) (*sql.DB, error) {
+	dsn, schema, err := pgLocation(index)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("index URL %s: %w", redactIndex(index), err)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = busy
+	}
+	cfg.RuntimeParams["search_path"] = schema
+	// A row lock held by another node's transaction is waited for at
+	// most the busy timeout, like SQLite's busy_timeout.
+	cfg.RuntimeParams["lock_timeout"] = fmt.Sprint(max(busy.Milliseconds(), 1))
+	if writes {
+		cfg.RuntimeParams["default_transaction_isolation"] = "serializable"
+	}
+	db := sql.OpenDB(pgConnector{stdlib.GetConnector(*cfg)})
+	db.SetMaxOpenConns(pgConns)
+	db.SetMaxIdleConns(pgConns)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	if !writes {
+		return db, nil
+	}
+	if err := migrate(ctx, db, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrate index %s: %w", redactIndex(index), dbErr(err))
+	}
+	return db, nil
+}
+
+// pgPrelude runs first in the migration transaction: one migrator at a
+// time, the schema, and the functions the shared SQL uses.
+func pgPrelude(schema string) []string {
+	return []string{
+		fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, lockKey(schema, "migrate")),
+		`CREATE SCHEMA IF NOT EXISTS ` + quoteIdent(schema),
+		`CREATE OR REPLACE FUNCTION ` + quoteIdent(schema) + `.hex(bytea) RETURNS text
+			LANGUAGE sql IMMUTABLE STRICT AS 'SELECT upper(encode($1, ''hex''))'`,
+	}
+}
+
+var (
+	ddlInteger = regexp.MustCompile(`\bINTEGER\b`)
+	ddlBlob    = regexp.MustCompile(`\bBLOB\b`)
+	ddlText    = regexp.MustCompile(`\bTEXT\b`)
+)
+
+// pgSchema maps a SQLite migration to PostgreSQL: 64-bit integers, bytea
+// for blobs, byte-order text (as SQLite compares and sorts it), and no
+// WITHOUT ROWID (a PostgreSQL table has no rowid to omit).
+func pgSchema(m string) string {
+	m = strings.ReplaceAll(m, ") WITHOUT ROWID;", ");")
+	m = ddlInteger.ReplaceAllString(m, "BIGINT")
+	m = ddlBlob.ReplaceAllString(m, "BYTEA")
+	return ddlText.ReplaceAllString(m, `TEXT COLLATE "C"`)
+}
+
+func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// lockKey is the advisory lock key of one purpose for one schema.
+func lockKey(schema, purpose string) int64 {
+	h := fnv.New64a()
+	io.WriteString(h, "openxet\x00"+schema+"\x00"+purpose)
+	return int64(h.Sum64())
+}
+
+// rebind rewrites SQLite placeholders to PostgreSQL's: `?N` to `$N`, and a
+// bare `?` to one more than the placeholder before it. Text in single
+// quotes is left alone.
+func rebind(q string) string {
+	if !strings.Contains(q, "?") {
+		return q
+	}
+	var b strings.Builder
+	b.Grow(len(q) + 8)
+	n, quoted := 0, false
+	for i := 0; i < len(q); i++ {
+		c := q[i]
+		switch {
+		case c == '\'':
+			quoted = !quoted
+		case c == '?' && !quoted:
+			j := i + 1
+			for j < len(q) && q[j] >= '0' && q[j] <= '9' {
+				j++
+			}
+			if j > i+1 {
+				fmt.Sscan(q[i+1:j], &n)
+				b.WriteString("$" + q[i+1:j])
+			} else {
+				n++
+				fmt.Fprintf(&b, "$%d", n)
+			}
+			i = j - 1
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// pgConnector hands out connections that rebind every query.
+type pgConnector struct{ driver.Connector }
+
+func (c pgConnector) Connect(ctx context.Context) (driver.Conn, error) {
+	conn, err := c.Connector.Connect(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return pgConn{conn.(*stdlib.Conn)}, nil
+}
+
+type pgConn struct{ *stdlib.Conn }
+
+func (c pgConn) Prepare(q string) (driver.Stmt, error) { return c.Conn.Prepare(rebind(q)) }
+
+func (c pgConn) PrepareContext(ctx context.Context, q string) (driver.Stmt, error) {
+	return c.Conn.PrepareContext(ctx, rebind(q))
+}
+
+func (c pgConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
+	return c.Conn.ExecContext(ctx, rebind(q), args)
+}
+
+func (c pgConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
+	return c.Conn.QueryContext(ctx, rebind(q), args)
+}
+
+// pgTx runs fn in a SERIALIZABLE transaction on the write pool, again
+// while PostgreSQL refuses it as a serialization failure or a deadlock
+// (another node's transaction won), within the busy timeout.
+func (s *Store) pgTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		err := s.pgTxOnce(ctx, fn)
+		if err == nil || !pgRetry(err) || ctx.Err() != nil {
+			return dbErr(err)
+		}
+		if time.Since(start) > s.busy {
+			return fmt.Errorf("%w: index busy: %d attempts in %v: %w", ErrUnavailable, attempt+1, s.busy, err)
+		}
+		// Back off with jitter so that the nodes that lost do not meet again.
+		d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Store) pgTxOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	wait, cancel := context.WithTimeout(ctx, s.busy)
+	conn, err := s.wdb.Conn(wait)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("%w: index busy: no write connection within %v", ErrUnavailable, s.busy)
+		}
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer conn.Close()
+	tx, err := conn.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// pgRetry reports whether a transaction failed only because a concurrent
+// one won: running it again may succeed.
+func pgRetry(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+}
+
+// pgErr marks a PostgreSQL error with ErrUnavailable when a retry may cure
+// it: the server unreachable, shutting down, out of resources, a lock not
+// granted within the busy timeout, a transaction that kept losing.
+func pgErr(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		switch {
+		case strings.HasPrefix(pe.Code, "08"), // connection exception
+			strings.HasPrefix(pe.Code, "53"), // insufficient resources
+			strings.HasPrefix(pe.Code, "57"), // operator intervention (shutdown, cancel)
+			strings.HasPrefix(pe.Code, "58"), // system error (I/O)
+			pe.Code == "55P03",               // lock_not_available (lock_timeout)
+			pe.Code == "40001", pe.Code == "40P01":
+			return fmt.Errorf("%w: index: %w", ErrUnavailable, err)
+		}
+		return err
+	}
+	var ce *pgconn.ConnectError
+	var ne net.Error
+	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || pgconn.Timeout(err) {
+		return fmt.Errorf("%w: index: %w", ErrUnavailable, err)
+	}
+	return err
+}
+
+// indexLock is a server's shared hold on an index, or reindex's exclusive
+// one.
+type indexLock interface{ release() }
+
+type fileLock struct{ f *os.File }
+
+func (l fileLock) release() {
+	syscall.Flock(int(l.f.Fd()), syscall.LOCK_UN)
+	l.f.Close()
+}
+
+// pgLock holds a session advisory lock on a connection of its own.
+type pgLock struct {
+	db   *sql.DB
+	conn *sql.Conn
+}
+
+func (l pgLock) release() {
+	l.conn.Close()
+	l.db.Close()
+}
+
+func lockPostgres(ctx context.Context, index string, exclusive bool) (indexLock, error) {
+	dsn, schema, err := pgLocation(index)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("index URL %s: %w", redactIndex(index), err)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = DefaultBusyTimeout
+	}
+	db := sql.OpenDB(stdlib.GetConnector(*cfg))
+	conn, err := db.Conn(ctx)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("index %s: %w", redactIndex(index), pgErr(err))
+	}
+	fn := "pg_try_advisory_lock_shared"
+	if exclusive {
+		fn = "pg_try_advisory_lock"
+	}
+	var ok bool
+	if err := conn.QueryRowContext(ctx, `SELECT `+fn+`($1)`, lockKey(schema, "index")).Scan(&ok); err != nil {
+		conn.Close()
+		db.Close()
+		return nil, fmt.Errorf("index lock: %w", pgErr(err))
+	}
+	if !ok {
+		conn.Close()
+		db.Close()
+		return nil, fmt.Errorf("%s: %w", redactIndex(index), ErrIndexInUse)
+	}
+	return pgLock{db, conn}, nil
+}
+
+// objectLockPath is the file that serializes create-if-absent writes to
+// a file:// bucket across processes: beside a SQLite index, or beside the
+// bucket's directory when the index is elsewhere.
+func objectLockPath(cfg Config) (string, bool) {
+	u, err := url.Parse(cfg.BucketURL)
+	if err != nil || u.Scheme != "file" {
+		return "", false
+	}
+	if !IsPostgres(cfg.IndexPath) {
+		return cfg.IndexPath + ".objects.lock", true
+	}
+	return filepath.Clean(u.Path) + ".objects.lock", true
+}
+
+// dropPostgresSchema removes a scratch schema of reindex.
+func dropPostgresSchema(ctx context.Context, index string) error {
+	db, schema, err := pgAdmin(index)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, err = db.ExecContext(ctx, `DROP SCHEMA IF EXISTS `+quoteIdent(schema)+` CASCADE`)
+	return pgErr(err)
+}
+
+// swapPostgresSchema replaces the index's schema by the rebuilt one, in
+// one transaction: a node sees the old index or the new one.
+func swapPostgresSchema(ctx context.Context, rebuilt, index string) error {
+	db, schema, err := pgAdmin(index)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	_, fresh, err := pgLocation(rebuilt)
+	if err != nil {
+		return err
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return pgErr(err)
+	}
+	defer tx.Rollback()
+	for _, q := range []string{
+		`DROP SCHEMA IF EXISTS ` + quoteIdent(schema) + ` CASCADE`,
+		`ALTER SCHEMA ` + quoteIdent(fresh) + ` RENAME TO ` + quoteIdent(schema),
+	} {
+		if _, err := tx.ExecContext(ctx, q); err != nil {
+			return fmt.Errorf("swap in the new index: %w", pgErr(err))
+		}
+	}
+	return pgErr(tx.Commit())
+}
+
+// pgAdmin is a one-connection pool to the index's database, outside any
+// schema, and the index's schema.
+func pgAdmin(index string) (*sql.DB, string, error) {
+	dsn, schema, err := pgLocation(index)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, "", fmt.Errorf("index URL %s: %w", redactIndex(index), err)
+	}
+	db := sql.OpenDB(stdlib.GetConnector(*cfg))
+	db.SetMaxOpenConns(1)
+	return db, schema, nil
+}
+
+// comparedSchemas are the names compareIndexes qualifies the live and the
+// rebuilt tables with, and the statements that make the rebuilt ones
+// visible on conn (and undo that).
+func comparedSchemas(live, fresh string) (liveName, freshName string, attach, detach []string, err error) {
+	if !IsPostgres(live) {
+		return "main", "fresh", []string{`ATTACH DATABASE '` + strings.ReplaceAll("file:"+fresh+"?mode=ro", "'", "''") + `' AS fresh`}, []string{`DETACH DATABASE fresh`}, nil
+	}
+	_, ls, err := pgLocation(live)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	_, fs, err := pgLocation(fresh)
+	if err != nil {
+		return "", "", nil, nil, err
+	}
+	return quoteIdent(ls), quoteIdent(fs), nil, nil, nil
+}
+
+// scratchIndex is where a rebuild of index goes: a file beside a SQLite
+// index, a schema beside a PostgreSQL one.
+func scratchIndex(index, name string) string {
+	if !IsPostgres(index) {
+		return index + "." + name
+	}
+	_, schema, err := pgLocation(index)
+	if err != nil {
+		return index
+	}
+	return withSchema(index, schema+"_"+strings.ReplaceAll(name, "-", "_"))
+}
+
+// removeIndex deletes a scratch index.
+func removeIndex(ctx context.Context, index string) error {
+	if IsPostgres(index) {
+		return dropPostgresSchema(ctx, index)
+	}
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		os.Remove(index + suffix)
+	}
+	return nil
+}
+
+// swapIndex makes the rebuilt index the index.
+func swapIndex(ctx context.Context, rebuilt, index string) error {
+	if IsPostgres(index) {
+		return swapPostgresSchema(ctx, rebuilt, index)
+	}
+	removeIndex(ctx, index)
+	if err := os.Rename(rebuilt, index); err != nil {
+		return fmt.Errorf("swap in the new index: %w", err)
+	}
+	return nil
+}
+
+// checkpoint folds SQLite's write-ahead log into the index file, so the
+// file is complete on its own; PostgreSQL has nothing to do.
+func checkpoint(ctx context.Context, index string, db *sql.DB) error {
+	if IsPostgres(index) {
+		return nil
+	}
+	_, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+	return err
+}

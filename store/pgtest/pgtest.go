@@ -1,0 +1,289 @@
+// Package pgtest starts a real PostgreSQL server for tests: a throwaway
+// cluster in a temporary directory, listening on 127.0.0.1 on a free port,
+// stopped and removed when the test ends. Only tests import it.
+//
+// PostgreSQL refuses to run as root. When the tests run as root (CI does),
+// the cluster runs as the "postgres" user that Debian's postgresql package
+// creates. The binaries are found in $OPENXET_PG_BIN, else the newest
+// /usr/lib/postgresql/<version>/bin (Debian), else on PATH. When there are
+// none, Start skips the test with a message saying how to install them,
+// unless OPENXET_REQUIRE_PG=1 (set by CI after installing them), which makes
+// their absence a failure.
+package pgtest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+)
+
+// Server is one running PostgreSQL cluster.
+type Server struct {
+	// Addr is host:port on 127.0.0.1.
+	Addr string
+
+	dir    string
+	cmd    *exec.Cmd
+	out    *syncBuffer
+	exited chan struct{}
+
+	stopOnce sync.Once
+}
+
+// user is the cluster's superuser; local connections are trusted.
+const dbUser = "openxet"
+
+// startWait bounds how long the server may take to accept connections on a
+// loaded machine; it only catches a server that never starts.
+const startWait = 2 * time.Minute
+
+// BinDir returns the directory of initdb and postgres, or "".
+func BinDir() string {
+	if d := os.Getenv("OPENXET_PG_BIN"); d != "" {
+		return d
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(dirs, func(i, j int) bool { return version(dirs[i]) > version(dirs[j]) })
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "initdb")); err == nil {
+			return d
+		}
+	}
+	if p, err := exec.LookPath("initdb"); err == nil {
+		return filepath.Dir(p)
+	}
+	return ""
+}
+
+func version(binDir string) int {
+	n, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return n
+}
+
+// Start starts a cluster for tb and removes it when tb ends. It skips tb
+// when PostgreSQL is not installed (see the package comment).
+func Start(tb testing.TB) *Server {
+	tb.Helper()
+	bin := BinDir()
+	if bin == "" {
+		msg := "PostgreSQL is not installed: apt-get install postgresql (or set OPENXET_PG_BIN to its bin directory) to run the PostgreSQL tests"
+		if os.Getenv("OPENXET_REQUIRE_PG") == "1" {
+			tb.Fatal(msg + " (OPENXET_REQUIRE_PG=1 requires them)")
+		}
+		tb.Skip(msg)
+	}
+	var lastErr error
+	for range 3 { // a free port may be taken by someone else before postgres binds it
+		s, err := start(tb, bin)
+		if err == nil {
+			return s
+		}
+		lastErr = err
+	}
+	tb.Fatal(lastErr)
+	return nil
+}
+
+func start(tb testing.TB, bin string) (*Server, error) {
+	tb.Helper()
+	dir, err := os.MkdirTemp("", "openxet-pg-")
+	if err != nil {
+		return nil, err
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	cred, err := runAs()
+	if err != nil {
+		return nil, err
+	}
+	if cred != nil {
+		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return nil, fmt.Errorf("chown %s: %w", dir, err)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	initdb := exec.Command(filepath.Join(bin, "initdb"), "--no-sync", "--auth=trust", "--username="+dbUser,
+		"--encoding=UTF8", "--locale=C", "-D", data)
+	initdb.Env = env(dir)
+	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if out, err := initdb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+	}
+	port := freePort(tb)
+	s := &Server{
+		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		dir:    dir,
+		out:    &syncBuffer{},
+		exited: make(chan struct{}),
+	}
+	// Only 127.0.0.1 and a socket directory of its own. Durability as a
+	// real deployment has it (fsync on): benchmarks read these servers too.
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data,
+		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir,
+		"-c", "max_connections=200", "-c", "shared_buffers=64MB")
+	s.cmd.Env = env(dir)
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start postgres: %w", err)
+	}
+	go func() {
+		s.cmd.Wait()
+		close(s.exited)
+	}()
+	tb.Cleanup(func() {
+		s.Stop()
+		if tb.Failed() {
+			tb.Logf("postgres output:\n%s", s.out)
+		}
+	})
+	if err := s.waitReady(); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// runAs is the credential the cluster runs with: the postgres user when
+// this process is root, else nil (this process's own user).
+func runAs() (*syscall.Credential, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return nil, fmt.Errorf("PostgreSQL refuses to run as root and there is no postgres user: %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}, nil
+}
+
+func env(dir string) []string {
+	return []string{"HOME=" + dir, "LC_ALL=C", "PATH=" + os.Getenv("PATH"), "TZ=UTC"}
+}
+
+// waitReady connects until the server answers, the process exits, or
+// startWait (a child process no virtual clock can reach).
+func (s *Server) waitReady() error {
+	deadline := time.Now().Add(startWait)
+	for {
+		db, err := sql.Open("pgx", s.URL("postgres", ""))
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err = db.PingContext(ctx)
+			cancel()
+			db.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		select {
+		case <-s.exited:
+			return fmt.Errorf("postgres exited before it was ready:\n%s", s.out)
+		default:
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("postgres not ready within %s: %v\n%s", startWait, err, s.out)
+		}
+		time.Sleep(20 * time.Millisecond) // polling a child process
+	}
+}
+
+// URL is the postgres:// URL of database db, with openxet's schema
+// parameter when schema is not "".
+func (s *Server) URL(db, schema string) string {
+	q := url.Values{}
+	q.Set("sslmode", "disable")
+	if schema != "" {
+		q.Set("schema", schema)
+	}
+	return (&url.URL{Scheme: "postgres", User: url.User(dbUser), Host: s.Addr, Path: "/" + db, RawQuery: q.Encode()}).String()
+}
+
+// NewIndex returns the URL of a new, empty index: a database of its own,
+// so tests sharing a server never see each other's tables.
+func (s *Server) NewIndex(tb testing.TB) string {
+	tb.Helper()
+	name := "openxet_" + randomHex(6)
+	db, err := sql.Open("pgx", s.URL("postgres", ""))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`CREATE DATABASE ` + name); err != nil {
+		tb.Fatalf("create database %s: %v\n%s", name, err, s.out)
+	}
+	return s.URL(name, "")
+}
+
+// Stop stops the server (fast shutdown, then SIGKILL after 30s) and waits
+// for it to exit. It is safe to call twice.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		s.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			s.cmd.Process.Kill()
+			<-s.exited
+		}
+	})
+}
+
+// Kill stops the server at once, as a crash would.
+func (s *Server) Kill() {
+	s.stopOnce.Do(func() {
+		s.cmd.Process.Kill()
+		<-s.exited
+	})
+}
+
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
