@@ -63,7 +63,10 @@ func pgLocation(index string) (dsn, schema string, err error) {
 	if err != nil {
 		return "", "", fmt.Errorf("index URL: %w", err)
 	}
-	q := u.Query()
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return "", "", fmt.Errorf("index URL %s: %w", redactIndex(index), err)
+	}
 	schema = q.Get("schema")
 	if schema == "" {
 		schema = DefaultPostgresSchema

@@ -46,6 +46,7 @@ func (c *clock) advance(d time.Duration) {
 type lc struct {
 	tb    testing.TB
 	dir   string
+	index string // a SQLite file in dir, or a postgres:// URL
 	clock *clock
 	s     *Store
 }
@@ -53,14 +54,33 @@ type lc struct {
 func newLC(tb testing.TB) *lc {
 	tb.Helper()
 	dir := tb.TempDir()
-	l := &lc{tb: tb, dir: dir, clock: newClock()}
+	return newLCOn(tb, dir, filepath.Join(dir, "index.db"))
+}
+
+// newLCOn is newLC with the index at index (see onEngines).
+func newLCOn(tb testing.TB, dir, index string) *lc {
+	tb.Helper()
+	l := &lc{tb: tb, dir: dir, index: index, clock: newClock()}
 	l.s = l.open()
 	return l
 }
 
+// onEngines runs f on a SQLite index and on a PostgreSQL one (skipped
+// without PostgreSQL, see pgtest), each with a file:// bucket in dir.
+func onEngines(t *testing.T, f func(t *testing.T, newLC func(testing.TB) *lc)) {
+	t.Run("sqlite", func(t *testing.T) { f(t, newLC) })
+	t.Run("postgres", func(t *testing.T) {
+		indexes := pgIndexes(t)
+		f(t, func(tb testing.TB) *lc {
+			dir := tb.TempDir()
+			return newLCOn(tb, dir, indexes(dir))
+		})
+	})
+}
+
 func (l *lc) open() *Store {
 	l.tb.Helper()
-	s, err := Open(context.Background(), Config{IndexPath: filepath.Join(l.dir, "index.db"), BucketURL: fileBucket(l.dir), Now: l.clock.Now})
+	s, err := Open(context.Background(), Config{IndexPath: l.index, BucketURL: fileBucket(l.dir), Now: l.clock.Now})
 	if err != nil {
 		l.tb.Fatal(err)
 	}
@@ -69,7 +89,7 @@ func (l *lc) open() *Store {
 }
 
 func (l *lc) cfg() ReindexConfig {
-	return ReindexConfig{IndexPath: filepath.Join(l.dir, "index.db"), BucketURL: fileBucket(l.dir)}
+	return ReindexConfig{IndexPath: l.index, BucketURL: fileBucket(l.dir)}
 }
 
 // tfile is a file built for a test: its xorbs, its shard and its bytes.
@@ -672,7 +692,9 @@ func TestDeleteTenant(t *testing.T) {
 // the mark and the sweep of a pass, an upload dedups against a xorb nobody
 // owns or references (registers a shard naming it) or uploads it again.
 // The pass must not delete it; a retained file never loses a byte.
-func TestSweepRacesUploads(t *testing.T) {
+func TestSweepRacesUploads(t *testing.T) { onEngines(t, testSweepRacesUploads) }
+
+func testSweepRacesUploads(t *testing.T, newLC func(testing.TB) *lc) {
 	for _, tc := range []struct {
 		name string
 		race func(l *lc, f tfile) error
@@ -856,7 +878,9 @@ func TestCollectorCrashAtEveryStep(t *testing.T) {
 
 // TestOneCollectorAtATime: two stores on one index; while one pass holds
 // the lease the other store's pass is refused and it keeps serving.
-func TestOneCollectorAtATime(t *testing.T) {
+func TestOneCollectorAtATime(t *testing.T) { onEngines(t, testOneCollectorAtATime) }
+
+func testOneCollectorAtATime(t *testing.T, newLC func(testing.TB) *lc) {
 	l := newLC(t)
 	ctx := context.Background()
 	other := l.open()

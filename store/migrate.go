@@ -162,7 +162,14 @@ CREATE TABLE gc_state (
 // schema is "" for SQLite, else the PostgreSQL schema of the tables
 // (engine.go maps each migration to PostgreSQL).
 func migrate(ctx context.Context, db *sql.DB, schema string) error {
-	tx, err := db.BeginTx(ctx, nil)
+	var opts *sql.TxOptions
+	if schema != "" {
+		// READ COMMITTED: each statement after the advisory lock of the
+		// prelude sees what the node that held it before committed (a
+		// SERIALIZABLE snapshot would predate that).
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -78,8 +78,17 @@ func version(binDir string) int {
 }
 
 // Start starts a cluster for tb and removes it when tb ends. It skips tb
-// when PostgreSQL is not installed (see the package comment).
-func Start(tb testing.TB) *Server {
+// when PostgreSQL is not installed (see the package comment). The cluster
+// does not wait for its writes to reach the disk (fsync off): a test's
+// cluster never outlives a crash of the machine. Benchmarks use
+// StartDurable.
+func Start(tb testing.TB) *Server { return startCluster(tb, false) }
+
+// StartDurable is Start with the durability of a real deployment: every
+// commit waits for its write-ahead log to reach the disk.
+func StartDurable(tb testing.TB) *Server { return startCluster(tb, true) }
+
+func startCluster(tb testing.TB, durable bool) *Server {
 	tb.Helper()
 	bin := BinDir()
 	if bin == "" {
@@ -91,7 +100,7 @@ func Start(tb testing.TB) *Server {
 	}
 	var lastErr error
 	for range 3 { // a free port may be taken by someone else before postgres binds it
-		s, err := start(tb, bin)
+		s, err := start(tb, bin, durable)
 		if err == nil {
 			return s
 		}
@@ -101,7 +110,7 @@ func Start(tb testing.TB) *Server {
 	return nil
 }
 
-func start(tb testing.TB, bin string) (*Server, error) {
+func start(tb testing.TB, bin string, durable bool) (*Server, error) {
 	tb.Helper()
 	dir, err := os.MkdirTemp("", "openxet-pg-")
 	if err != nil {
@@ -132,11 +141,13 @@ func start(tb testing.TB, bin string) (*Server, error) {
 		out:    &syncBuffer{},
 		exited: make(chan struct{}),
 	}
-	// Only 127.0.0.1 and a socket directory of its own. Durability as a
-	// real deployment has it (fsync on): benchmarks read these servers too.
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), "-D", data,
-		"-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir,
-		"-c", "max_connections=200", "-c", "shared_buffers=64MB")
+	// Only 127.0.0.1 and a socket directory of its own.
+	args := []string{"-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir,
+		"-c", "max_connections=200", "-c", "shared_buffers=64MB"}
+	if !durable {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
 	s.cmd.Env = env(dir)
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out

@@ -1,0 +1,228 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"openxet/store/pgtest"
+	"openxet/xet"
+)
+
+func TestRebind(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`SELECT 1`, `SELECT 1`},
+		{`SELECT a FROM t WHERE b = ? AND c = ?`, `SELECT a FROM t WHERE b = $1 AND c = $2`},
+		{`UPDATE t SET u = u + ?1 WHERE n = ?2 AND (COALESCE(q, ?3) < 0 OR u + ?1 <= COALESCE(q, ?3))`,
+			`UPDATE t SET u = u + $1 WHERE n = $2 AND (COALESCE(q, $3) < 0 OR u + $1 <= COALESCE(q, $3))`},
+		{`SELECT '?', x FROM t WHERE y = ? AND z = 'it''s ?'`, `SELECT '?', x FROM t WHERE y = $1 AND z = 'it''s ?'`},
+		{`ORDER BY ref = ?4 DESC LIMIT ?`, `ORDER BY ref = $4 DESC LIMIT $5`},
+	} {
+		if got := rebind(tc.in); got != tc.want {
+			t.Errorf("rebind(%q)\n got %q\nwant %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func FuzzRebind(f *testing.F) {
+	f.Add(`SELECT a FROM t WHERE b = ?1 AND c = ? AND d = '?'`)
+	f.Add(`?99999999999999999999`)
+	f.Fuzz(func(t *testing.T, q string) {
+		out := rebind(q)
+		// Nothing but placeholders outside quotes changes.
+		if !contains(q, '?') && out != q {
+			t.Fatalf("rebind changed a query without placeholders: %q → %q", q, out)
+		}
+	})
+}
+
+func contains(s string, c byte) bool {
+	for i := range len(s) {
+		if s[i] == c {
+			return true
+		}
+	}
+	return false
+}
+
+func TestPostgresLocation(t *testing.T) {
+	dsn, schema, err := pgLocation("postgres://u:secret@db.example:5432/openxet?sslmode=require&schema=tenant_a")
+	if err != nil || schema != "tenant_a" || dsn != "postgres://u:secret@db.example:5432/openxet?sslmode=require" {
+		t.Fatalf("got %q %q %v", dsn, schema, err)
+	}
+	if _, schema, _ := pgLocation("postgresql://h/db"); schema != DefaultPostgresSchema {
+		t.Fatalf("default schema %q", schema)
+	}
+	for _, bad := range []string{"postgres://h/db?schema=Bad", "postgres://h/db?schema=a;drop", "postgres://h/db?schema=1a"} {
+		if _, _, err := pgLocation(bad); err == nil {
+			t.Errorf("%s: accepted", bad)
+		}
+	}
+	if r := redactIndex("postgres://u:secret@h/db"); r != "postgres://u:xxxxx@h/db" {
+		t.Fatalf("redacted %q", r)
+	}
+}
+
+// TestPostgresQuotaExactAcrossNodes: three stores (nodes) on one
+// PostgreSQL index and one bucket upload distinct xorbs of one tenant at
+// once. The quota admits exactly k of them: usage never passes it, the
+// counter equals the owned sizes, and a rebuild agrees.
+func TestPostgresQuotaExactAcrossNodes(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	index := srv.NewIndex(t)
+	dir := t.TempDir()
+	bucket := fileBucket(dir)
+	const nodes, each, admitted = 3, 8, 7
+	var stores []*Store
+	for range nodes {
+		stores = append(stores, mustOpenIndex(t, index, bucket))
+	}
+	var xorbs []xet.XorbInfo
+	var bodies [][]byte
+	for i := range nodes * each {
+		body, info := xet.BuildXorb(chunksOf(uint64(100+i), 2, 1000), false)
+		xorbs, bodies = append(xorbs, info), append(bodies, body[:info.StreamLen])
+	}
+	size := xorbs[0].StreamLen
+	for _, x := range xorbs {
+		if x.StreamLen != size {
+			t.Fatalf("xorb sizes differ: %d and %d", x.StreamLen, size)
+		}
+	}
+	quota := admitted*size + size/2
+	var ok, over atomic.Int64
+	var wg sync.WaitGroup
+	for n, s := range stores {
+		for i := range each {
+			k := n*each + i
+			wg.Go(func() {
+				_, err := s.PutXorb(ctx, "alice", xorbs[k], bodies[k], quota)
+				var oq *OverQuotaError
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.As(err, &oq):
+					over.Add(1)
+				default:
+					t.Errorf("node %d xorb %d: %v", n, k, err)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	if ok.Load() != admitted || over.Load() != nodes*each-admitted {
+		t.Fatalf("%d admitted, %d over quota; want %d and %d", ok.Load(), over.Load(), admitted, nodes*each-admitted)
+	}
+	for n, s := range stores {
+		if u, err := s.Usage(ctx, "alice"); err != nil || u != admitted*size {
+			t.Fatalf("node %d: usage %d %v, want %d", n, u, err, admitted*size)
+		}
+	}
+	diffs, err := CheckIndex(ctx, ReindexConfig{IndexPath: index, BucketURL: bucket})
+	if err != nil || len(diffs) != 0 {
+		t.Fatalf("check: %v %v", diffs, err)
+	}
+}
+
+// TestPostgresNodesStartTogether: nodes opening a new index at once
+// migrate it once and agree on the deployment.
+func TestPostgresNodesStartTogether(t *testing.T) {
+	srv := pgtest.Start(t)
+	index := srv.NewIndex(t)
+	bucket := fileBucket(t.TempDir())
+	stores := make([]*Store, 4)
+	var wg sync.WaitGroup
+	for i := range stores {
+		wg.Go(func() {
+			s, err := Open(context.Background(), Config{IndexPath: index, BucketURL: bucket})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			stores[i] = s
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, s := range stores {
+		defer s.Close()
+		if s.Deployment() != stores[0].Deployment() {
+			t.Fatalf("deployments %s and %s", s.Deployment(), stores[0].Deployment())
+		}
+	}
+}
+
+// TestPostgresReindex: reindex refuses while a server holds the index,
+// rebuilds it (a new schema swapped in) once none does, and leaves no
+// scratch schema behind.
+func TestPostgresReindex(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	index := srv.NewIndex(t)
+	dir := t.TempDir()
+	s := mustOpenIndex(t, index, fileBucket(dir))
+	populate(t, s)
+	before := dump(t, s)
+	cfg := ReindexConfig{IndexPath: index, BucketURL: fileBucket(dir)}
+	if err := Reindex(ctx, cfg); !errors.Is(err, ErrIndexInUse) {
+		t.Fatalf("reindex under a server: %v", err)
+	}
+	if _, err := s.db.ExecContext(ctx, `UPDATE tenants SET usage_bytes = usage_bytes + 1`); err != nil {
+		t.Fatal(err)
+	}
+	if diffs, err := CheckIndex(ctx, cfg); err != nil || len(diffs) == 0 {
+		t.Fatalf("check of a tampered counter: %v %v", diffs, err)
+	}
+	s.Close()
+	if err := Reindex(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpenIndex(t, index, fileBucket(dir))
+	if diff := cmp.Diff(before, dump(t, s)); diff != "" {
+		t.Fatalf("rebuilt index differs:\n%s", diff)
+	}
+	var schemas []string
+	rows, err := s.db.QueryContext(ctx, `SELECT nspname FROM pg_namespace WHERE nspname LIKE 'openxet%' ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n string
+		rows.Scan(&n)
+		schemas = append(schemas, n)
+	}
+	rows.Close()
+	if len(schemas) != 1 || schemas[0] != DefaultPostgresSchema {
+		t.Fatalf("schemas after reindex and check: %v", schemas)
+	}
+}
+
+// TestPostgresDownIsUnavailable: with the index server gone, reads and
+// writes fail with ErrUnavailable (503), not as bad requests.
+func TestPostgresDownIsUnavailable(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	index := srv.NewIndex(t)
+	dir := t.TempDir()
+	s, err := Open(ctx, Config{IndexPath: index, BucketURL: fileBucket(filepath.Join(dir, "b")), BusyTimeout: 2e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	srv.Kill()
+	if _, err := s.Usage(ctx, "alice"); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("read with the index down: %v", err)
+	}
+	body, info := xet.BuildXorb(chunksOf(7, 2, 1000), false)
+	if _, err := s.PutXorb(ctx, "alice", info, body[:info.StreamLen], Unlimited); !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("write with the index down: %v", err)
+	}
+}
