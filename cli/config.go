@@ -149,7 +149,7 @@ var settings = []setting{
 		c.Bucket = v
 		return nil
 	}},
-	{"server.index", "", "SQLite index file (default <data_dir>/index.db)", func(c *Config, v string) error { c.Index = v; return nil }},
+	{"server.index", "", "the index: a SQLite file, or a postgres:// URL that several nodes share (optional schema=NAME parameter, default openxet; see docs/scale-out.md) (default <data_dir>/index.db)", func(c *Config, v string) error { c.Index = v; return nil }},
 	{"server.trusted_proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default none)", func(c *Config, v string) error {
 		c.TrustedProxies = nil
 		for _, p := range splitList(v) {
