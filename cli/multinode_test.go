@@ -78,7 +78,9 @@ func TestThreeNodesOnPostgresAndS3(t *testing.T) {
 		t.Fatalf("answers %v: %d stored, want exactly %d (quota %d, xorb %d bytes)", codes, codes[200], admitted, quota, size)
 	}
 	for _, p := range nodes {
-		var v struct{ UsageBytes int64 `json:"usage_bytes"` }
+		var v struct {
+			UsageBytes int64 `json:"usage_bytes"`
+		}
 		code, body := request(t, "GET", p.url+"/api/openxet/v1/admin/tenants/quota/limits", admin, nil)
 		if json.Unmarshal(body, &v); code != 200 || v.UsageBytes != admitted*size {
 			t.Fatalf("usage via %s: %d %s, want %d", p.url, code, body, admitted*size)
