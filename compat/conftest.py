@@ -169,7 +169,10 @@ class OpenxetServer:
 
     # lifecycle ---------------------------------------------------------
 
-    def start(self):
+    def start(self, admin_token=None):
+        """Start the server. A first start prints the admin token; a node
+        joining an index another node bootstrapped prints none: pass that
+        node's token as admin_token."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         last = ""
         for _attempt in range(5):
@@ -193,6 +196,10 @@ class OpenxetServer:
             shutil.rmtree(self.data_dir, ignore_errors=True)
         else:
             raise RuntimeError(f"openxet serve could not find a free port:\n{last[-4000:]}")
+        if admin_token:
+            self.admin_token = admin_token
+            _LIVE_SERVERS.append(self)
+            return self
         m = re.search(r"Token \(shown once, store it now\): (hf_oxt_\S+)",
                       self.stdout_path.read_text())
         if not m:

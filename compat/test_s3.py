@@ -1,12 +1,16 @@
-"""The stock hf_xet client round trip through an openxet whose bucket is S3.
+"""The stock hf_xet client round trip through an openxet whose bucket is S3,
+and through the scale-out deployment: two nodes on one PostgreSQL index.
 
 A real S3-compatible server, MinIO, runs on 127.0.0.1 for the module: the
 binary .ci/minio.sh builds (found as the Go tests find it: $OPENXET_MINIO,
 else the cache directory .ci/minio.sh installs into). Without it the module
-is skipped, unless OPENXET_REQUIRE_S3=1 makes that a failure.
+is skipped, unless OPENXET_REQUIRE_S3=1 makes that a failure. Likewise a
+throwaway PostgreSQL cluster (Debian's postgresql package, run as the
+postgres user when the tests run as root), required by OPENXET_REQUIRE_PG=1.
 """
 
 import datetime
+import glob
 import hashlib
 import hmac
 import os
@@ -15,6 +19,7 @@ import secrets
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -140,6 +145,82 @@ class Minio:
         self.log.close()
 
 
+def _pg_bin():
+    """The directory of initdb and postgres, or None (as store/pgtest finds it)."""
+    if os.environ.get("OPENXET_PG_BIN"):
+        return Path(os.environ["OPENXET_PG_BIN"])
+    dirs = sorted(glob.glob("/usr/lib/postgresql/*/bin"),
+                  key=lambda d: int(Path(d).parent.name) if Path(d).parent.name.isdigit() else 0)
+    for d in reversed(dirs):
+        if (Path(d) / "initdb").exists():
+            return Path(d)
+    w = shutil.which("initdb")
+    return Path(w).parent if w else None
+
+
+class Postgres:
+    """A throwaway PostgreSQL cluster on 127.0.0.1, trusted local logins."""
+
+    def __init__(self, bindir):
+        # Not under pytest's temporary directory: the postgres user could not
+        # enter that (mode 0700, owned by root).
+        self.workdir = Path(tempfile.mkdtemp(prefix="openxet-pg-"))
+        user = "postgres" if os.geteuid() == 0 else None  # it refuses to run as root
+        if user:
+            shutil.chown(self.workdir, user, user)
+        env = {"HOME": str(self.workdir), "LC_ALL": "C", "PATH": os.environ.get("PATH", ""), "TZ": "UTC"}
+        data = self.workdir / "data"
+        subprocess.run([str(bindir / "initdb"), "--no-sync", "--auth=trust", "--username=openxet",
+                        "--encoding=UTF8", "--locale=C", "-D", str(data)],
+                       user=user, env=env, check=True, capture_output=True)
+        self.port = _free_port()
+        self.log = open(self.workdir / "postgres.log", "wb")
+        self.proc = subprocess.Popen(
+            [str(bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(self.port),
+             "-k", str(self.workdir), "-c", "fsync=off", "-c", "synchronous_commit=off"],
+            stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL, start_new_session=True,
+            user=user, env=env)
+        deadline = time.monotonic() + MINIO_READY_TIMEOUT_S
+        while time.monotonic() < deadline and self.proc.poll() is None:
+            r = subprocess.run([str(bindir / "pg_isready"), "-h", "127.0.0.1", "-p", str(self.port)],
+                               capture_output=True)
+            if r.returncode == 0:
+                return
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError("PostgreSQL did not become ready:\n" +
+                           (self.workdir / "postgres.log").read_text(errors="replace")[-4000:])
+
+    def index_url(self):
+        return f"postgres://openxet@127.0.0.1:{self.port}/postgres?sslmode=disable"
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGINT)  # fast shutdown
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=30)
+        self.log.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    bindir = _pg_bin()
+    if bindir is None:
+        msg = "PostgreSQL is not installed: apt-get install postgresql to run this test"
+        if os.environ.get("OPENXET_REQUIRE_PG") == "1":
+            pytest.fail(msg + " (OPENXET_REQUIRE_PG=1 requires it)")
+        pytest.skip(msg)
+    p = Postgres(bindir)
+    try:
+        yield p
+    finally:
+        p.stop()
+
+
 @pytest.fixture(scope="module")
 def minio(tmp_path_factory):
     binary = _minio_binary()
@@ -187,3 +268,37 @@ def test_round_trip_through_s3(minio, openxet_bin, tmp_path):
     srv.check_stopped_cleanly()
     log = srv.log_path.read_text(errors="replace")
     assert "SDK " not in log, "the AWS SDK logged:\n" + log[-3000:]
+
+
+def test_round_trip_through_postgres_and_s3(postgres, minio, openxet_bin, tmp_path):
+    """The scale-out deployment: two nodes with data directories of their
+    own on one PostgreSQL index and one S3 bucket. hf_xet uploads through
+    node A; a fresh client downloads every byte back through node B, which
+    knows A's credential, file and signing key from what they share."""
+    flags = ["--index", postgres.index_url(), "--bucket", minio.bucket_url(minio.create_bucket())]
+    a = OpenxetServer(openxet_bin, tmp_path / "a", flags, extra_env=minio.env()).start()
+    b = OpenxetServer(openxet_bin, tmp_path / "b", flags, extra_env=minio.env()).start(a.admin_token)
+    try:
+        files = {"big.bin": 20 * MiB, "small.bin": 1000, "empty.bin": 0}
+        paths, sums = [], {}
+        for name, size in files.items():
+            p = tmp_path / "in" / name
+            sums[name] = write_random(p, size, seed="pg-" + name)
+            paths.append(p)
+        up = XetClient(a.url, a.admin_token, tmp_path / "up").upload_files(paths)
+        assert b.usage("admin") >= 20 * MiB
+        out = tmp_path / "out"
+        out.mkdir()
+        XetClient(b.url, a.admin_token, tmp_path / "down").download_files(
+            [(out / n, info["hash"], info["file_size"]) for n, info in zip(files, up)])
+        bad = [f"{n}: {sha256_file(out / n)} != {sums[n]}" for n in files
+               if sha256_file(out / n) != sums[n]]
+        assert not bad, "\n".join(bad)
+        for srv in (a, b):
+            assert not (srv.data_dir / "index.db").exists(), "a node wrote a SQLite index"
+            assert not (srv.data_dir / "bucket").exists(), "objects were written to a node's disk"
+    finally:
+        b.stop()
+        a.stop()
+    a.check_stopped_cleanly()
+    b.check_stopped_cleanly()
