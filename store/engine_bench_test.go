@@ -1,0 +1,103 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"openxet/store/pgtest"
+	"openxet/xet"
+)
+
+// BenchmarkIndex measures the index's share of three requests on each
+// engine in one run, so that the ratios compare like with like:
+//   - put_xorb: PutXorb of a new one-chunk xorb (the owner transaction:
+//     xorb row, owner row, the tenant's usage conditional on its quota;
+//     the bucket is mem:// so that the index dominates);
+//   - dedup: DedupAnswer for a chunk of a registered file;
+//   - reconstruction: File and FileTerms of a registered file (the reads a
+//     reconstruction makes; xorb layouts come from the cache).
+//
+// SQLite runs in WAL mode with synchronous=NORMAL, as serve opens it: a
+// commit survives a crash of the process, not always one of the machine.
+// PostgreSQL runs durably (fsync on) on 127.0.0.1, twice: as deployed by
+// default (postgres: every commit waits for its WAL flush) and with
+// synchronous_commit=off in the index URL (postgres_async: the durability
+// of SQLite's NORMAL).
+//
+//	go test -run '^$' -bench 'Index/' -benchtime 2s -count 3 ./store/
+func BenchmarkIndex(b *testing.B) {
+	parent := b
+	var srv *pgtest.Server
+	for _, engine := range []string{"sqlite", "postgres", "postgres_async"} {
+		b.Run(engine, func(b *testing.B) {
+			newIndex := func(dir string) string { return filepath.Join(dir, "index.db") }
+			if engine != "sqlite" {
+				if srv == nil {
+					srv = pgtest.StartDurable(parent) // one server for both runs
+
+				}
+				newIndex = func(string) string {
+					u := srv.NewIndex(b)
+					if engine == "postgres_async" {
+						u += "&synchronous_commit=off"
+					}
+					return u
+				}
+			}
+			dir := b.TempDir()
+			index := newIndex(dir)
+			ctx := context.Background()
+			l := &lc{tb: b, dir: dir, index: index, clock: newClock()}
+			l.s = l.open()
+			f := buildFile(chunkSet(1), append(chunkSet(2), eligibleChunk()))
+			l.upload("alice", f)
+			chunk := f.xorbs[1].Chunks[3].Hash
+
+			b.Run("put_xorb", func(b *testing.B) {
+				s := mustOpenIndex(b, newIndex(b.TempDir()), "mem://")
+				xorbs := make([]xet.XorbInfo, b.N)
+				bodies := make([][]byte, b.N)
+				for i := range b.N {
+					body, info := xet.BuildXorb([][]byte{fmt.Appendf(nil, "bench %s %d", b.Name(), i)}, false)
+					xorbs[i], bodies[i] = info, body[:info.StreamLen]
+				}
+				b.ResetTimer()
+				for i := range b.N {
+					if _, err := s.PutXorb(ctx, "bench", xorbs[i], bodies[i], Unlimited); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+			b.Run("dedup", func(b *testing.B) {
+				for b.Loop() {
+					if got, err := l.s.DedupAnswer(ctx, "alice", chunk, false, 8); err != nil || len(got) == 0 {
+						b.Fatalf("%v %v", got, err)
+					}
+				}
+			})
+			b.Run("reconstruction", func(b *testing.B) {
+				for b.Loop() {
+					file, err := l.s.File(ctx, "alice", f.hash())
+					if err != nil {
+						b.Fatal(err)
+					}
+					if terms, _, err := l.s.FileTerms(ctx, "alice", file.Hash, 0, uint64(file.SizeBytes)); err != nil || len(terms) != 2 {
+						b.Fatalf("%v %v", terms, err)
+					}
+				}
+			})
+		})
+	}
+}
+
+// eligibleChunk is a chunk the dedup index keeps (xet.DedupEligible).
+func eligibleChunk() []byte {
+	for seed := uint64(1); ; seed++ {
+		c := chunksOf(seed, 1, 3000)
+		if _, info := xet.BuildXorb(c, false); xet.DedupEligible(info.Chunks[0].Hash) {
+			return c[0]
+		}
+	}
+}
