@@ -560,7 +560,7 @@ func (ab *abuser) checkQuota(ctx context.Context, adm *admin, ar *AbuserReport, 
 			rec.fail(failEnvelope, "the abuser stores %d bytes over all nodes, %d over its quota of %d; at most %d quota uploads were in flight at once, so at most %d bytes over it are allowed",
 				lim.UsageBytes, over, lim.QuotaBytes, ar.QuotaInFlightPeak, ar.QuotaOvershootAllowedBytes)
 		default:
-			ab.notes = append(ab.notes, fmt.Sprintf("the abuser stores %d bytes over its quota of %d, within what the %d quota uploads in flight at once allow across nodes (decision 0018); the index transaction was not exact",
+			ab.notes = append(ab.notes, fmt.Sprintf("the abuser stores %d bytes over its quota of %d, within what its %d quota uploads in flight at once may add across nodes; the quota was not exact at the index transaction",
 				over, lim.QuotaBytes, ar.QuotaInFlightPeak))
 		}
 	}

@@ -631,4 +631,13 @@ func TestAbuseOverNodes(t *testing.T) {
 			t.Errorf("text report lacks %q", want)
 		}
 	}
+	b.Reset()
+	if err := r.WriteHTML(&b); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append(slices.Clone(cfg.Servers), "<h2>Nodes (3)</h2>", "Memory of the 3 nodes together") {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("HTML report lacks %q", want)
+		}
+	}
 }
