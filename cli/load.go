@@ -38,7 +38,8 @@ func loadCommand(env Env) *cli.Command {
 			"                a client address (--spray-addr) that sprays bad tokens\n\n" +
 			"The run fails (exit 1) only on correctness: an honest request refused (403, 429, 503) or\n" +
 			"answered wrongly, a downloaded byte that differs, a limit that let more through than it\n" +
-			"allows, or server RSS over its memory budget plus --rss-overhead. Timings never fail it.\n" +
+			"allows, a tenant's usage that differs from what it stored, or server RSS over its memory\n" +
+			"budget plus --rss-overhead. Timings never fail it.\n" +
 			"Only loopback servers are loaded unless --allow-remote is given.\n\n" +
 			"Several nodes of one deployment (sharing one index and bucket) are loaded together with\n" +
 			"--server URL1,URL2,…: admin calls go to the first, every tenant's requests and every attack\n" +
