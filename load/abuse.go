@@ -40,8 +40,7 @@ type abuser struct {
 	holds              []holdURL // one per node that answered, in node order
 	quotaBodies        [][]byte
 	quotaHashes        []xet.Hash
-	limits             tenantLimits   // effective limits after the quota was set, as the first node shows them
-	nodeLimits         []tenantLimits // the same as each node shows them (its own defaults + the shared override)
+	nodeLimits         []tenantLimits // effective limits after the override was set, as each node shows them (its own defaults + the shared override)
 	overrideSet        time.Time      // when the override was answered
 	overrideWait       time.Duration  // how long after overrideSet a node may take to show it (overrideWait)
 	overrideSeconds    []float64      // per node: seen in effect this long after overrideSet; -1 not probed
@@ -149,7 +148,7 @@ func (ab *abuser) setup(ctx context.Context, adm *admin, nodeAdm []*admin, seed 
 		doc["credential_requests_per_second"] = ab.cfg.CredentialRequestsPerSecond
 		doc["credential_burst"] = ab.cfg.CredentialBurst
 	}
-	if ab.limits, err = adm.setLimits(ctx, ab.name, doc); err != nil {
+	if _, err = adm.setLimits(ctx, ab.name, doc); err != nil {
 		return err
 	}
 	ab.overrideSet = time.Now()
