@@ -26,7 +26,7 @@ func loadCommand(env Env) *cli.Command {
 	return &cli.Command{
 		Name:      "load",
 		Usage:     "run a load scenario against a running server and report fairness, latency and memory",
-		UsageText: "openxet load --scenario many_tenants|abuse [--server URL] [--server-cpus 0 --load-cpus 1] [--duration 60s] [--report FILE] [--json]",
+		UsageText: "openxet load --scenario many_tenants|abuse [--server URL[,URL…]] [--server-cpus 0 --load-cpus 1] [--duration 60s] [--report FILE] [--json]",
 		Description: "Creates its own tenants and credentials through the admin API (admin token in OPENXET_TOKEN),\n" +
 			"drives real protocol traffic (xorb and shard uploads, reconstructions, fetch-URL range reads,\n" +
 			"dedup queries), checks every downloaded byte against what was uploaded, and revokes its\n" +
@@ -38,8 +38,15 @@ func loadCommand(env Env) *cli.Command {
 			"                a client address (--spray-addr) that sprays bad tokens\n\n" +
 			"The run fails (exit 1) only on correctness: an honest request refused (403, 429, 503) or\n" +
 			"answered wrongly, a downloaded byte that differs, a limit that let more through than it\n" +
-			"allows, or server RSS over its memory budget plus --rss-overhead. Timings never fail it.\n" +
+			"allows, a tenant's usage that differs from what it stored, or server RSS over its memory\n" +
+			"budget plus --rss-overhead. Timings never fail it.\n" +
 			"Only loopback servers are loaded unless --allow-remote is given.\n\n" +
+			"Several nodes of one deployment (sharing one index and bucket) are loaded together with\n" +
+			"--server URL1,URL2,…: admin calls go to the first, every tenant's requests and every attack\n" +
+			"are spread over all of them, and the checks follow the scale-out rules: rate limits,\n" +
+			"in-flight caps and memory budgets per node (each node against its own; N nodes may admit N\n" +
+			"times one node's rate), quotas and usage over all nodes. The report shows each node and the\n" +
+			"sum. See docs/scale-out.md.\n\n" +
 			"Pin the server and the load apart, or the load's own CPU use (the abuser's included) is part\n" +
 			"of what the honest tenants feel: on a 2-CPU machine\n" +
 			"  taskset -c 0 openxet serve … &\n" +
@@ -47,12 +54,12 @@ func loadCommand(env Env) *cli.Command {
 			"The report states the layout that produced it (the server reports its CPUs in /metrics).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario to run: " + strings.Join(scenarios, " or ")},
-			&cli.StringFlag{Name: "server", Usage: "base URL of the server (env OPENXET_SERVER, default http://" + DefaultListen + ")"},
+			&cli.StringFlag{Name: "server", Usage: "base URL of the server, or comma-separated base URLs of several nodes of one deployment (env OPENXET_SERVER, default http://" + DefaultListen + ")"},
 			&cli.StringFlag{Name: "token", Usage: "admin token (env OPENXET_TOKEN; prefer the env var, flags show in ps)"},
-			&cli.StringFlag{Name: "metrics", Usage: "URL of the server's Prometheus metrics, scraped with the admin token (default <server>/metrics)"},
+			&cli.StringFlag{Name: "metrics", Usage: "URL of the server's Prometheus metrics, scraped with the admin token; with several nodes, one URL per node in --server order (default <node>/metrics for each)"},
 			&cli.BoolFlag{Name: "allow-remote", Usage: "allow a --server that is not a loopback address"},
 			&cli.BoolFlag{Name: "cleanup", Value: true, Usage: "at the end, remove the run's tenants' limits records (and, once the server deletes tenants, the tenants); --cleanup=false keeps them for inspection. Credentials are revoked either way"},
-			&cli.StringFlag{Name: "server-cpus", Usage: "CPUs the server must run on (e.g. 0, as `taskset -c 0 openxet serve` gives it); the run stops unless the server reports exactly these"},
+			&cli.StringFlag{Name: "server-cpus", Usage: "CPUs the server must run on (e.g. 0, as `taskset -c 0 openxet serve` gives it; with several nodes, all of theirs together); the run stops unless the server reports exactly these"},
 			&cli.StringFlag{Name: "load-cpus", Usage: "pin the load generator to these CPUs (e.g. 1; Linux), apart from the server's"},
 			&cli.DurationFlag{Name: "duration", Value: load.DefaultDuration, Usage: "length of each phase (abuse runs two)"},
 			&cli.IntFlag{Name: "tenants", Value: load.DefaultTenants, Usage: "honest tenants"},
@@ -128,8 +135,6 @@ func loadCommand(env Env) *cli.Command {
 func loadConfigFrom(c *cli.Context, env Env) (load.Config, error) {
 	cfg := load.Config{
 		Scenario:             load.Scenario(c.String("scenario")),
-		Server:               c.String("server"),
-		MetricsURL:           c.String("metrics"),
 		AdminToken:           c.String("token"),
 		AllowRemote:          c.Bool("allow-remote"),
 		KeepTenants:          !c.Bool("cleanup"),
@@ -149,11 +154,25 @@ func loadConfigFrom(c *cli.Context, env Env) (load.Config, error) {
 			AuthFailuresPerMinute: c.Int("auth-failures-per-minute"),
 		},
 	}
-	if cfg.Server == "" {
-		cfg.Server, _ = env("OPENXET_SERVER")
+	server, from := c.String("server"), "--server"
+	if server == "" {
+		server, _ = env("OPENXET_SERVER")
+		from = "OPENXET_SERVER"
 	}
-	if cfg.Server == "" {
-		cfg.Server = "http://" + DefaultListen
+	if server == "" {
+		server = "http://" + DefaultListen
+	}
+	var err error
+	if cfg.Servers, err = load.ParseServers(server); err != nil {
+		return cfg, fmt.Errorf("%s: %w", from, err)
+	}
+	if m := c.String("metrics"); m != "" {
+		if cfg.MetricsURLs, err = load.ParseServers(m); err != nil {
+			return cfg, fmt.Errorf("--metrics: %w", err)
+		}
+		if len(cfg.MetricsURLs) != len(cfg.Servers) {
+			return cfg, fmt.Errorf("--metrics: %d URLs for %d nodes; give one per node, in --server order, or none (each node's /metrics)", len(cfg.MetricsURLs), len(cfg.Servers))
+		}
 	}
 	if cfg.AdminToken == "" {
 		cfg.AdminToken, _ = env("OPENXET_TOKEN")

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +93,13 @@ func TestLoadCommandRefusals(t *testing.T) {
 		{"unknown scenario", tok, []string{"--scenario", "stampede"}, "many_tenants or abuse"},
 		{"bad size", tok, []string{"--scenario", "abuse", "--xorb-max", "lots"}, "--xorb-max"},
 		{"no readers", tok, []string{"--scenario", "abuse", "--readers", "0"}, "--readers"},
+		{"empty node", tok, []string{"--scenario", "abuse", "--server", "http://127.0.0.1:1,,http://127.0.0.1:2"}, "--server: element 2 of 3 is empty"},
+		{"trailing comma", tok, []string{"--scenario", "abuse", "--server", "http://127.0.0.1:1,"}, "--server: element 2 of 2 is empty"},
+		{"bad node URL", tok, []string{"--scenario", "abuse", "--server", "http://127.0.0.1:1,127.0.0.1:2"}, `--server: "127.0.0.1:2" (element 2): want an http:// or https:// URL`},
+		{"duplicate node", tok, []string{"--scenario", "abuse", "--server", "http://127.0.0.1:1,http://127.0.0.1:2,http://127.0.0.1:1/"}, "--server: \"http://127.0.0.1:1\" is listed twice (elements 1 and 3)"},
+		{"bad node list in env", map[string]string{"OPENXET_TOKEN": "hf_oxt_x", "OPENXET_SERVER": "http://127.0.0.1:1, "}, []string{"--scenario", "abuse"}, "OPENXET_SERVER: element 2 of 2 is empty"},
+		{"metrics per node", tok, []string{"--scenario", "abuse", "--server", "http://127.0.0.1:1,http://127.0.0.1:2", "--metrics", "http://127.0.0.1:9/metrics"}, "--metrics: 1 URLs for 2 nodes"},
+		{"remote node", tok, []string{"--scenario", "abuse", "--server", "http://127.0.0.1:1,http://203.0.113.9:8080"}, "--allow-remote"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -162,4 +171,84 @@ func TestLoadCleanupFlag(t *testing.T) {
 			t.Errorf("%v: KeepTenants %v, want %v", c.args, got.KeepTenants, c.keep)
 		}
 	}
+}
+
+// TestLoadServerList: --server and OPENXET_SERVER take a comma-separated
+// list of nodes (spaces and trailing slashes ignored, the flag winning over
+// the environment); --metrics defaults to each node's /metrics or takes one
+// URL per node.
+func TestLoadServerList(t *testing.T) {
+	for _, c := range []struct {
+		env          map[string]string
+		args         []string
+		servers, met []string
+	}{
+		{nil, nil, []string{"http://" + DefaultListen}, []string{"http://" + DefaultListen + "/metrics"}},
+		{map[string]string{"OPENXET_SERVER": "http://127.0.0.1:1/, http://127.0.0.1:2"}, nil,
+			[]string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, []string{"http://127.0.0.1:1/metrics", "http://127.0.0.1:2/metrics"}},
+		{map[string]string{"OPENXET_SERVER": "http://127.0.0.1:9"}, []string{"--server", "http://127.0.0.1:1,http://127.0.0.1:2", "--metrics", "http://127.0.0.1:7/m,http://127.0.0.1:8/m"},
+			[]string{"http://127.0.0.1:1", "http://127.0.0.1:2"}, []string{"http://127.0.0.1:7/m", "http://127.0.0.1:8/m"}},
+	} {
+		vars := map[string]string{"OPENXET_TOKEN": "hf_oxt_x"}
+		maps.Copy(vars, c.env)
+		env := func(k string) (string, bool) { v, ok := vars[k]; return v, ok }
+		cmd := loadCommand(env)
+		var got load.Config
+		cmd.Action = func(c *cli.Context) error {
+			var err error
+			got, err = loadConfigFrom(c, env)
+			return err
+		}
+		app := &cli.App{Name: "openxet", Writer: io.Discard, ErrWriter: io.Discard, ExitErrHandler: func(*cli.Context, error) {}, Commands: []*cli.Command{cmd}}
+		if err := app.RunContext(context.Background(), append([]string{"openxet", "load", "--scenario", "many_tenants"}, c.args...)); err != nil {
+			t.Fatalf("%v %v: %v", c.env, c.args, err)
+		}
+		if got = got.WithDefaults(); !slices.Equal(got.Servers, c.servers) || !slices.Equal(got.MetricsURLs, c.met) {
+			t.Errorf("%v %v: servers %q metrics %q, want %q %q", c.env, c.args, got.Servers, got.MetricsURLs, c.servers, c.met)
+		}
+	}
+}
+
+// TestLoadAgainstNodes runs `openxet load` against two `openxet serve`
+// processes on one data directory: the report names both nodes, measures
+// each one's memory against its own budget (and the two together against
+// both), and finds every tenant's usage, uploaded through both nodes and
+// read back through one, to be what it stored.
+func TestLoadAgainstNodes(t *testing.T) {
+	dir := t.TempDir()
+	a := startServe(t, dir)
+	admin := adminToken(t, a.stdout.String())
+	b := startServe(t, dir)
+	code, stdout, stderr := runLoadCommand(t, map[string]string{"OPENXET_TOKEN": admin, "OPENXET_SERVER": a.url + "," + b.url},
+		"--scenario", "many_tenants", "--duration", "700ms", "--tenants", "3",
+		"--think-min", "30ms", "--think-max", "90ms", "--xorb-min", "8KiB", "--xorb-max", "64KiB",
+		"--rss-overhead", "off", "--json")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout %s\nstderr %s", code, stdout, stderr)
+	}
+	var r load.Report
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
+	}
+	if !r.OK || r.Server != a.url+","+b.url || len(r.Nodes) != 2 || r.Nodes[0].URL != a.url || r.Nodes[1].URL != b.url {
+		t.Fatalf("report: ok %v server %q nodes %+v", r.OK, r.Server, r.Nodes)
+	}
+	for _, n := range r.Nodes {
+		if !n.Memory.Measured || n.Memory.BudgetBytes != 512<<20 || n.CPUs == "" || n.MetricsURL != n.URL+"/metrics" {
+			t.Errorf("node %s: memory %+v, CPUs %q, metrics %s; want its own RSS against its own 512MiB budget", n.URL, n.Memory, n.CPUs, n.MetricsURL)
+		}
+	}
+	if !r.Memory.Measured || r.Memory.BudgetBytes != 2*512<<20 {
+		t.Errorf("the nodes together: %+v, want both budgets summed", r.Memory)
+	}
+	// Each tenant's warm-up upload sent its xorb to one node and its shard
+	// to the other.
+	if ac := r.Accounting; ac == nil || ac.Checked != 3 || ac.Mismatches != 0 || ac.StoredBytes == 0 {
+		t.Errorf("accounting %+v", r.Accounting)
+	}
+	if !strings.Contains(stderr, "2 nodes: "+a.url+", "+b.url) {
+		t.Errorf("progress does not name the nodes:\n%s", stderr)
+	}
+	a.stop()
+	b.stop()
 }

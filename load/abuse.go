@@ -19,10 +19,14 @@ import (
 )
 
 // abuser is one tenant attacking the server four ways at once, one
-// credential per attack, plus a client address spraying bad tokens.
+// credential per attack, plus a client address spraying bad tokens. Every
+// attack reaches every node: the flood, quota and spray workers each take
+// the nodes in turn, and the held reads are shared out among the nodes'
+// fetch URLs, so that each node's own limits are put to the test and
+// checked against what that node admitted.
 type abuser struct {
 	cfg   AbuserConfig
-	base  string
+	nodes nodes
 	name  string
 	c     *client // the abuser's own address (the honest tenants' too)
 	spray *client // from SprayAddr; nil when the sprayer is off
@@ -31,47 +35,95 @@ type abuser struct {
 	notes []string
 
 	flood, hold, quota credential
+	probe              credential // only to see a limits override in effect (awaitOverride)
 	smallFile          *fileSpec
-	bigURL             string
-	bigFrom, bigTo     uint64 // the fetch URL's byte range, inclusive
+	holds              []holdURL // one per node that answered, in node order
 	quotaBodies        [][]byte
 	quotaHashes        []xet.Hash
-	limits             tenantLimits // effective limits after the quota was set
+	nodeLimits         []tenantLimits // effective limits after the override was set, as each node shows them (its own defaults + the shared override)
+	overrideSet        time.Time      // when the override was answered
+	overrideWait       time.Duration  // how long after overrideSet a node may take to show it (overrideWait)
+	overrideSeconds    []float64      // per node: seen in effect this long after overrideSet; -1 not probed
+	overridePolls      []int          // per node: probes sent (awaitOverride)
 
-	// What the attacks saw, for the report's envelope checks.
-	floodAnswered  atomic.Int64 // flood requests answered, admitted or not
-	floodAdmitted  atomic.Int64
-	floodFirst     atomic.Int64 // unix nanos of the first flood request sent
-	floodLast      atomic.Int64 // unix nanos of the last flood answer
-	sprayAnswered  atomic.Int64
-	sprayReached   atomic.Int64 // answers past the auth-failure check (any but 429): the token was checked
-	sprayFirst     atomic.Int64
-	sprayLast      atomic.Int64
-	held, heldPeak atomic.Int64
-	heldBytes      atomic.Int64
-	quotaReached   atomic.Int64 // quota uploads answered past the rate limits (the quota was checked)
-	quotaStored    atomic.Int64 // quota uploads the server stored
+	// What the attacks saw, per node, for the report's envelope checks.
+	floodBy, sprayBy []envCounters
+	holdOpen         []atomic.Int64 // per node: hold reads sent and not yet closed
+	holdOpenPeak     []atomic.Int64
+	held, heldPeak   atomic.Int64 // hold reads answered and open, all nodes
+	heldBytes        atomic.Int64
+	quotaReached     atomic.Int64 // quota uploads answered past the rate limits (the quota was checked)
+	quotaStored      atomic.Int64 // quota uploads the server stored
+	quotaInFlight    atomic.Int64 // quota uploads sent and not yet answered, all nodes
+	quotaInFlightMax atomic.Int64
+}
+
+// holdURL is a fetch URL of the big xorb as one node made it.
+type holdURL struct {
+	url      string
+	from, to uint64 // its byte range, inclusive
+	node     int    // the node it names; -1 when none (server.public_url names another host)
+}
+
+// envCounters is what one attack offered one node and what got past a
+// limit there.
+type envCounters struct {
+	answered atomic.Int64 // requests answered, admitted or not
+	admitted atomic.Int64 // answers past the limit
+	first    atomic.Int64 // unix nanos of the first request sent
+	last     atomic.Int64 // unix nanos of the last answer
+}
+
+func (e *envCounters) sent(t time.Time) { e.first.CompareAndSwap(0, t.UnixNano()) }
+
+func (e *envCounters) answer(t time.Time, admitted bool) {
+	e.last.Store(t.UnixNano())
+	if admitted {
+		e.admitted.Add(1)
+	}
+	e.answered.Add(1)
+}
+
+// raise sets v to n if n is larger.
+func raise(v *atomic.Int64, n int64) {
+	for {
+		p := v.Load()
+		if n <= p || v.CompareAndSwap(p, n) {
+			return
+		}
+	}
 }
 
 // setup makes the abuser's credentials and data: a small file to flood
-// reconstructions of, a big xorb to hold reads of, and a quota just above
-// what that costs.
-func (ab *abuser) setup(ctx context.Context, adm *admin, seed uint64, tg *targets) error {
+// reconstructions of, a big xorb to hold reads of (with a fetch URL from
+// every node), and a quota just above what that costs. adm makes the admin
+// calls (the first node); nodeAdm[i] reads node i's view of the abuser's
+// limits.
+//
+// Until its limits are set, the abuser touches the first node only, whose
+// limits cache the override replaces at once; the other nodes first hear
+// of the abuser after it, and awaitOverride checks that they enforce it.
+func (ab *abuser) setup(ctx context.Context, adm *admin, nodeAdm []*admin, seed uint64, tg *targets) error {
 	var err error
-	for _, c := range []*credential{&ab.flood, &ab.hold, &ab.quota} {
+	creds := []*credential{&ab.flood, &ab.hold, &ab.quota}
+	if ab.cfg.CredentialRequestsPerSecond > 0 {
+		creds = append(creds, &ab.probe)
+	}
+	for _, c := range creds {
 		if *c, err = adm.createCredential(ctx, ab.name); err != nil {
 			return err
 		}
 		ab.track(*c)
 	}
+	base := ab.nodes[0]
 	up := func(tok string, x *xorbSpec, body []byte) (*fileSpec, error) {
 		w := who{}
-		a := ab.c.do(ctx, w, "POST", ab.base+"/v1/xorbs/default/"+x.info.Hash.String(), tok, body)
+		a := ab.c.do(ctx, w, "POST", base+"/v1/xorbs/default/"+x.info.Hash.String(), tok, body)
 		if a.err != nil || a.status != http.StatusOK {
 			return nil, fmt.Errorf("abuser xorb upload: %s", a.describe())
 		}
 		f, fi := newFile([]*xorbSpec{x})
-		a = ab.c.do(ctx, w, "POST", ab.base+"/v1/shards", tok, shardFor(fi, x))
+		a = ab.c.do(ctx, w, "POST", base+"/v1/shards", tok, shardFor(fi, x))
 		if a.err != nil || a.status != http.StatusOK {
 			return nil, fmt.Errorf("abuser shard upload: %s", a.describe())
 		}
@@ -86,16 +138,6 @@ func (ab *abuser) setup(ctx context.Context, adm *admin, seed uint64, tg *target
 	if err != nil {
 		return err
 	}
-	a := ab.c.do(ctx, who{}, "GET", ab.base+"/v1/reconstructions/"+big.hash.String(), ab.hold.Token, nil)
-	var rec reconstruction
-	if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &rec) != nil || len(rec.FetchInfo[x.info.Hash.String()]) != 1 {
-		return fmt.Errorf("abuser reconstruction of its big file: %s", a.describe())
-	}
-	fe := rec.FetchInfo[x.info.Hash.String()][0]
-	if err := tg.check(ctx, fe.URL); err != nil {
-		return fmt.Errorf("the server hands out fetch URLs for another host (%s): %w", fe.URL, err)
-	}
-	ab.bigURL, ab.bigFrom, ab.bigTo = fe.URL, fe.URLRange.Start, fe.URLRange.End
 
 	lim, err := adm.limits(ctx, ab.name)
 	if err != nil {
@@ -106,8 +148,34 @@ func (ab *abuser) setup(ctx context.Context, adm *admin, seed uint64, tg *target
 		doc["credential_requests_per_second"] = ab.cfg.CredentialRequestsPerSecond
 		doc["credential_burst"] = ab.cfg.CredentialBurst
 	}
-	if ab.limits, err = adm.setLimits(ctx, ab.name, doc); err != nil {
+	if _, err = adm.setLimits(ctx, ab.name, doc); err != nil {
 		return err
+	}
+	ab.overrideSet = time.Now()
+	ab.nodeLimits = make([]tenantLimits, len(ab.nodes))
+	for i, na := range nodeAdm {
+		if ab.nodeLimits[i], err = na.limits(ctx, ab.name); err != nil {
+			return fmt.Errorf("read the abuser's limits from %s: %w", ab.nodes[i], err)
+		}
+	}
+
+	// A fetch URL of the big xorb from every node: each names the node
+	// that made it (unless server.public_url names another host).
+	for i, n := range ab.nodes {
+		a := ab.c.do(ctx, who{}, "GET", n+"/v1/reconstructions/"+big.hash.String(), ab.hold.Token, nil)
+		var rec reconstruction
+		if a.err != nil || a.status != http.StatusOK || json.Unmarshal(a.body, &rec) != nil || len(rec.FetchInfo[x.info.Hash.String()]) != 1 {
+			return fmt.Errorf("abuser reconstruction of its big file on %s: %s", n, a.describe())
+		}
+		fe := rec.FetchInfo[x.info.Hash.String()][0]
+		if err := tg.check(ctx, fe.URL); err != nil {
+			return fmt.Errorf("the server hands out fetch URLs for another host (%s): %w", fe.URL, err)
+		}
+		hu := holdURL{url: fe.URL, from: fe.URLRange.Start, to: fe.URLRange.End, node: ab.nodes.of(fe.URL)}
+		if hu.node != i {
+			ab.notes = append(ab.notes, fmt.Sprintf("%s hands out fetch URLs for %s, not for itself (server.public_url?): the held reads' in-flight limit is not checked per node", n, fe.URL))
+		}
+		ab.holds = append(ab.holds, hu)
 	}
 	// Enough new xorbs to fill the headroom and then some; refused ones are
 	// never stored, so they can be sent again and again.
@@ -128,8 +196,8 @@ func (ab *abuser) run(ctx context.Context) {
 	for i := range ab.cfg.FloodWorkers {
 		wg.Go(func() { ab.floodWorker(ctx, lim, i) })
 	}
-	for range ab.cfg.Readers {
-		wg.Go(func() { ab.holdReader(ctx) })
+	for i := range ab.cfg.Readers {
+		wg.Go(func() { ab.holdReader(ctx, ab.holds[i%len(ab.holds)]) })
 	}
 	qlim := rate.NewLimiter(rate.Limit(ab.cfg.QuotaRate), 1)
 	for i := range ab.cfg.QuotaWorkers {
@@ -144,57 +212,62 @@ func (ab *abuser) run(ctx context.Context) {
 	wg.Wait()
 }
 
-func setOnce(v *atomic.Int64, t time.Time) { v.CompareAndSwap(0, t.UnixNano()) }
-
-// floodWorker sends cheap reads as fast as the flood rate lets it:
-// reconstructions of the abuser's small file and dedup queries for chunks
-// nobody has.
+// floodWorker sends cheap reads as fast as the flood rate lets it, to
+// each node in turn: reconstructions of the abuser's small file and dedup
+// queries for chunks nobody has.
 func (ab *abuser) floodWorker(ctx context.Context, lim *rate.Limiter, i int) {
 	r := mrand.New(mrand.NewPCG(uint64(i), 0xf100d))
-	w := who{classAbuser, routeFlood, -1}
+	cur := newCursor(i, len(ab.nodes))
 	for n := 0; ; n++ {
 		if lim.Wait(ctx) != nil {
 			return
 		}
-		setOnce(&ab.floodFirst, time.Now())
+		w := who{classAbuser, routeFlood, -1, cur.next()}
+		base, ec := ab.nodes[w.node], &ab.floodBy[w.node]
+		ec.sent(time.Now())
 		var a answer
 		if n%2 == 0 {
-			a = ab.c.do(ctx, w, "GET", ab.base+"/v1/reconstructions/"+ab.smallFile.hash.String(), ab.flood.Token, nil, "Range", "bytes=0-65535")
+			a = ab.c.do(ctx, w, "GET", base+"/v1/reconstructions/"+ab.smallFile.hash.String(), ab.flood.Token, nil, "Range", "bytes=0-65535")
 		} else {
 			var h xet.Hash
 			for j := range h {
 				h[j] = byte(r.Uint32())
 			}
-			a = ab.c.do(ctx, w, "GET", ab.base+"/v1/chunks/default/"+h.String(), ab.flood.Token, nil)
+			a = ab.c.do(ctx, w, "GET", base+"/v1/chunks/default/"+h.String(), ab.flood.Token, nil)
 		}
 		if a.err != nil {
 			continue
 		}
-		ab.floodLast.Store(time.Now().UnixNano())
-		if a.status != http.StatusTooManyRequests {
-			ab.floodAdmitted.Add(1)
-		}
-		ab.floodAnswered.Add(1)
+		ec.answer(time.Now(), a.status != http.StatusTooManyRequests)
 		ab.rec.poke()
 	}
 }
 
-// holdReader keeps one read of the big xorb open, consuming it at the
-// configured rate, and opens another when refused or cut off.
-func (ab *abuser) holdReader(ctx context.Context) {
-	w := who{classAbuser, routeHold, -1}
+// holdReader keeps one read of the big xorb open through hu, consuming it
+// at the configured rate, and opens another when refused or cut off.
+func (ab *abuser) holdReader(ctx context.Context, hu holdURL) {
+	w := who{classAbuser, routeHold, -1, hu.node}
 	perRead := max(ab.cfg.ReadBytesPerSecond/4, 1)
 	buf := make([]byte, perRead)
+	// open counts this reader's read from before it is sent until it is
+	// closed: what the node's in-flight count can hold of it, at most.
+	open := func(d int64) {
+		if hu.node >= 0 {
+			raise(&ab.holdOpenPeak[hu.node], ab.holdOpen[hu.node].Add(d))
+		}
+	}
 	for ctx.Err() == nil {
-		req, err := http.NewRequestWithContext(ctx, "GET", ab.bigURL, nil)
+		req, err := http.NewRequestWithContext(ctx, "GET", hu.url, nil)
 		if err != nil {
 			return
 		}
-		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", ab.bigFrom, ab.bigTo))
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", hu.from, hu.to))
 		start := time.Now()
+		open(1)
 		res, err := ab.c.hc.Do(req)
-		rr := reqRecord{start: ab.rec.since(start), dur: time.Since(start), tenant: -1, class: w.class, route: w.route}
+		rr := reqRecord{start: ab.rec.since(start), dur: time.Since(start), tenant: -1, node: int16(w.node), class: w.class, route: w.route}
 		if err != nil {
+			open(-1)
 			if ctx.Err() != nil {
 				return
 			}
@@ -206,18 +279,13 @@ func (ab *abuser) holdReader(ctx context.Context) {
 		if res.StatusCode != http.StatusPartialContent && res.StatusCode != http.StatusOK {
 			body, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 			res.Body.Close()
+			open(-1)
 			rr.code = refusalCode(res.StatusCode, body)
 			ab.rec.request(rr)
 			sleepCtx(ctx, answer{header: res.Header}.retryAfter())
 			continue
 		}
-		now := ab.held.Add(1)
-		for {
-			p := ab.heldPeak.Load()
-			if now <= p || ab.heldPeak.CompareAndSwap(p, now) {
-				break
-			}
-		}
+		raise(&ab.heldPeak, ab.held.Add(1))
 		ab.rec.request(rr)
 		for {
 			n, err := res.Body.Read(buf)
@@ -230,20 +298,25 @@ func (ab *abuser) holdReader(ctx context.Context) {
 			}
 		}
 		res.Body.Close()
+		open(-1)
 		ab.held.Add(-1)
 	}
 }
 
-// quotaWorker uploads new xorbs past the abuser's quota, announcing each
-// with Expect: 100-continue so that a refusal costs no body bytes.
+// quotaWorker uploads new xorbs past the abuser's quota, to each node in
+// turn, announcing each with Expect: 100-continue so that a refusal costs
+// no body bytes.
 func (ab *abuser) quotaWorker(ctx context.Context, lim *rate.Limiter, i int) {
-	w := who{classAbuser, routeQuota, -1}
+	cur := newCursor(i, len(ab.nodes))
 	for n := i; ; n += ab.cfg.QuotaWorkers {
 		if lim.Wait(ctx) != nil {
 			return
 		}
+		w := who{classAbuser, routeQuota, -1, cur.next()}
 		k := n % len(ab.quotaBodies)
-		a := ab.c.do(ctx, w, "POST", ab.base+"/v1/xorbs/default/"+ab.quotaHashes[k].String(), ab.quota.Token, ab.quotaBodies[k], "Expect", "100-continue")
+		raise(&ab.quotaInFlightMax, ab.quotaInFlight.Add(1))
+		a := ab.c.do(ctx, w, "POST", ab.nodes[w.node]+"/v1/xorbs/default/"+ab.quotaHashes[k].String(), ab.quota.Token, ab.quotaBodies[k], "Expect", "100-continue")
+		ab.quotaInFlight.Add(-1)
 		if a.status == http.StatusOK {
 			var xr struct {
 				WasInserted bool `json:"was_inserted"`
@@ -259,37 +332,37 @@ func (ab *abuser) quotaWorker(ctx context.Context, lim *rate.Limiter, i int) {
 	}
 }
 
-// sprayWorker sends requests with tokens that are not valid: well-formed
-// tokens of unknown credentials, wrong secrets for the abuser's own
-// credential ids, and forged fetch URLs.
+// sprayWorker sends requests with tokens that are not valid, to each node
+// in turn: well-formed tokens of unknown credentials, wrong secrets for the
+// abuser's own credential ids, and forged fetch URLs. An answer other than
+// 429 means the token was checked: the address got past its auth-failure
+// limit on that node.
 func (ab *abuser) sprayWorker(ctx context.Context, lim *rate.Limiter, i int) {
-	w := who{classAbuser, routeSpray, -1}
 	var fileHash xet.Hash
 	rand.Read(fileHash[:])
+	cur := newCursor(i, len(ab.nodes))
 	for n := i; ; n += ab.cfg.SprayWorkers {
 		if lim.Wait(ctx) != nil {
 			return
 		}
-		setOnce(&ab.sprayFirst, time.Now())
+		w := who{classAbuser, routeSpray, -1, cur.next()}
+		base, ec := ab.nodes[w.node], &ab.sprayBy[w.node]
+		ec.sent(time.Now())
 		var a answer
 		switch n % 3 {
 		case 0:
-			a = ab.spray.do(ctx, w, "GET", ab.base+"/v1/reconstructions/"+fileHash.String(), "hf_oxt_"+randomHex(8)+"_"+randomHex(32), nil)
+			a = ab.spray.do(ctx, w, "GET", base+"/v1/reconstructions/"+fileHash.String(), "hf_oxt_"+randomHex(8)+"_"+randomHex(32), nil)
 		case 1:
-			a = ab.spray.do(ctx, w, "GET", ab.base+"/v1/reconstructions/"+fileHash.String(), "hf_oxt_"+ab.flood.ID+"_"+randomHex(32), nil)
+			a = ab.spray.do(ctx, w, "GET", base+"/v1/reconstructions/"+fileHash.String(), "hf_oxt_"+ab.flood.ID+"_"+randomHex(32), nil)
 		default:
 			exp := time.Now().Add(time.Hour).Unix()
-			u := fmt.Sprintf("%s/v1/fetch/%s?c=%s&r=0-1023&s=%s&t=%s&x=%d", ab.base, fileHash, ab.hold.ID, randomHex(32), ab.name, exp)
+			u := fmt.Sprintf("%s/v1/fetch/%s?c=%s&r=0-1023&s=%s&t=%s&x=%d", base, fileHash, ab.hold.ID, randomHex(32), ab.name, exp)
 			a = ab.spray.do(ctx, w, "GET", u, "", nil, "Range", "bytes=0-1023")
 		}
 		if a.err != nil {
 			continue
 		}
-		ab.sprayLast.Store(time.Now().UnixNano())
-		if a.status != http.StatusTooManyRequests {
-			ab.sprayReached.Add(1)
-		}
-		ab.sprayAnswered.Add(1)
+		ec.answer(time.Now(), a.status != http.StatusTooManyRequests)
 		ab.rec.poke()
 	}
 }

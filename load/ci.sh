@@ -15,30 +15,40 @@
 # that the abuser's 320 held reads, 256KiB of budget each, overflow its
 # credential's 25% share, so the share's refusals are exercised),
 # LOAD_REPORT_DIR (keep the JSON and HTML reports there), LOAD_EXTRA (more
-# flags for both runs), OPENXET_BIN (use this binary instead of building one).
+# flags for both runs), OPENXET_BIN (use this binary instead of building one),
+# LOAD_NODES (default 1: how many `openxet serve` processes to start on the
+# one data directory and load together, as docs/scale-out.md describes).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 duration=${LOAD_DURATION:-20s}
 tenants=${LOAD_TENANTS:-50}
 budget=${LOAD_MEMORY_BUDGET:-300MiB}
+nodes=${LOAD_NODES:-1}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/openxet-load.XXXXXX")
-server_pid=""
+server_pids=()
 
-stop_server() {
-	if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
-		kill -TERM "$server_pid" 2>/dev/null || true
+stop_one() {
+	local pid=$1
+	if kill -0 "$pid" 2>/dev/null; then
+		kill -TERM "$pid" 2>/dev/null || true
 		for _ in $(seq 1 100); do
-			kill -0 "$server_pid" 2>/dev/null || break
+			kill -0 "$pid" 2>/dev/null || break
 			sleep 0.1
 		done
-		if kill -0 "$server_pid" 2>/dev/null; then
-			echo "load/ci.sh: the server did not stop within 10s of SIGTERM; killing it" >&2
-			kill -KILL "$server_pid" 2>/dev/null || true
+		if kill -0 "$pid" 2>/dev/null; then
+			echo "load/ci.sh: server $pid did not stop within 10s of SIGTERM; killing it" >&2
+			kill -KILL "$pid" 2>/dev/null || true
 		fi
-		wait "$server_pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
 	fi
-	server_pid=""
+}
+stop_server() {
+	local pid
+	for pid in "${server_pids[@]}"; do
+		stop_one "$pid"
+	done
+	server_pids=()
 }
 cleanup() {
 	stop_server
@@ -50,35 +60,54 @@ trap 'exit 130' INT TERM
 # port_free reports whether nothing listens on 127.0.0.1:$1.
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# start_server starts `openxet serve` on a free port and sets server_pid,
-# OPENXET_SERVER and OPENXET_TOKEN; it retries if another process takes the
-# port first.
-start_server() {
-	local attempt port token
+# start_node starts `openxet serve` number $1 on the data directory, on a
+# free port, and waits until it listens (the first also until it printed the
+# admin token); it appends to server_pids and OPENXET_SERVER and sets
+# OPENXET_TOKEN. It retries if another process takes the port first.
+start_node() {
+	local i=$1 attempt port token pid
 	for attempt in 1 2 3 4 5; do
 		port=$((20000 + RANDOM % 30000))
 		port_free "$port" || continue
-		rm -rf "$TMP/data"
 		"$TMP/openxet" serve --listen "127.0.0.1:$port" --data-dir "$TMP/data" \
 			--memory-budget "$budget" --log-level warn \
-			>"$TMP/server.out" 2>"$TMP/server.err" &
-		server_pid=$!
+			>"$TMP/server$i.out" 2>"$TMP/server$i.err" &
+		pid=$!
+		server_pids+=("$pid")
 		for _ in $(seq 1 300); do
-			if ! kill -0 "$server_pid" 2>/dev/null; then
+			if ! kill -0 "$pid" 2>/dev/null; then
 				break
 			fi
-			token=$(sed -n 's/^Token (shown once, store it now): //p' "$TMP/server.out")
-			if [[ -n "$token" ]] && ! port_free "$port"; then
-				export OPENXET_SERVER="http://127.0.0.1:$port" OPENXET_TOKEN="$token"
+			if [[ "$i" == 1 ]]; then
+				token=$(sed -n 's/^Token (shown once, store it now): //p' "$TMP/server1.out")
+				[[ -n "$token" ]] || { sleep 0.1; continue; }
+				export OPENXET_TOKEN="$token"
+			fi
+			if ! port_free "$port"; then
+				OPENXET_SERVER="${OPENXET_SERVER:+$OPENXET_SERVER,}http://127.0.0.1:$port"
+				export OPENXET_SERVER
 				return 0
 			fi
 			sleep 0.1
 		done
-		echo "load/ci.sh: the server did not start (attempt $attempt):" >&2
-		tail -n 20 "$TMP/server.err" >&2 || true
-		stop_server
+		echo "load/ci.sh: server $i did not start (attempt $attempt):" >&2
+		tail -n 20 "$TMP/server$i.err" >&2 || true
+		stop_one "$pid"
+		unset 'server_pids[-1]'
 	done
 	return 1
+}
+
+# start_server starts $nodes servers on a fresh data directory and sets
+# server_pids, OPENXET_SERVER (their base URLs, comma-separated) and
+# OPENXET_TOKEN.
+start_server() {
+	local i
+	rm -rf "$TMP/data"
+	unset OPENXET_SERVER
+	for i in $(seq 1 "$nodes"); do
+		start_node "$i" || return 1
+	done
 }
 
 if [[ -n "${OPENXET_BIN:-}" ]]; then
@@ -95,7 +124,7 @@ fi
 status=0
 for scenario in many_tenants abuse; do
 	start_server
-	echo "load/ci.sh: $scenario against $OPENXET_SERVER (memory budget $budget, $tenants tenants, $duration per phase)"
+	echo "load/ci.sh: $scenario against $OPENXET_SERVER (memory budget $budget per node, $tenants tenants, $duration per phase)"
 	out="$TMP/$scenario.json"
 	# shellcheck disable=SC2086 # LOAD_EXTRA is a list of flags
 	if "$TMP/openxet" load --scenario "$scenario" --duration "$duration" --tenants "$tenants" \
@@ -108,8 +137,10 @@ for scenario in many_tenants abuse; do
 		cat "$TMP/$scenario.log" >&2
 		# The failures and their first messages, from the JSON report.
 		sed -n '/"failures"/,/"ok"/p' "$out" >&2 || true
-		echo "load/ci.sh: last server log lines (but the abuser's aborted fetches):" >&2
-		grep -v 'msg="fetch aborted"' "$TMP/server.err" | tail -n 30 >&2 || true
+		for err in "$TMP"/server*.err; do
+			echo "load/ci.sh: last lines of $(basename "$err") (but the abuser's aborted fetches):" >&2
+			grep -v 'msg="fetch aborted"' "$err" | tail -n 30 >&2 || true
+		done
 	fi
 	if [[ -n "${LOAD_REPORT_DIR:-}" ]]; then
 		mkdir -p "$LOAD_REPORT_DIR"

@@ -37,6 +37,7 @@ type who struct {
 	class  string
 	route  string
 	tenant int32
+	node   int // index in Config.Servers; -1: none of them
 }
 
 // answer is what a request got back.
@@ -100,7 +101,7 @@ func (c *client) do(parent context.Context, w who, method, url, token string, bo
 		// has no answer to count.
 		return a
 	}
-	c.rec.request(reqRecord{start: c.rec.since(start), dur: a.dur, bytes: n, tenant: w.tenant, status: int16(a.status), class: w.class, route: w.route, code: a.code})
+	c.rec.request(reqRecord{start: c.rec.since(start), dur: a.dur, bytes: n, tenant: w.tenant, node: int16(w.node), status: int16(a.status), class: w.class, route: w.route, code: a.code})
 	return a
 }
 

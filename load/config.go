@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -72,23 +73,29 @@ const chunkBytes = 64 << 10
 // Default… values (see WithDefaults).
 type Config struct {
 	Scenario Scenario
-	// Server is the base URL of the openxet server, without a trailing slash.
-	Server string
-	// MetricsURL is where the server's Prometheus metrics are scraped with
-	// the admin token; "" means Server + "/metrics".
-	MetricsURL string
+	// Servers are the base URLs of the deployment's nodes, without a
+	// trailing slash: one for a single server, several for nodes that share
+	// one index and bucket (ParseServers reads the command line's list).
+	// Admin calls go to the first; the shared index carries what they do to
+	// the others. Honest tenants and the abuser spread their requests over
+	// all of them (see the package doc).
+	Servers []string
+	// MetricsURLs are where each node's Prometheus metrics are scraped with
+	// the admin token, one per server in the same order; nil means each
+	// server's base URL + "/metrics".
+	MetricsURLs []string
 	// AdminToken is a credential with the admin scope; the run creates its
 	// tenants' credentials with it and revokes them at the end.
 	AdminToken string
-	// AllowRemote lets Server be an address that is not loopback.
+	// AllowRemote lets a server be an address that is not loopback.
 	AllowRemote bool
 	// KeepTenants leaves what the run made of its tenants on the server
 	// (their limits records) for inspection. By default the run removes it
 	// at the end. Its credentials are revoked either way.
 	KeepTenants bool
 	// ServerCPUs, when set, is the CPU set the server must report it runs
-	// on (metric openxet_process_cpus); Run refuses to start otherwise
-	// (ErrLayout). LoadCPUs is where the caller runs the load generator
+	// on (metric openxet_process_cpus; with several nodes, the union of what
+	// they report); Run refuses to start otherwise (ErrLayout). LoadCPUs is where the caller runs the load generator
 	// (the cli pins itself there), for the report; nil means unknown.
 	ServerCPUs, LoadCPUs CPUSet
 
@@ -189,9 +196,15 @@ func (c Config) WithDefaults() Config {
 			*p = v
 		}
 	}
-	c.Server = strings.TrimRight(c.Server, "/")
-	if c.MetricsURL == "" && c.Server != "" {
-		c.MetricsURL = c.Server + "/metrics"
+	c.Servers = slices.Clone(c.Servers)
+	for i, s := range c.Servers {
+		c.Servers[i] = strings.TrimRight(s, "/")
+	}
+	if len(c.MetricsURLs) == 0 {
+		c.MetricsURLs = make([]string, len(c.Servers))
+		for i, s := range c.Servers {
+			c.MetricsURLs[i] = s + "/metrics"
+		}
 	}
 	def(&c.Duration, DefaultDuration)
 	defInt(&c.Tenants, DefaultTenants)
@@ -232,8 +245,13 @@ func (c Config) Validate() error {
 	default:
 		bad("scenario %q: want many_tenants or abuse", c.Scenario)
 	}
-	if u, err := url.Parse(c.Server); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("server %q: want an http:// or https:// URL", c.Server)
+	if err := checkURLList(c.Servers); err != nil {
+		bad("server: %w", err)
+	}
+	if len(c.MetricsURLs) != len(c.Servers) {
+		bad("metrics: %d URLs for %d servers; give one per server, in the same order, or none", len(c.MetricsURLs), len(c.Servers))
+	} else if err := checkURLList(c.MetricsURLs); err != nil {
+		bad("metrics: %w", err)
 	}
 	if c.AdminToken == "" {
 		bad("an admin token is needed (OPENXET_TOKEN)")
@@ -272,6 +290,59 @@ func (c Config) Validate() error {
 		bad("spray address %q: want an IP address or none", a.SprayAddr)
 	}
 	return errors.Join(errs...)
+}
+
+// MaxServers bounds how many nodes one run loads.
+const MaxServers = 64
+
+// ParseServers reads a comma-separated list of base URLs (the --server
+// flag and OPENXET_SERVER; --metrics too): each an http:// or https:// URL
+// with a host and no query or fragment, none empty, none listed twice
+// (after dropping a trailing slash and the case of scheme and host). It
+// returns them without trailing slashes, in the order given.
+func ParseServers(list string) ([]string, error) {
+	parts := strings.Split(list, ",")
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = strings.TrimRight(strings.TrimSpace(p), "/")
+	}
+	if err := checkURLList(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkURLList is ParseServers' check of a list already split.
+func checkURLList(urls []string) error {
+	if len(urls) == 0 {
+		return errors.New("no URL given")
+	}
+	if len(urls) > MaxServers {
+		return fmt.Errorf("%d URLs; at most %d", len(urls), MaxServers)
+	}
+	seen := map[string]int{}
+	for i, raw := range urls {
+		n := i + 1
+		if raw == "" {
+			if len(urls) == 1 {
+				return errors.New("empty URL")
+			}
+			return fmt.Errorf("element %d of %d is empty (a stray comma?)", n, len(urls))
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Hostname() == "" {
+			return fmt.Errorf("%q (element %d): want an http:// or https:// URL with a host", raw, n)
+		}
+		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return fmt.Errorf("%q (element %d): want a base URL, without user, query or fragment", raw, n)
+		}
+		key := strings.ToLower(u.Scheme+"://"+u.Host) + strings.TrimRight(u.Path, "/")
+		if first, dup := seen[key]; dup {
+			return fmt.Errorf("%q is listed twice (elements %d and %d)", raw, first, n)
+		}
+		seen[key] = n
+	}
+	return nil
 }
 
 // ErrRemote is returned by CheckTarget for a server that is not on loopback.

@@ -18,9 +18,24 @@
 //   - the correctness checks that fail a run: an honest request refused
 //     (403, 429, 503) or answered wrongly, a wrong byte, a limit's envelope
 //     exceeded (the flooding credential's rate, the auth-failure rate, the
-//     quota), server RSS over its budget plus Config.RSSOverheadBytes, an
-//     operation still running after Config.DrainTimeout. Timings never fail
-//     a run;
+//     quota), a node refusing held reads for its in-flight cap while the
+//     run never had enough readers there to reach it, server RSS over its
+//     budget plus Config.RSSOverheadBytes, an honest tenant's usage that is
+//     not what it stored, a limits override not enforced by a node within
+//     the documented 10 s, an operation still running after
+//     Config.DrainTimeout. Timings never fail a run;
+//   - several nodes of one deployment (Config.Servers): admin calls go to
+//     the first; each honest credential's worker takes the nodes in turn,
+//     request by request (an upload's xorb and shard go to different
+//     nodes, so each tenant's usage is built through all of them and read
+//     back through one that may not have stored it), and so do the
+//     abuser's attacks. Rate limits, in-flight caps and memory are per
+//     node: each node's admitted requests, held reads and RSS are checked
+//     against that node's own limits (N nodes may admit N times one
+//     node's rate). Quotas are global: the abuser's usage over all nodes
+//     against its quota (within the uploads in flight at once when there
+//     are several nodes), and every honest tenant's usage against what it
+//     stored through all of them;
 //   - the report (Report): text tables, JSON, and one self-contained HTML
 //     page with inline SVG plots.
 //

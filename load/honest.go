@@ -41,6 +41,12 @@ type tenant struct {
 	creds []credential
 	seq   atomic.Uint64
 
+	// What its uploads must have added to its usage, for the accounting
+	// check (checkAccounting): stored counts the xorbs the server took as
+	// new and whose file was registered; unsure counts those it may or may
+	// not have kept (answer lost, file not registered, odd answer).
+	stored, unsure atomic.Int64
+
 	mu    sync.Mutex
 	files []*fileSpec
 	xorbs []*xorbSpec
@@ -104,10 +110,15 @@ func (p *xorbPool) random(r *rand.Rand) *xorbSpec {
 	return p.xorbs[r.IntN(len(p.xorbs))]
 }
 
-// honest drives the honest tenants.
+// honest drives the honest tenants. Each credential's worker spreads its
+// requests over every node in turn (a cursor per worker, starting at the
+// worker's own offset): an upload's xorb and its shard go to different
+// nodes, a reconstruction to the next, so each tenant's usage is built
+// through all nodes at once and its files are read back through nodes that
+// did not store them.
 type honest struct {
 	cfg     Config
-	base    string
+	nodes   nodes
 	c       *client
 	rec     *recorder
 	seed    uint64
@@ -125,6 +136,7 @@ func (h *honest) run(ctx context.Context, stop <-chan struct{}) {
 	for _, t := range h.tenants {
 		for ci := range t.creds {
 			r := rand.New(rand.NewPCG(h.seed, uint64(t.idx)<<8|uint64(ci)))
+			cur := newCursor(int(t.idx)*len(t.creds)+ci, len(h.nodes))
 			wg.Go(func() {
 				// Spread the first operations over one think time.
 				first := time.Duration(r.Int64N(int64(h.cfg.ThinkMax) + 1))
@@ -132,7 +144,7 @@ func (h *honest) run(ctx context.Context, stop <-chan struct{}) {
 					return
 				}
 				for {
-					h.step(ctx, t, ci, r)
+					h.step(ctx, t, ci, r, cur)
 					think := h.cfg.ThinkMin + time.Duration(r.Int64N(int64(h.cfg.ThinkMax-h.cfg.ThinkMin)+1))
 					if !wait(stop, think) {
 						return
@@ -162,20 +174,20 @@ func wait(stop <-chan struct{}, d time.Duration) bool {
 }
 
 // step runs one operation, chosen at random.
-func (h *honest) step(ctx context.Context, t *tenant, ci int, r *rand.Rand) {
+func (h *honest) step(ctx context.Context, t *tenant, ci int, r *rand.Rand, cur *cursor) {
 	h.inOps.Add(1)
 	defer h.inOps.Add(-1)
 	if t.randomFile(r) == nil {
-		h.upload(ctx, t, ci, r)
+		h.upload(ctx, t, ci, r, cur)
 		return
 	}
 	switch p := r.Float64(); {
 	case p < shareUpload:
-		h.upload(ctx, t, ci, r)
+		h.upload(ctx, t, ci, r, cur)
 	case p < shareUpload+shareDownload:
-		h.download(ctx, t, ci, r)
+		h.download(ctx, t, ci, r, cur)
 	default:
-		h.dedup(ctx, t, ci, r)
+		h.dedup(ctx, t, ci, r, cur)
 	}
 }
 
@@ -204,8 +216,8 @@ func (h *honest) op(t *tenant, kind string, start time.Time, n int64, ok bool) {
 }
 
 // upload makes a new xorb, uploads it, and registers a file made of it
-// (and maybe of an older xorb) with a shard.
-func (h *honest) upload(ctx context.Context, t *tenant, ci int, r *rand.Rand) {
+// (and maybe of an older xorb) with a shard sent to the next node.
+func (h *honest) upload(ctx context.Context, t *tenant, ci int, r *rand.Rand, cur *cursor) {
 	start := time.Now()
 	size := h.cfg.XorbMinBytes + r.Int64N(h.cfg.XorbMaxBytes-h.cfg.XorbMinBytes+1)
 	seed := mix(h.seed ^ uint64(t.idx)<<40 ^ t.seq.Add(1))
@@ -225,8 +237,13 @@ func (h *honest) upload(ctx context.Context, t *tenant, ci int, r *rand.Rand) {
 		xorbs[0], xorbs[1] = xorbs[1], xorbs[0]
 	}
 	tok := t.creds[ci].Token
-	w := who{classHonest, routeXorb, t.idx}
-	a := h.c.do(ctx, w, "POST", h.base+"/v1/xorbs/default/"+x.info.Hash.String(), tok, body)
+	w := who{classHonest, routeXorb, t.idx, cur.next()}
+	a := h.c.do(ctx, w, "POST", h.nodes[w.node]+"/v1/xorbs/default/"+x.info.Hash.String(), tok, body)
+	if a.err != nil || (a.status >= 500 && a.status != http.StatusServiceUnavailable) {
+		// The server may have stored it before the answer was lost or
+		// the error happened (503 refuses before anything is stored).
+		t.unsure.Add(x.info.StreamLen)
+	}
 	if !h.check(ctx, t, routeXorb, a, http.StatusOK) {
 		h.op(t, "upload", start, 0, false)
 		return
@@ -236,15 +253,20 @@ func (h *honest) upload(ctx context.Context, t *tenant, ci int, r *rand.Rand) {
 	}
 	if json.Unmarshal(a.body, &xr) != nil || xr.WasInserted == nil || !*xr.WasInserted {
 		h.rec.fail(failProtocol, "tenant %s xorb %s: a new xorb answered %s, want was_inserted true", t.name, x.info.Hash, bytes.TrimSpace(a.body))
-	}
-	f, fi := newFile(xorbs)
-	shard := shardFor(fi, x)
-	w.route = routeShard
-	a = h.c.do(ctx, w, "POST", h.base+"/v1/shards", tok, shard)
-	if !h.check(ctx, t, routeShard, a, http.StatusOK) {
+		t.unsure.Add(x.info.StreamLen)
 		h.op(t, "upload", start, int64(len(body)), false)
 		return
 	}
+	f, fi := newFile(xorbs)
+	shard := shardFor(fi, x)
+	w.route, w.node = routeShard, cur.next()
+	a = h.c.do(ctx, w, "POST", h.nodes[w.node]+"/v1/shards", tok, shard)
+	if !h.check(ctx, t, routeShard, a, http.StatusOK) {
+		t.unsure.Add(x.info.StreamLen) // stored, but no file keeps it: the collector may release it
+		h.op(t, "upload", start, int64(len(body)), false)
+		return
+	}
+	t.stored.Add(x.info.StreamLen)
 	var sr struct {
 		Result *int `json:"result"`
 	}
@@ -284,9 +306,10 @@ type fetchEntry struct {
 }
 
 // download reads a random window of one of the tenant's files the way
-// hf_xet does (reconstruction, then each fetch URL with its Range), decodes
-// the chunks and compares the bytes with what was uploaded.
-func (h *honest) download(ctx context.Context, t *tenant, ci int, r *rand.Rand) {
+// hf_xet does (reconstruction from the next node, then each fetch URL, on
+// the node that made it, with its Range), decodes the chunks and compares
+// the bytes with what was uploaded.
+func (h *honest) download(ctx context.Context, t *tenant, ci int, r *rand.Rand, cur *cursor) {
 	start := time.Now()
 	f := t.randomFile(r)
 	var s, e uint64 // the window [s, e)
@@ -305,8 +328,8 @@ func (h *honest) download(ctx context.Context, t *tenant, ci int, r *rand.Rand) 
 		rangeHdr = fmt.Sprintf("bytes=%d-%d", s, e-1)
 	}
 	tok := t.creds[ci].Token
-	w := who{classHonest, routeReconstruction, t.idx}
-	a := h.c.do(ctx, w, "GET", h.base+"/v1/reconstructions/"+f.hash.String(), tok, nil, "Range", rangeHdr)
+	w := who{classHonest, routeReconstruction, t.idx, cur.next()}
+	a := h.c.do(ctx, w, "GET", h.nodes[w.node]+"/v1/reconstructions/"+f.hash.String(), tok, nil, "Range", rangeHdr)
 	if !h.check(ctx, t, routeReconstruction, a, http.StatusOK) {
 		h.op(t, "download", start, 0, false)
 		return
@@ -332,6 +355,7 @@ func (h *honest) download(ctx context.Context, t *tenant, ci int, r *rand.Rand) 
 				h.op(t, "download", start, n, false)
 				return
 			}
+			w.node = h.nodes.of(fe.URL)
 			fa := h.c.do(ctx, w, "GET", fe.URL, "", nil, "Range", fmt.Sprintf("bytes=%d-%d", fe.URLRange.Start, fe.URLRange.End))
 			if !h.check(ctx, t, routeFetch, fa, http.StatusPartialContent, http.StatusOK) {
 				h.op(t, "download", start, n, false)
@@ -418,21 +442,22 @@ func firstDifference(got, want []byte) string {
 
 // dedup asks the global dedup endpoint for a chunk of one of the tenant's
 // files (the answer must offer it) or for a chunk nobody has (404).
-func (h *honest) dedup(ctx context.Context, t *tenant, ci int, r *rand.Rand) {
+func (h *honest) dedup(ctx context.Context, t *tenant, ci int, r *rand.Rand, cur *cursor) {
 	start := time.Now()
 	tok := t.creds[ci].Token
-	w := who{classHonest, routeDedup, t.idx}
+	w := who{classHonest, routeDedup, t.idx, cur.next()}
+	base := h.nodes[w.node]
 	if r.Float64() < shareDedupMiss {
 		var miss xet.Hash
 		for i := range miss {
 			miss[i] = byte(r.Uint32())
 		}
-		a := h.c.do(ctx, w, "GET", h.base+"/v1/chunks/default/"+miss.String(), tok, nil)
+		a := h.c.do(ctx, w, "GET", base+"/v1/chunks/default/"+miss.String(), tok, nil)
 		h.op(t, "dedup", start, 0, h.check(ctx, t, routeDedup, a, http.StatusNotFound))
 		return
 	}
 	f := t.randomFile(r)
-	a := h.c.do(ctx, w, "GET", h.base+"/v1/chunks/default/"+f.firstChunk.String(), tok, nil)
+	a := h.c.do(ctx, w, "GET", base+"/v1/chunks/default/"+f.firstChunk.String(), tok, nil)
 	if !h.check(ctx, t, routeDedup, a, http.StatusOK) {
 		h.op(t, "dedup", start, 0, false)
 		return

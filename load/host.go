@@ -68,3 +68,22 @@ func sharesHost(ctx context.Context, server string) string {
 	}
 	return sharedUnknown
 }
+
+// sharesHosts is sharesHost over every node: "yes" or "no" when all nodes
+// say so, else "unknown".
+func sharesHosts(ctx context.Context, servers []string) string {
+	out := ""
+	for _, s := range servers {
+		v := sharesHost(ctx, s)
+		switch {
+		case out == "":
+			out = v
+		case out != v:
+			return sharedUnknown
+		}
+	}
+	if out == "" {
+		return sharedUnknown
+	}
+	return out
+}

@@ -103,12 +103,19 @@ code{background:#f3f3f3;padding:0 .25em}
 		fmt.Fprintf(&b, " Held reads open at once: %d (%s read). Quota %s, usage %s, quota uploads stored: %d.</p>\n",
 			a.HeldPeak, fmtBytes(a.HeldBytes), fmtBytes(a.QuotaBytes), fmtBytes(a.UsageBytes), a.QuotaStored)
 	}
+	if len(r.Nodes) > 1 {
+		b.WriteString(nodesHTML(r))
+	}
 
 	b.WriteString("<h2>Latency over time</h2>\n")
 	b.WriteString(latencyChart(r))
 	b.WriteString("<h2>Throughput per tenant</h2>\n")
 	b.WriteString(tenantChart(r))
-	b.WriteString("<h2>Server memory</h2>\n")
+	if len(r.Nodes) > 1 {
+		fmt.Fprintf(&b, "<h2>Memory of the %d nodes together</h2>\n", len(r.Nodes))
+	} else {
+		b.WriteString("<h2>Server memory</h2>\n")
+	}
 	m := r.Memory
 	if m.Measured {
 		fmt.Fprintf(&b, "<p>Peak RSS %s against a budget of %s (%s); peak reserved %s.</p>\n",
@@ -450,5 +457,52 @@ func tenantChart(r *Report) string {
 	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">tenants (%d, in creation order)</text>`+"\n", (plotW-padR+padL)/2, plotH-12, n)
 	fmt.Fprintf(&b, `<text transform="translate(14 %d) rotate(-90)" text-anchor="middle">completed operations per second</text>`+"\n", (plotH-padB+padT)/2)
 	b.WriteString("</svg>\n")
+	return b.String()
+}
+
+// nodesHTML is the per-node section of a run over several nodes: what
+// each node admitted (rate limits are per node), each node's memory
+// against its own budget, and the abuser's envelopes node by node.
+func nodesHTML(r *Report) string {
+	var b strings.Builder
+	esc := html.EscapeString
+	fmt.Fprintf(&b, "<h2>Nodes (%d)</h2>\n<p class=\"muted\">Rate limits, in-flight caps and memory budgets are per node, and each node is checked against its own; quotas are global. Admin calls went to the first node.</p>\n", len(r.Nodes))
+	b.WriteString("<table><tr><th>node</th><th>phase</th><th>honest requests</th><th>admitted/s</th><th>429</th><th>abuser requests</th><th>admitted/s</th><th>429</th></tr>\n")
+	for _, n := range r.Nodes {
+		for _, p := range n.Phases {
+			ab := "<td>-</td><td>-</td><td>-</td>"
+			if p.Abuser != nil {
+				ab = fmt.Sprintf("<td>%d</td><td>%.1f</td><td>%d</td>", p.Abuser.Requests, p.Abuser.AdmittedPerSecond, p.Abuser.RateLimited)
+			}
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%d</td><td>%.1f</td><td>%d</td>%s</tr>\n", esc(n.URL), esc(p.Name), p.Honest.Requests, p.Honest.AdmittedPerSecond, p.Honest.RateLimited, ab)
+		}
+	}
+	b.WriteString("</table>\n<table><tr><th>node</th><th>CPUs</th><th>peak RSS</th><th>budget</th><th>limit</th><th>peak reserved</th></tr>\n")
+	for _, n := range r.Nodes {
+		m := n.Memory
+		if !m.Measured {
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td colspan=\"4\">not measured</td></tr>\n", esc(n.URL), esc(n.CPUs))
+			continue
+		}
+		fmt.Fprintf(&b, "<tr><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td></tr>\n", esc(n.URL), esc(n.CPUs),
+			fmtBytes(m.PeakRSSBytes), fmtBytes(m.BudgetBytes), esc(m.limitText()), fmtBytes(m.PeakReservedBytes))
+	}
+	b.WriteString("</table>\n")
+	if a := r.Abuser; a != nil && len(a.Nodes) > 0 {
+		b.WriteString("<table><tr><th>node</th><th>flood admitted / offered</th><th>allowed</th><th>bad tokens checked / sent</th><th>allowed</th><th>readers</th><th>open peak</th><th>in-flight cap</th><th>refused</th></tr>\n")
+		for _, n := range a.Nodes {
+			spray := "<td>-</td><td>-</td>"
+			if n.Spray != nil {
+				spray = fmt.Sprintf("<td>%d / %d</td><td>%d</td>", n.Spray.Admitted, n.Spray.Offered, n.Spray.Allowed)
+			}
+			fmt.Fprintf(&b, "<tr><td>%s</td><td>%d / %d</td><td>%d</td>%s<td>%d</td><td>%d</td><td>%d</td><td>%d</td></tr>\n", esc(n.Node),
+				n.Flood.Admitted, n.Flood.Offered, n.Flood.Allowed, spray, n.HoldReaders, n.HoldOpenPeak, n.InFlightLimit, n.InFlightRefusals)
+		}
+		b.WriteString("</table>\n")
+	}
+	if ac := r.Accounting; ac != nil {
+		fmt.Fprintf(&b, "<p>Honest usage: %d of %d tenants read back, %s stored (+%s unsure), %s counted, %d mismatches.</p>\n",
+			ac.Checked, ac.Tenants, fmtBytes(ac.StoredBytes), fmtBytes(ac.UnsureBytes), fmtBytes(ac.UsageBytes), ac.Mismatches)
+	}
 	return b.String()
 }

@@ -122,3 +122,33 @@ func checkServerCPUs(reported string, known bool, want CPUSet) (CPUSet, error) {
 	}
 	return got, nil
 }
+
+// checkNodeCPUs is checkServerCPUs for a deployment: each node reports
+// its own set (reported[i], known[i]), and what the run compares with want
+// is their union, the CPUs the nodes run on together. With one node it is
+// checkServerCPUs.
+func checkNodeCPUs(ns []string, reported []string, known []bool, want CPUSet) (CPUSet, error) {
+	if len(ns) == 1 {
+		return checkServerCPUs(reported[0], known[0], want)
+	}
+	var union CPUSet
+	for i, n := range ns {
+		if !known[i] {
+			if len(want) > 0 {
+				return nil, fmt.Errorf("%w: %s does not report its CPUs (metric openxet_process_cpus), so --server-cpus %s cannot be checked", ErrLayout, n, want)
+			}
+			return nil, nil
+		}
+		got, err := ParseCPUSet(reported[i])
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s reports %w", ErrLayout, n, err)
+		}
+		union = append(union, got...)
+	}
+	slices.Sort(union)
+	union = slices.Compact(union)
+	if len(want) > 0 && !slices.Equal(union, want) {
+		return union, fmt.Errorf("%w: the %d nodes run on CPUs %s together, not %s; start each with `taskset -c <cpus> openxet serve …` within %s", ErrLayout, len(ns), union, want, want)
+	}
+	return union, nil
+}

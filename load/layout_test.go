@@ -86,3 +86,22 @@ func TestCheckServerCPUs(t *testing.T) {
 		})
 	}
 }
+
+// TestCheckNodeCPUs: with several nodes, --server-cpus is compared with
+// the CPUs they run on together.
+func TestCheckNodeCPUs(t *testing.T) {
+	ns := []string{"http://a", "http://b"}
+	got, err := checkNodeCPUs(ns, []string{"0", "1"}, []bool{true, true}, CPUSet{0, 1})
+	if err != nil || got.String() != "0-1" {
+		t.Errorf("nodes on 0 and 1, want 0-1: %v %v", got, err)
+	}
+	if _, err := checkNodeCPUs(ns, []string{"0", "1"}, []bool{true, true}, CPUSet{0}); !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "CPUs 0-1 together, not 0") {
+		t.Errorf("nodes on 0 and 1, want 0: %v", err)
+	}
+	if _, err := checkNodeCPUs(ns, []string{"0", ""}, []bool{true, false}, CPUSet{0}); !errors.Is(err, ErrLayout) || !strings.Contains(err.Error(), "http://b does not report") {
+		t.Errorf("node b silent, want 0: %v", err)
+	}
+	if got, err := checkNodeCPUs(ns, []string{"0", ""}, []bool{true, false}, nil); err != nil || got != nil {
+		t.Errorf("node b silent, nothing wanted: %v %v", got, err)
+	}
+}

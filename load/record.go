@@ -35,6 +35,7 @@ type reqRecord struct {
 	start, dur time.Duration // since the run began
 	bytes      int64         // payload bytes sent or received
 	tenant     int32         // honest tenant index; -1 for the abuser
+	node       int16         // index of the node it went to (Config.Servers); -1: none of them
 	status     int16         // 0: no answer (transport error)
 	class      string
 	route      string
@@ -63,6 +64,9 @@ const (
 	failMemory     = "server memory over budget plus overhead"
 	failCheck      = "a check could not be made"
 	failRemote     = "a fetch URL points away from loopback"
+	failAccounting = "a tenant's stored bytes differ from what it uploaded"
+	failOverride   = "a limits override did not reach a node in time"
+	failInFlight   = "a node refused in-flight requests below its cap"
 )
 
 // maxFailureMessages bounds the failure messages kept (all are counted).

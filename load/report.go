@@ -15,7 +15,9 @@ import (
 // Report is the outcome of a run: what was measured and whether the server
 // behaved correctly. It encodes as the --json output.
 type Report struct {
-	Scenario string    `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// Server is the nodes' base URLs, comma-separated, as --server takes
+	// them; Nodes has each one's figures.
 	Server   string    `json:"server"`
 	RunID    string    `json:"run_id"`
 	Started  time.Time `json:"started"`
@@ -27,7 +29,15 @@ type Report struct {
 	Phases     []PhaseReport `json:"phases"`
 	Comparison *Comparison   `json:"comparison,omitempty"`
 	Abuser     *AbuserReport `json:"abuser,omitempty"`
-	Memory     MemoryReport  `json:"memory"`
+	// Memory is the deployment's: with several nodes, the sums over them
+	// (each node's own, checked against its own budget, is in Nodes).
+	Memory MemoryReport `json:"memory"`
+	// Nodes is what each node the run loaded saw, in --server order; admin
+	// calls went to the first.
+	Nodes []NodeReport `json:"nodes"`
+	// Accounting compares the honest tenants' usage with what they stored
+	// (nil when the run was interrupted).
+	Accounting *AccountingReport `json:"accounting,omitempty"`
 	// Timeline is the latency over time of each class of requests.
 	Timeline []Series `json:"timeline"`
 	// GeneratorSharesCPUs says whether the load generator ran on the
@@ -41,6 +51,47 @@ type Report struct {
 	Notes           []string       `json:"notes,omitempty"`
 	Interrupted     bool           `json:"interrupted,omitempty"`
 	OK              bool           `json:"ok"`
+}
+
+// NodeReport is one node of the deployment the run loaded.
+type NodeReport struct {
+	URL        string `json:"url"`
+	MetricsURL string `json:"metrics_url"`
+	// CPUs is what the node reports it runs on, "" when it does not.
+	CPUs   string       `json:"cpus,omitempty"`
+	Memory MemoryReport `json:"memory"`
+	Phases []NodePhase  `json:"phases"`
+}
+
+// NodePhase is what one node got in one phase.
+type NodePhase struct {
+	Name   string       `json:"name"`
+	Honest NodeTraffic  `json:"honest"`
+	Abuser *NodeTraffic `json:"abuser,omitempty"`
+}
+
+// NodeTraffic counts one class's requests to one node.
+type NodeTraffic struct {
+	Requests int `json:"requests"`
+	// Admitted counts answers past the node's rate limits and in-flight
+	// cap (any status but 429; transport errors are neither).
+	Admitted          int     `json:"admitted"`
+	AdmittedPerSecond float64 `json:"admitted_per_second"`
+	RateLimited       int     `json:"rate_limited"`
+}
+
+// AccountingReport is the check that a tenant's stored bytes are one
+// account over all nodes: each honest tenant's usage, read back through one
+// node, against the xorbs the run stored for it through every node.
+type AccountingReport struct {
+	Tenants int `json:"tenants"`
+	Checked int `json:"checked"`
+	// StoredBytes is what the run knows it stored; UnsureBytes what it
+	// may or may not have (answers lost, files not registered).
+	StoredBytes int64 `json:"stored_bytes"`
+	UnsureBytes int64 `json:"unsure_bytes"`
+	UsageBytes  int64 `json:"usage_bytes"`
+	Mismatches  int   `json:"mismatches"`
 }
 
 // Settings is the shape of the load that ran.
@@ -154,10 +205,14 @@ type RouteComparison struct {
 type AbuserReport struct {
 	Tenant string `json:"tenant"`
 	// Refusals counts the abuser's refusals by "status code", all attacks.
-	Refusals map[string]int  `json:"refusals"`
-	Attacks  []AttackReport  `json:"attacks"`
-	Flood    EnvelopeReport  `json:"flood"`
-	Spray    *EnvelopeReport `json:"spray,omitempty"`
+	Refusals map[string]int `json:"refusals"`
+	Attacks  []AttackReport `json:"attacks"`
+	// Flood and Spray are over all nodes: each node's allowance summed
+	// (N nodes admit up to N times one node's limit). The check is per
+	// node, in Nodes.
+	Flood EnvelopeReport     `json:"flood"`
+	Spray *EnvelopeReport    `json:"spray,omitempty"`
+	Nodes []AbuserNodeReport `json:"nodes"`
 	// Hold reads: how many were open at once at most, and bytes consumed.
 	HeldPeak   int64 `json:"held_peak"`
 	HeldBytes  int64 `json:"held_bytes"`
@@ -165,6 +220,32 @@ type AbuserReport struct {
 	UsageBytes int64 `json:"usage_bytes"`
 	// QuotaStored counts quota uploads the server accepted as new.
 	QuotaStored int64 `json:"quota_stored"`
+	// QuotaInFlightPeak is the most quota uploads in flight at once over
+	// all nodes; with several nodes the usage may pass the quota by that
+	// many xorbs (QuotaOvershootAllowedBytes, decision 0018), with one
+	// by nothing.
+	QuotaInFlightPeak          int64 `json:"quota_in_flight_peak"`
+	QuotaOvershootAllowedBytes int64 `json:"quota_overshoot_allowed_bytes"`
+}
+
+// AbuserNodeReport is what one node let through of the abuser's attacks,
+// each checked against that node's own limit.
+type AbuserNodeReport struct {
+	Node  string          `json:"node"`
+	Flood EnvelopeReport  `json:"flood"`
+	Spray *EnvelopeReport `json:"spray,omitempty"`
+	// HoldReaders is how many held-read workers read from this node;
+	// HoldOpenPeak the most of their reads open at once, counted from
+	// before sending to after closing (at least what the node counted);
+	// InFlightLimit the node's max_in_flight_per_credential for the
+	// abuser; InFlightRefusals the held reads it refused for it.
+	HoldReaders      int   `json:"hold_readers"`
+	HoldOpenPeak     int64 `json:"hold_open_peak"`
+	InFlightLimit    int   `json:"in_flight_limit"`
+	InFlightRefusals int   `json:"in_flight_refusals"`
+	// OverrideSeconds is how long after the abuser's credential limit was
+	// set the node was first seen enforcing it (absent: not probed).
+	OverrideSeconds *float64 `json:"override_seconds,omitempty"`
 }
 
 // AttackReport is one attack's answers.
@@ -384,7 +465,15 @@ func (r *Report) Failed() int {
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	s := r.Settings
-	fmt.Fprintf(&b, "openxet load: scenario %s against %s (run %s, seed %d)\n", r.Scenario, r.Server, r.RunID, r.Seed)
+	if len(r.Nodes) > 1 {
+		urls := make([]string, len(r.Nodes))
+		for i, n := range r.Nodes {
+			urls[i] = n.URL
+		}
+		fmt.Fprintf(&b, "openxet load: scenario %s against %d nodes: %s (run %s, seed %d; admin calls to the first)\n", r.Scenario, len(r.Nodes), strings.Join(urls, ", "), r.RunID, r.Seed)
+	} else {
+		fmt.Fprintf(&b, "openxet load: scenario %s against %s (run %s, seed %d)\n", r.Scenario, r.Server, r.RunID, r.Seed)
+	}
 	fmt.Fprintf(&b, "%d tenants × %d credentials, one operation per credential every %s–%s, xorbs %s–%s, %d phase(s) of %s\n",
 		s.Tenants, s.CredentialsPerTenant, fmtMs(s.ThinkMinMs), fmtMs(s.ThinkMaxMs), fmtBytes(s.XorbMinBytes), fmtBytes(s.XorbMaxBytes),
 		len(r.Phases), time.Duration(s.PhaseSeconds*float64(time.Second)).Round(100*time.Millisecond))
@@ -456,20 +545,83 @@ func (r *Report) WriteText(w io.Writer) error {
 				fmt.Fprintf(&b, "  %-13s refusals %s\n", "", fmtCounts(at.Refusals))
 			}
 		}
-		fmt.Fprintf(&b, "  flood admitted %d of %d in %.1fs, the credential limit allows %d\n", a.Flood.Admitted, a.Flood.Offered, a.Flood.Seconds, a.Flood.Allowed)
-		if a.Spray != nil {
-			fmt.Fprintf(&b, "  bad tokens checked %d of %d in %.1fs, the auth-failure limit allows %d\n", a.Spray.Admitted, a.Spray.Offered, a.Spray.Seconds, a.Spray.Allowed)
+		all := ""
+		if len(a.Nodes) > 1 {
+			all = fmt.Sprintf(" over %d nodes (%d × one node's)", len(a.Nodes), len(a.Nodes))
 		}
-		fmt.Fprintf(&b, "  held reads open at once: %d (read %s); quota %s, usage %s, quota uploads stored %d\n",
+		fmt.Fprintf(&b, "  flood admitted %d of %d in %.1fs, the credential limit allows %d%s\n", a.Flood.Admitted, a.Flood.Offered, a.Flood.Seconds, a.Flood.Allowed, all)
+		if a.Spray != nil {
+			fmt.Fprintf(&b, "  bad tokens checked %d of %d in %.1fs, the auth-failure limit allows %d%s\n", a.Spray.Admitted, a.Spray.Offered, a.Spray.Seconds, a.Spray.Allowed, all)
+		}
+		if len(a.Nodes) > 1 {
+			tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(tw, "  node\tflood admitted/offered\tallowed\tbad tokens checked/sent\tallowed\treaders\topen peak\tin-flight cap\trefused\toverride seen after\t")
+			for _, n := range a.Nodes {
+				spray, sprayAllowed := "-", "-"
+				if n.Spray != nil {
+					spray, sprayAllowed = fmt.Sprintf("%d/%d", n.Spray.Admitted, n.Spray.Offered), fmt.Sprint(n.Spray.Allowed)
+				}
+				seen := "-"
+				if n.OverrideSeconds != nil {
+					seen = fmt.Sprintf("%.2fs", *n.OverrideSeconds)
+				}
+				fmt.Fprintf(tw, "  %s\t%d/%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t\n", n.Node, n.Flood.Admitted, n.Flood.Offered, n.Flood.Allowed,
+					spray, sprayAllowed, n.HoldReaders, n.HoldOpenPeak, n.InFlightLimit, n.InFlightRefusals, seen)
+			}
+			tw.Flush()
+		}
+		fmt.Fprintf(&b, "  held reads open at once: %d (read %s); quota %s, usage %s, quota uploads stored %d",
 			a.HeldPeak, fmtBytes(a.HeldBytes), fmtBytes(a.QuotaBytes), fmtBytes(a.UsageBytes), a.QuotaStored)
+		if len(a.Nodes) > 1 {
+			fmt.Fprintf(&b, " (global; at most %d in flight at once, so up to %s over it is allowed)", a.QuotaInFlightPeak, fmtBytes(a.QuotaOvershootAllowedBytes))
+		}
+		b.WriteString("\n")
+	}
+	if ac := r.Accounting; ac != nil {
+		fmt.Fprintf(&b, "\nhonest usage: %d of %d tenants read back, %s stored (+%s unsure), %s counted, %d mismatches\n",
+			ac.Checked, ac.Tenants, fmtBytes(ac.StoredBytes), fmtBytes(ac.UnsureBytes), fmtBytes(ac.UsageBytes), ac.Mismatches)
+	}
+	if len(r.Nodes) > 1 {
+		b.WriteString("\nper node (rate limits, in-flight caps and memory budgets are per node; quotas are global)\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "node\tphase\thonest requests\tadmitted/s\t429\tabuser requests\tadmitted/s\t429\t")
+		for _, n := range r.Nodes {
+			for _, p := range n.Phases {
+				abr, abs, ab429 := "-", "-", "-"
+				if p.Abuser != nil {
+					abr, abs, ab429 = fmt.Sprint(p.Abuser.Requests), fmt.Sprintf("%.1f", p.Abuser.AdmittedPerSecond), fmt.Sprint(p.Abuser.RateLimited)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f\t%d\t%s\t%s\t%s\t\n", n.URL, p.Name, p.Honest.Requests, p.Honest.AdmittedPerSecond, p.Honest.RateLimited, abr, abs, ab429)
+			}
+		}
+		tw.Flush()
+		tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "node\tCPUs\tpeak RSS\tbudget\tlimit\tpeak reserved\t")
+		for _, n := range append(slices.Clone(r.Nodes), NodeReport{URL: "all nodes", CPUs: r.Layout.ServerCPUs, Memory: r.Memory}) {
+			m := n.Memory
+			if !m.Measured {
+				fmt.Fprintf(tw, "%s\t%s\tnot measured\t\t\t\t\n", n.URL, n.CPUs)
+				continue
+			}
+			limit := "no check"
+			if m.OverheadBytes >= 0 {
+				limit = fmtBytes(m.LimitBytes)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", n.URL, n.CPUs, fmtBytes(m.PeakRSSBytes), fmtBytes(m.BudgetBytes), limit, fmtBytes(m.PeakReservedBytes))
+		}
+		tw.Flush()
 	}
 	m := r.Memory
+	what := "server memory"
+	if len(r.Nodes) > 1 {
+		what = fmt.Sprintf("memory of the %d nodes together", len(r.Nodes))
+	}
 	if m.Measured {
-		fmt.Fprintf(&b, "\nserver memory: peak RSS %s, budget %s, %s; peak reserved %s (%.0f%% of budget)\n",
-			fmtBytes(m.PeakRSSBytes), fmtBytes(m.BudgetBytes), m.limitText(), fmtBytes(m.PeakReservedBytes),
+		fmt.Fprintf(&b, "\n%s: peak RSS %s, budget %s, %s; peak reserved %s (%.0f%% of budget)\n",
+			what, fmtBytes(m.PeakRSSBytes), fmtBytes(m.BudgetBytes), m.limitText(), fmtBytes(m.PeakReservedBytes),
 			100*float64(m.PeakReservedBytes)/max(float64(m.BudgetBytes), 1))
 	} else {
-		b.WriteString("\nserver memory: not measured\n")
+		fmt.Fprintf(&b, "\n%s: not measured\n", what)
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(&b, "note: %s\n", n)

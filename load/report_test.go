@@ -267,7 +267,7 @@ func TestCheckTarget(t *testing.T) {
 }
 
 func TestConfigValidate(t *testing.T) {
-	good := Config{Scenario: Abuse, Server: "http://127.0.0.1:8080", AdminToken: "t"}.WithDefaults()
+	good := Config{Scenario: Abuse, Servers: []string{"http://127.0.0.1:8080"}, AdminToken: "t"}.WithDefaults()
 	if err := good.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
@@ -277,7 +277,13 @@ func TestConfigValidate(t *testing.T) {
 		says   string
 	}{
 		{"scenario", func(c *Config) { c.Scenario = "chaos" }, "scenario"},
-		{"server", func(c *Config) { c.Server = "ftp://x" }, "server"},
+		{"server", func(c *Config) { c.Servers = []string{"ftp://x"} }, "server"},
+		{"no server", func(c *Config) { c.Servers, c.MetricsURLs = nil, nil }, "server: no URL"},
+		{"duplicate server", func(c *Config) {
+			c.Servers = []string{"http://127.0.0.1:8080", "http://127.0.0.1:8080"}
+			c.MetricsURLs = []string{"http://127.0.0.1:8080/metrics", "http://127.0.0.1:9090/metrics"}
+		}, "listed twice"},
+		{"metrics count", func(c *Config) { c.Servers = []string{"http://127.0.0.1:8080", "http://127.0.0.1:8081"} }, "metrics: 1 URLs for 2 servers"},
 		{"token", func(c *Config) { c.AdminToken = "" }, "admin token"},
 		{"think", func(c *Config) { c.ThinkMax = c.ThinkMin - 1 }, "think time"},
 		{"xorb", func(c *Config) { c.XorbMaxBytes = 65 << 20 }, "xorb sizes"},

@@ -8,11 +8,15 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
-// Run runs cfg.Scenario against cfg.Server and returns its report.
+// Run runs cfg.Scenario against the nodes of cfg.Servers and returns its
+// report.
 //
 // It returns an error only when the run cannot be made: a bad Config, a
 // server that is not loopback (without AllowRemote), or a server that
@@ -29,8 +33,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	ns := nodes(cfg.Servers)
 	tg := &targets{allowRemote: cfg.AllowRemote}
-	for _, u := range []string{cfg.Server, cfg.MetricsURL} {
+	for _, u := range append(slices.Clone(cfg.Servers), cfg.MetricsURLs...) {
 		if err := tg.check(ctx, u); err != nil {
 			return nil, fmt.Errorf("refusing to load %s: %w (pass --allow-remote to load a server that is not on this machine)", u, err)
 		}
@@ -47,8 +52,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	t0 := time.Now()
 	rec := newRecorder(t0)
 	r := &Report{
-		Scenario: string(cfg.Scenario), Server: cfg.Server, RunID: randomHex(3), Started: t0.UTC(), Seed: seed,
-		GeneratorSharesCPUs: sharesHost(ctx, cfg.Server),
+		Scenario: string(cfg.Scenario), Server: strings.Join(cfg.Servers, ","), RunID: randomHex(3), Started: t0.UTC(), Seed: seed,
+		GeneratorSharesCPUs: sharesHosts(ctx, cfg.Servers),
 		Settings: Settings{
 			Tenants: cfg.Tenants, CredentialsPerTenant: cfg.CredentialsPerTenant, PhaseSeconds: cfg.Duration.Seconds(),
 			ThinkMinMs: ms(cfg.ThinkMin), ThinkMaxMs: ms(cfg.ThinkMax), XorbMinBytes: cfg.XorbMinBytes, XorbMaxBytes: cfg.XorbMaxBytes,
@@ -61,24 +66,43 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		r.Settings.ReadBytesPerSecond, r.Settings.QuotaRate, r.Settings.SprayRate = a.ReadBytesPerSecond, a.QuotaRate, a.SprayRate
 	}
 
-	adm := &admin{base: cfg.Server, metrics: cfg.MetricsURL, token: cfg.AdminToken, hc: &http.Client{Transport: newTransport(16, nil)}}
-	defer adm.hc.CloseIdleConnections()
-	// Check the admin token before anything else.
-	if err := adm.call(ctx, "GET", "/credentials?tenant=load-check", nil, nil); err != nil {
-		return nil, fmt.Errorf("cannot use the admin API of %s with this token: %w", cfg.Server, err)
+	// nodeAdm[i] reads node i's metrics and its view of a tenant's limits;
+	// admin calls that change something go to the first node (adm), and
+	// the shared index carries them to the others.
+	ahc := &http.Client{Transport: newTransport(16, nil)}
+	defer ahc.CloseIdleConnections()
+	nodeAdm := make([]*admin, len(ns))
+	for i := range ns {
+		nodeAdm[i] = &admin{base: ns[i], metrics: cfg.MetricsURLs[i], token: cfg.AdminToken, hc: ahc}
+		r.Nodes = append(r.Nodes, NodeReport{URL: ns[i], MetricsURL: cfg.MetricsURLs[i]})
 	}
-	reported, known, err := adm.serverCPUs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("read the server's metrics: %w", err)
+	adm := nodeAdm[0]
+	if len(ns) > 1 {
+		progress("%d nodes: %s; admin calls go to the first", len(ns), strings.Join(ns, ", "))
 	}
-	serverCPUs, err := checkServerCPUs(reported, known, cfg.ServerCPUs)
+	// Check the admin token before anything else, on every node.
+	for _, na := range nodeAdm {
+		if err := na.call(ctx, "GET", "/credentials?tenant=load-check", nil, nil); err != nil {
+			return nil, fmt.Errorf("cannot use the admin API of %s with this token: %w", na.base, err)
+		}
+	}
+	reported := make([]string, len(ns))
+	known := make([]bool, len(ns))
+	for i, na := range nodeAdm {
+		var err error
+		if reported[i], known[i], err = na.serverCPUs(ctx); err != nil {
+			return nil, fmt.Errorf("read the metrics of %s: %w", na.base, err)
+		}
+		r.Nodes[i].CPUs = reported[i]
+	}
+	serverCPUs, err := checkNodeCPUs(ns, reported, known, cfg.ServerCPUs)
 	if err != nil {
 		return nil, err
 	}
 	r.Layout = newLayout(serverCPUs, cfg.LoadCPUs)
 	progress("layout: %s", r.Layout)
 
-	mem := &memSampler{adm: adm, t0: t0}
+	mem := &memSampler{nodes: nodeAdm, t0: t0}
 	memCtx, stopMem := context.WithCancel(ctx)
 	memDone := make(chan struct{})
 	go func() { defer close(memDone); mem.run(memCtx, cfg.ScrapeInterval) }()
@@ -87,7 +111,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	tr := newTransport(cfg.Tenants*cfg.CredentialsPerTenant+64, nil)
 	defer tr.CloseIdleConnections()
 	c := &client{hc: &http.Client{Transport: tr}, rec: rec, timeout: cfg.RequestTimeout}
-	h := &honest{cfg: cfg, base: cfg.Server, c: c, rec: rec, seed: seed, targets: tg}
+	h := &honest{cfg: cfg, nodes: ns, c: c, rec: rec, seed: seed, targets: tg}
 
 	// Credentials, revoked on the way out whatever happens, and the
 	// tenants, cleaned up unless the run keeps them.
@@ -132,7 +156,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	progress("warm-up: one upload per tenant")
 	err = parallel(ctx, 16, len(h.tenants), func(i int) error {
 		t := h.tenants[i]
-		h.upload(ctx, t, 0, newRand(seed, uint64(i)))
+		h.upload(ctx, t, 0, newRand(seed, uint64(i)), newCursor(i, len(ns)))
 		if t.randomFile(newRand(seed, 0)) == nil {
 			return fmt.Errorf("tenant %s could not upload its first file", t.name)
 		}
@@ -144,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	var ab *abuser
 	if cfg.Scenario == Abuse && ctx.Err() == nil {
-		ab, err = newAbuser(ctx, cfg, rec, r.RunID, func(c credential) {
+		ab, err = newAbuser(ctx, cfg, ns, rec, r.RunID, func(c credential) {
 			madeMu.Lock()
 			made = append(made, c)
 			madeMu.Unlock()
@@ -154,10 +178,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		runTenants = append(runTenants, ab.name)
 		progress("abuser %s: uploading a %s xorb to hold reads of, setting its quota", ab.name, fmtBytes(cfg.Abuser.BigXorbBytes))
-		if err := ab.setup(ctx, adm, seed, tg); err != nil {
+		if err := ab.setup(ctx, adm, nodeAdm, seed, tg); err != nil {
 			return nil, fmt.Errorf("abuser setup: %w", err)
 		}
 		defer ab.c.hc.CloseIdleConnections()
+		if ab.cfg.CredentialRequestsPerSecond > 0 {
+			progress("abuser %s: waiting until every node enforces its credential limit (%g/s, burst %d)", ab.name, ab.cfg.CredentialRequestsPerSecond, ab.cfg.CredentialBurst)
+			ab.awaitOverride(ctx, rec)
+		}
 	}
 
 	// The honest workers run through every phase; the first phase starts
@@ -227,13 +255,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	stopMem()
 	<-memDone
 	mem.sample(fctx)
+	if !r.Interrupted {
+		r.Accounting = checkAccounting(fctx, nodeAdm, h.tenants, rec)
+	}
 	if ab != nil {
 		r.Abuser = ab.report(fctx, adm, rec)
 		r.Notes = append(r.Notes, ab.notes...)
 	}
-	r.Memory = mem.report(cfg.RSSOverheadBytes, rec)
-	if !r.Memory.Measured {
-		r.Notes = append(r.Notes, "server memory not measured: "+mem.why())
+	perNode, total := mem.report(cfg.RSSOverheadBytes, rec)
+	r.Memory = total
+	for i, m := range perNode {
+		r.Nodes[i].Memory = m
+		if !m.Measured {
+			r.Notes = append(r.Notes, fmt.Sprintf("memory of %s not measured: %s", ns[i], mem.why(i)))
+		}
 	}
 
 	reqs, ops, failures, messages := rec.snapshot()
@@ -254,6 +289,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
 		r.Phases = append(r.Phases, pr)
+	}
+	for i := range r.Nodes {
+		r.Nodes[i].Phases = nodePhases(i, phases, reqs)
 	}
 	if len(r.Phases) == 2 {
 		r.Comparison = compare(r.Phases[0], r.Phases[1])
@@ -335,40 +373,45 @@ func countOK(ctx context.Context, n int, fn func(i int) error) int {
 
 // newAbuser makes the abuser's clients: its own (the honest tenants'
 // address) and the sprayer's, from SprayAddr when that address can reach
-// the server and differs from the one the honest tenants come from.
-func newAbuser(ctx context.Context, cfg Config, rec *recorder, runID string, track func(credential)) (*abuser, error) {
+// every node and differs from the one the honest tenants come from.
+func newAbuser(ctx context.Context, cfg Config, ns nodes, rec *recorder, runID string, track func(credential)) (*abuser, error) {
 	a := cfg.Abuser
 	ab := &abuser{
-		cfg: a, base: cfg.Server, rec: rec, name: "load-" + runID + "-abuser", track: track,
-		c: &client{hc: &http.Client{Transport: newTransport(a.Readers+a.FloodWorkers+a.QuotaWorkers+8, nil)}, rec: rec, timeout: cfg.RequestTimeout},
+		cfg: a, nodes: ns, rec: rec, name: "load-" + runID + "-abuser", track: track,
+		c:       &client{hc: &http.Client{Transport: newTransport(a.Readers+a.FloodWorkers+a.QuotaWorkers+8, nil)}, rec: rec, timeout: cfg.RequestTimeout},
+		floodBy: make([]envCounters, len(ns)), sprayBy: make([]envCounters, len(ns)),
+		holdOpen: make([]atomic.Int64, len(ns)), holdOpenPeak: make([]atomic.Int64, len(ns)),
+		overrideWait: overrideWait,
 	}
 	if a.SprayAddr == "none" {
 		ab.notes = append(ab.notes, "bad-token sprayer off (--spray-addr none)")
 		return ab, nil
 	}
 	ip := net.ParseIP(a.SprayAddr)
-	hostport, err := serverHostPort(cfg.Server)
-	if err != nil {
-		return nil, err
+	for _, n := range ns {
+		hostport, err := serverHostPort(n)
+		if err != nil {
+			return nil, err
+		}
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", hostport)
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", hostport, err)
+		}
+		own := conn.LocalAddr().(*net.TCPAddr).IP
+		conn.Close()
+		if own.Equal(ip) {
+			ab.notes = append(ab.notes, fmt.Sprintf("bad-token sprayer off: honest tenants already reach %s from %s", n, ip))
+			return ab, nil
+		}
+		sd := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 5 * time.Second}
+		conn, err = sd.DialContext(ctx, "tcp", hostport)
+		if err != nil {
+			ab.notes = append(ab.notes, fmt.Sprintf("bad-token sprayer off: cannot reach %s from %s (%v)", n, ip, err))
+			return ab, nil
+		}
+		conn.Close()
 	}
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", hostport)
-	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", hostport, err)
-	}
-	own := conn.LocalAddr().(*net.TCPAddr).IP
-	conn.Close()
-	if own.Equal(ip) {
-		ab.notes = append(ab.notes, fmt.Sprintf("bad-token sprayer off: honest tenants already reach the server from %s", ip))
-		return ab, nil
-	}
-	sd := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 5 * time.Second}
-	conn, err = sd.DialContext(ctx, "tcp", hostport)
-	if err != nil {
-		ab.notes = append(ab.notes, fmt.Sprintf("bad-token sprayer off: cannot reach the server from %s (%v)", ip, err))
-		return ab, nil
-	}
-	conn.Close()
 	ab.spray = &client{hc: &http.Client{Transport: newTransport(a.SprayWorkers+2, ip)}, rec: rec, timeout: cfg.RequestTimeout}
 	return ab, nil
 }
@@ -389,12 +432,15 @@ func serverHostPort(server string) (string, error) {
 }
 
 // report gathers the abuser's figures and checks the envelopes of the
-// limits it ran into: the flooding credential's rate, the sprayer's
-// auth-failure rate, and the quota.
+// limits it ran into, on each node against that node's own limit (rate
+// limits and in-flight caps are per node): the flooding credential's rate,
+// the sprayer's auth-failure rate and the held reads' in-flight cap; and,
+// over all nodes, the quota (quotas are global).
 func (ab *abuser) report(ctx context.Context, adm *admin, rec *recorder) *AbuserReport {
 	reqs, _, _, _ := rec.snapshot()
 	ar := &AbuserReport{Tenant: ab.name, Refusals: map[string]int{}, HeldPeak: ab.heldPeak.Load(), HeldBytes: ab.heldBytes.Load(), QuotaStored: ab.quotaStored.Load()}
 	byAttack := map[string]*AttackReport{}
+	inFlightRefused := make([]int, len(ab.nodes))
 	for _, r := range reqs {
 		if r.class != classAbuser {
 			continue
@@ -412,50 +458,117 @@ func (ab *abuser) report(ctx context.Context, adm *admin, rec *recorder) *Abuser
 			at.Refusals[k]++
 			ar.Refusals[k]++
 		}
+		if r.route == routeHold && r.code == codeInFlight && r.node >= 0 && int(r.node) < len(ab.nodes) {
+			inFlightRefused[r.node]++
+		}
 	}
 	for _, name := range abuserRoutes {
 		if at := byAttack[name]; at != nil {
 			ar.Attacks = append(ar.Attacks, *at)
 		}
 	}
-
-	ar.Flood = ab.floodEnvelope()
-	if ab.limits.CredentialRequestsPerSecond > 0 {
-		if ar.Flood.Admitted > ar.Flood.Allowed {
-			rec.fail(failEnvelope, "the flooding credential got %d requests past its limit in %.1fs; %g/s with burst %d allows %d",
-				ar.Flood.Admitted, ar.Flood.Seconds, ab.limits.CredentialRequestsPerSecond, ab.limits.CredentialBurst, ar.Flood.Allowed)
-		}
-		if ar.Flood.Offered <= ar.Flood.Allowed {
-			ab.notes = append(ab.notes, fmt.Sprintf("the flood sent %d requests in %.1fs, no more than its credential limit allows (%d): that limit was not exercised",
-				ar.Flood.Offered, ar.Flood.Seconds, ar.Flood.Allowed))
-		}
-	}
-	if ab.spray != nil {
-		e := ab.sprayEnvelope()
-		ar.Spray = &e
-		if n := ab.cfg.AuthFailuresPerMinute; n > 0 {
-			if e.Admitted > e.Allowed {
-				rec.fail(failEnvelope, "%s had %d bad tokens checked in %.1fs; %d failures per minute allows %d", ab.cfg.SprayAddr, e.Admitted, e.Seconds, n, e.Allowed)
-			}
-			if e.Offered <= e.Allowed {
-				ab.notes = append(ab.notes, fmt.Sprintf("the sprayer sent %d bad tokens in %.1fs, no more than the auth-failure limit allows (%d): that limit was not exercised",
-					e.Offered, e.Seconds, e.Allowed))
-			}
-		}
-	}
-	if lim, err := adm.limits(ctx, ab.name); err != nil {
-		rec.fail(failCheck, "read the abuser's usage: %v", err)
-	} else {
-		ar.QuotaBytes, ar.UsageBytes = lim.QuotaBytes, lim.UsageBytes
-		if lim.QuotaBytes >= 0 && lim.UsageBytes > lim.QuotaBytes {
-			rec.fail(failEnvelope, "the abuser stores %d bytes, over its quota of %d", lim.UsageBytes, lim.QuotaBytes)
-		}
-	}
+	ab.checkNodes(ar, inFlightRefused, rec)
+	ab.checkQuota(ctx, adm, ar, rec)
 	if ab.cfg.QuotaWorkers > 0 && ar.QuotaStored == 0 && ab.cfg.QuotaHeadroomBytes >= ab.cfg.QuotaXorbBytes {
 		ab.notes = append(ab.notes, "no quota upload was stored although the headroom had room for one")
 	}
 	return ar
 }
+
+// checkNodes fills in ar's envelopes, node by node and summed, and checks
+// each node against its own limits: the flood against its credential
+// limit for the abuser, the sprayer against its auth-failure limit, the
+// held reads against its in-flight cap (inFlightRefused[i] is how many
+// node i refused for it).
+func (ab *abuser) checkNodes(ar *AbuserReport, inFlightRefused []int, rec *recorder) {
+	floods, sprays := ab.floodEnvelopes(), ab.sprayEnvelopes()
+	ar.Flood = sumEnvelopes("credential", floods)
+	readers := make([]int, len(ab.nodes))
+	for i := range ab.cfg.Readers {
+		if n := ab.holds[i%len(ab.holds)].node; n >= 0 {
+			readers[n]++
+		}
+	}
+	var floodIdle, sprayIdle []string
+	for i, n := range ab.nodes {
+		nr := AbuserNodeReport{Node: n, Flood: floods[i], HoldReaders: readers[i], HoldOpenPeak: ab.holdOpenPeak[i].Load(),
+			InFlightLimit: ab.nodeLimits[i].MaxInFlightPerCredential, InFlightRefusals: inFlightRefused[i]}
+		if s := ab.overrideSeconds; i < len(s) && s[i] >= 0 {
+			nr.OverrideSeconds = &s[i]
+		}
+		if ab.nodeLimits[i].CredentialRequestsPerSecond > 0 {
+			if e := floods[i]; e.Admitted > e.Allowed {
+				rec.fail(failEnvelope, "%s admitted %d requests of the flooding credential in %.1fs; its limit of %g/s with burst %d allows %d there",
+					n, e.Admitted, e.Seconds, ab.nodeLimits[i].CredentialRequestsPerSecond, ab.nodeLimits[i].CredentialBurst, e.Allowed)
+			} else if e.Offered <= e.Allowed {
+				floodIdle = append(floodIdle, fmt.Sprintf("%s (%d sent in %.1fs, %d allowed)", n, e.Offered, e.Seconds, e.Allowed))
+			}
+		}
+		if ab.spray != nil {
+			e := sprays[i]
+			nr.Spray = &e
+			if na := ab.cfg.AuthFailuresPerMinute; na > 0 {
+				if e.Admitted > e.Allowed {
+					rec.fail(failEnvelope, "%s checked %d bad tokens from %s in %.1fs; %d failures per minute allows %d there", n, e.Admitted, ab.cfg.SprayAddr, e.Seconds, na, e.Allowed)
+				} else if e.Offered <= e.Allowed {
+					sprayIdle = append(sprayIdle, fmt.Sprintf("%s (%d sent in %.1fs, %d allowed)", n, e.Offered, e.Seconds, e.Allowed))
+				}
+			}
+		}
+		// A hold read is open on the node at most from before it is sent
+		// until after it is closed, and each reader may have one more the
+		// node has not let go yet (a read whose last byte arrived before
+		// the node's handler returned): 2 × readers bounds what the node
+		// can count. Within its cap, no refusal is right.
+		if nr.InFlightLimit > 0 && 2*nr.HoldReaders <= nr.InFlightLimit && nr.InFlightRefusals > 0 {
+			rec.fail(failInFlight, "%s refused %d held reads for its in-flight cap of %d, but only %d readers ever read from it (at most %d open at once)",
+				n, nr.InFlightRefusals, nr.InFlightLimit, nr.HoldReaders, nr.HoldOpenPeak)
+		}
+		ar.Nodes = append(ar.Nodes, nr)
+	}
+	if len(floodIdle) > 0 {
+		ab.notes = append(ab.notes, "the flood sent no more than the credential limit allows on "+strings.Join(floodIdle, ", ")+": that limit was not exercised there")
+	}
+	if ab.spray != nil {
+		e := sumEnvelopes("auth_failures", sprays)
+		ar.Spray = &e
+		if len(sprayIdle) > 0 {
+			ab.notes = append(ab.notes, "the sprayer sent no more bad tokens than the auth-failure limit allows on "+strings.Join(sprayIdle, ", ")+": that limit was not exercised there")
+		}
+	}
+}
+
+// checkQuota reads the abuser's usage and checks it against its quota,
+// which is global: with one node exactly, with several within the xorbs
+// in flight at once (decision 0018).
+func (ab *abuser) checkQuota(ctx context.Context, adm *admin, ar *AbuserReport, rec *recorder) {
+	ar.QuotaInFlightPeak = ab.quotaInFlightMax.Load()
+	if len(ab.nodes) > 1 {
+		// Decision 0018: across nodes a quota may be passed by the xorbs
+		// already in flight when the counter crossed it.
+		ar.QuotaOvershootAllowedBytes = ar.QuotaInFlightPeak * ab.cfg.QuotaXorbBytes
+	}
+	if lim, err := adm.limits(ctx, ab.name); err != nil {
+		rec.fail(failCheck, "read the abuser's usage: %v", err)
+	} else {
+		ar.QuotaBytes, ar.UsageBytes = lim.QuotaBytes, lim.UsageBytes
+		switch over := lim.UsageBytes - lim.QuotaBytes; {
+		case lim.QuotaBytes < 0 || over <= 0:
+		case over > ar.QuotaOvershootAllowedBytes && len(ab.nodes) == 1:
+			rec.fail(failEnvelope, "the abuser stores %d bytes, over its quota of %d", lim.UsageBytes, lim.QuotaBytes)
+		case over > ar.QuotaOvershootAllowedBytes:
+			rec.fail(failEnvelope, "the abuser stores %d bytes over all nodes, %d over its quota of %d; at most %d quota uploads were in flight at once, so at most %d bytes over it are allowed",
+				lim.UsageBytes, over, lim.QuotaBytes, ar.QuotaInFlightPeak, ar.QuotaOvershootAllowedBytes)
+		default:
+			ab.notes = append(ab.notes, fmt.Sprintf("the abuser stores %d bytes over its quota of %d, within what its %d quota uploads in flight at once may add across nodes; the quota was not exact at the index transaction",
+				over, lim.QuotaBytes, ar.QuotaInFlightPeak))
+		}
+	}
+}
+
+// codeInFlight is the refusal code of a request over its credential's
+// in-flight cap.
+const codeInFlight = "rate_limited/in_flight"
 
 // envelope is the allowance of a limit of perSecond with burst over the
 // window from first (unix nanos of the first request sent) to last (of the
@@ -470,33 +583,97 @@ func envelope(limit string, first, last, offered, admitted int64, perSecond floa
 	return e
 }
 
-// floodEnvelope is the flooding credential's envelope so far.
-func (ab *abuser) floodEnvelope() EnvelopeReport {
-	return envelope("credential", ab.floodFirst.Load(), ab.floodLast.Load(), ab.floodAnswered.Load(), ab.floodAdmitted.Load(),
-		ab.limits.CredentialRequestsPerSecond, ab.limits.CredentialBurst)
-}
-
-// sprayEnvelope is the sprayer's auth-failure envelope so far.
-func (ab *abuser) sprayEnvelope() EnvelopeReport {
-	n := ab.cfg.AuthFailuresPerMinute
-	e := envelope("auth_failures", ab.sprayFirst.Load(), ab.sprayLast.Load(), ab.sprayAnswered.Load(), ab.sprayReached.Load(), float64(n)/60, n)
-	// The allowance is checked before a token is verified and spent
-	// after it fails: w concurrent sprayers may all pass one check, at
-	// the start and at each refill.
-	if w := int64(ab.cfg.SprayWorkers); w > 1 {
-		e.Allowed += (w - 1) * (1 + int64(math.Ceil(float64(n)/60*e.Seconds)))
+// sumEnvelopes is the deployment's envelope: what all nodes were offered
+// and admitted, against the sum of their allowances (N nodes admit up to N
+// times one node's limit), over the window from the first request to the
+// last answer on any node. With one node it is that node's envelope.
+func sumEnvelopes(limit string, per []EnvelopeReport) EnvelopeReport {
+	if len(per) == 1 {
+		return per[0]
+	}
+	e := EnvelopeReport{Limit: limit}
+	for _, p := range per {
+		e.Offered += p.Offered
+		e.Admitted += p.Admitted
+		e.Allowed += p.Allowed
+		e.Seconds = max(e.Seconds, p.Seconds)
 	}
 	return e
 }
 
-// memSampler scrapes the server's memory gauges.
+// floodEnvelopes is the flooding credential's envelope on each node so
+// far, against that node's credential limit for the abuser.
+func (ab *abuser) floodEnvelopes() []EnvelopeReport {
+	out := make([]EnvelopeReport, len(ab.nodes))
+	for i := range out {
+		c := &ab.floodBy[i]
+		lim := ab.nodeLimits[i]
+		out[i] = envelope("credential", c.first.Load(), c.last.Load(), c.answered.Load(), c.admitted.Load(), lim.CredentialRequestsPerSecond, lim.CredentialBurst)
+	}
+	return out
+}
+
+// sprayEnvelopes is the sprayer's auth-failure envelope on each node so
+// far.
+func (ab *abuser) sprayEnvelopes() []EnvelopeReport {
+	n := ab.cfg.AuthFailuresPerMinute
+	out := make([]EnvelopeReport, len(ab.nodes))
+	for i := range out {
+		c := &ab.sprayBy[i]
+		e := envelope("auth_failures", c.first.Load(), c.last.Load(), c.answered.Load(), c.admitted.Load(), float64(n)/60, n)
+		// The allowance is checked before a token is verified and spent
+		// after it fails: w concurrent sprayers may all pass one check,
+		// at the start and at each refill.
+		if w := int64(ab.cfg.SprayWorkers); w > 1 {
+			e.Allowed += (w - 1) * (1 + int64(math.Ceil(float64(n)/60*e.Seconds)))
+		}
+		out[i] = e
+	}
+	return out
+}
+
+// checkAccounting checks that a tenant's stored bytes are one global
+// account: each honest tenant's usage, read back through one node (tenant
+// i through node i mod N, whichever nodes its uploads went through), must
+// be at least the xorbs the run stored for it and at most those plus the
+// ones whose fate it cannot know. It returns what it compared.
+func checkAccounting(ctx context.Context, nodeAdm []*admin, tenants []*tenant, rec *recorder) *AccountingReport {
+	ar := &AccountingReport{Tenants: len(tenants)}
+	var mu sync.Mutex
+	parallel(ctx, 8, len(tenants), func(i int) error {
+		t := tenants[i]
+		na := nodeAdm[i%len(nodeAdm)]
+		stored, unsure := t.stored.Load(), t.unsure.Load()
+		lim, err := na.limits(ctx, t.name)
+		mu.Lock()
+		defer mu.Unlock()
+		ar.StoredBytes += stored
+		ar.UnsureBytes += unsure
+		if err != nil {
+			rec.fail(failCheck, "read the usage of %s from %s: %v", t.name, na.base, err)
+			return nil
+		}
+		ar.Checked++
+		ar.UsageBytes += lim.UsageBytes
+		if lim.UsageBytes < stored || lim.UsageBytes > stored+unsure {
+			ar.Mismatches++
+			rec.fail(failAccounting, "%s shows %s using %d bytes; the run stored %d for it through all nodes (and %d more it cannot be sure of)",
+				na.base, t.name, lim.UsageBytes, stored, unsure)
+		}
+		return nil
+	})
+	return ar
+}
+
+// memSampler scrapes every node's memory gauges, all nodes at each tick.
 type memSampler struct {
-	adm *admin
-	t0  time.Time
+	nodes []*admin
+	t0    time.Time
 
 	mu      sync.Mutex
-	samples []MemSample
-	err     error
+	samples [][]MemSample // per node
+	total   []MemSample   // the sum over the nodes, at ticks where each answered
+	errs    []error       // per node, the last error
 }
 
 func (m *memSampler) run(ctx context.Context, every time.Duration) {
@@ -512,56 +689,154 @@ func (m *memSampler) run(ctx context.Context, every time.Duration) {
 	}
 }
 
+// sample scrapes every node at once and records what each answered.
 func (m *memSampler) sample(ctx context.Context) {
 	at := time.Since(m.t0)
-	v, err := m.adm.scrape(ctx)
+	got := make([]*MemSample, len(m.nodes))
+	errs := make([]error, len(m.nodes))
+	var wg sync.WaitGroup
+	for i, na := range m.nodes {
+		wg.Go(func() {
+			v, err := na.scrape(ctx)
+			switch {
+			case err != nil:
+				if ctx.Err() == nil {
+					errs[i] = err
+				}
+				return
+			case !has(v, metricBudget):
+				errs[i] = fmt.Errorf("%s lacks %s", na.metrics, metricBudget)
+				return
+			case !has(v, metricRSS):
+				errs[i] = fmt.Errorf("%s lacks %s", na.metrics, metricRSS)
+			}
+			got[i] = &MemSample{AtSeconds: at.Seconds(), RSSBytes: int64(v[metricRSS]), ReservedBytes: int64(v[metricReserved]), BudgetBytes: int64(v[metricBudget])}
+		})
+	}
+	wg.Wait()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err != nil {
-		if ctx.Err() == nil {
-			m.err = err
+	if m.samples == nil {
+		m.samples = make([][]MemSample, len(m.nodes))
+		m.errs = make([]error, len(m.nodes))
+	}
+	sum, all := MemSample{AtSeconds: at.Seconds()}, true
+	for i, s := range got {
+		if errs[i] != nil {
+			m.errs[i] = errs[i]
 		}
-		return
+		if s == nil {
+			all = false
+			continue
+		}
+		m.samples[i] = append(m.samples[i], *s)
+		sum.RSSBytes += s.RSSBytes
+		sum.ReservedBytes += s.ReservedBytes
+		sum.BudgetBytes += s.BudgetBytes
 	}
-	if _, ok := v[metricBudget]; !ok {
-		m.err = fmt.Errorf("%s lacks %s", m.adm.metrics, metricBudget)
-		return
-	}
-	m.samples = append(m.samples, MemSample{AtSeconds: at.Seconds(), RSSBytes: int64(v[metricRSS]), ReservedBytes: int64(v[metricReserved]), BudgetBytes: int64(v[metricBudget])})
-	if _, ok := v[metricRSS]; !ok {
-		m.err = fmt.Errorf("%s lacks %s", m.adm.metrics, metricRSS)
+	if all {
+		m.total = append(m.total, sum)
 	}
 }
 
-func (m *memSampler) why() string {
+func has(v map[string]float64, name string) bool { _, ok := v[name]; return ok }
+
+// why says why node i's memory was not measured.
+func (m *memSampler) why(i int) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.err != nil {
-		return m.err.Error()
+	if i < len(m.errs) && m.errs[i] != nil {
+		return m.errs[i].Error()
 	}
 	return "no samples"
 }
 
-// report summarizes the samples and fails the run when the peak RSS is over
-// budget + overhead (overhead < 0: no check).
-func (m *memSampler) report(overhead int64, rec *recorder) MemoryReport {
+// report summarizes each node's samples and fails the run for every node
+// whose peak RSS is over its own budget + overhead (overhead < 0: no
+// check): the memory budget is per node. total is the deployment's: the
+// sums over the nodes at the ticks where every node answered, against the
+// sum of their budgets and overheads (with one node, that node's).
+func (m *memSampler) report(overhead int64, rec *recorder) (perNode []MemoryReport, total MemoryReport) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	mr := MemoryReport{Samples: m.samples, OverheadBytes: overhead}
+	perNode = make([]MemoryReport, len(m.nodes))
+	for i := range m.nodes {
+		var s []MemSample
+		if i < len(m.samples) {
+			s = m.samples[i]
+		}
+		perNode[i] = summarize(s, overhead)
+		mr := perNode[i]
+		if mr.Measured && overhead >= 0 && mr.PeakRSSBytes > mr.LimitBytes {
+			where := ""
+			if len(m.nodes) > 1 {
+				where = m.nodes[i].base + ": "
+			}
+			rec.fail(failMemory, "%speak RSS %s is over the budget %s plus %s overhead", where, fmtBytes(mr.PeakRSSBytes), fmtBytes(mr.BudgetBytes), fmtBytes(overhead))
+		}
+	}
+	if len(m.nodes) == 1 {
+		return perNode, perNode[0]
+	}
+	total = summarize(m.total, overhead*int64(len(m.nodes)))
+	for _, p := range perNode {
+		total.Measured = total.Measured && p.Measured
+	}
+	return perNode, total
+}
+
+// summarize is the MemoryReport of samples, without the check.
+func summarize(samples []MemSample, overhead int64) MemoryReport {
+	mr := MemoryReport{Samples: samples, OverheadBytes: overhead}
 	rss := false
-	for _, s := range m.samples {
+	for _, s := range samples {
 		mr.BudgetBytes = max(mr.BudgetBytes, s.BudgetBytes)
 		mr.PeakRSSBytes = max(mr.PeakRSSBytes, s.RSSBytes)
 		mr.PeakReservedBytes = max(mr.PeakReservedBytes, s.ReservedBytes)
 		rss = rss || s.RSSBytes > 0
 	}
 	mr.Measured = rss && mr.BudgetBytes > 0
-	if !mr.Measured {
-		return mr
-	}
-	mr.LimitBytes = mr.BudgetBytes + max(overhead, 0)
-	if overhead >= 0 && mr.PeakRSSBytes > mr.LimitBytes {
-		rec.fail(failMemory, "peak RSS %s is over the budget %s plus %s overhead", fmtBytes(mr.PeakRSSBytes), fmtBytes(mr.BudgetBytes), fmtBytes(overhead))
+	if mr.Measured {
+		mr.LimitBytes = mr.BudgetBytes + max(overhead, 0)
 	}
 	return mr
+}
+
+// nodePhases counts, for node i and each phase, the requests each class
+// sent it and those its rate limits admitted (any answer but 429):
+// admitted rates are per node, as the limits are.
+func nodePhases(i int, phases []phaseSpan, reqs []reqRecord) []NodePhase {
+	out := make([]NodePhase, len(phases))
+	for pi, p := range phases {
+		np := NodePhase{Name: p.name}
+		var ab NodeTraffic
+		for _, r := range reqs {
+			if int(r.node) != i || !p.has(r.start) {
+				continue
+			}
+			t := &np.Honest
+			if r.class == classAbuser {
+				t = &ab
+			}
+			t.Requests++
+			switch r.status {
+			case 0:
+			case http.StatusTooManyRequests:
+				t.RateLimited++
+			default:
+				t.Admitted++
+			}
+		}
+		secs := (p.end - p.start).Seconds()
+		for _, t := range []*NodeTraffic{&np.Honest, &ab} {
+			if secs > 0 {
+				t.AdmittedPerSecond = float64(t.Admitted) / secs
+			}
+		}
+		if ab.Requests > 0 {
+			np.Abuser = &ab
+		}
+		out[pi] = np
+	}
+	return out
 }
