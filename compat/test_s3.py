@@ -161,7 +161,7 @@ def _pg_bin():
 class Postgres:
     """A throwaway PostgreSQL cluster on 127.0.0.1, trusted local logins."""
 
-    def __init__(self, bindir):
+    def __init__(self, bindir, durable=False):
         # Not under pytest's temporary directory: the postgres user could not
         # enter that (mode 0700, owned by root).
         self.workdir = Path(tempfile.mkdtemp(prefix="openxet-pg-"))
@@ -175,9 +175,12 @@ class Postgres:
                        user=user, env=env, check=True, capture_output=True)
         self.port = _free_port()
         self.log = open(self.workdir / "postgres.log", "wb")
+        # A test's cluster never outlives a crash of the machine: no fsync,
+        # unless durable (benchmarks).
+        fast = [] if durable else ["-c", "fsync=off", "-c", "synchronous_commit=off"]
         self.proc = subprocess.Popen(
             [str(bindir / "postgres"), "-D", str(data), "-h", "127.0.0.1", "-p", str(self.port),
-             "-k", str(self.workdir), "-c", "fsync=off", "-c", "synchronous_commit=off"],
+             "-k", str(self.workdir), *fast],
             stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL, start_new_session=True,
             user=user, env=env)
         deadline = time.monotonic() + MINIO_READY_TIMEOUT_S
