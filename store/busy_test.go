@@ -49,7 +49,7 @@ func holdWriteLock(t *testing.T, indexPath string) (release func()) {
 
 func openWithBusyTimeout(t *testing.T, dir string, busy time.Duration) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), Config{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir), BusyTimeout: busy})
+	s, err := Open(context.Background(), Config{IndexPath: testIndex(t, dir), BucketURL: fileBucket(dir), BusyTimeout: busy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +62,7 @@ func openWithBusyTimeout(t *testing.T, dir string, busy time.Duration) *Store {
 // so reads still answer; a writer that waits past the busy timeout fails
 // with ErrUnavailable and changes nothing in the index.
 func TestBusyIndex(t *testing.T) {
+	sqliteOnly(t) // PostgreSQL: TestPostgresDownIsUnavailable, lock_timeout
 	dir := t.TempDir()
 	ctx := context.Background()
 	patient := openWithBusyTimeout(t, dir, time.Hour)
@@ -69,7 +70,7 @@ func TestBusyIndex(t *testing.T) {
 	f := putFile(t, patient, "alice", Unlimited, chunksOf(5, 2, 3000))
 	before := dump(t, patient)
 
-	release := holdWriteLock(t, filepath.Join(dir, "index.db"))
+	release := holdWriteLock(t, testIndex(t, dir))
 	const writers = 2 * readConns
 	errs := make(chan error, writers)
 	for i := range writers {

@@ -26,7 +26,7 @@ func s3Bucket(t *testing.T, _ string) string {
 }
 
 // sqliteIndexes makes SQLite index locations: dir/index.db.
-func sqliteIndexes(*testing.T) func(dir string) string {
+func sqliteIndexes(t *testing.T) func(dir string) string {
 	return func(dir string) string { return filepath.Join(dir, "index.db") }
 }
 

@@ -106,7 +106,7 @@ func TestDeploymentMarkerMismatch(t *testing.T) {
 			wantBucket := tc.wantBucket(t, other)
 			otherBefore := bucketObjects(t, other)
 
-			cfg := Config{IndexPath: filepath.Join(dir, "index.db"), BucketURL: other}
+			cfg := Config{IndexPath: testIndex(t, dir), BucketURL: other}
 			_, err := Open(ctx, cfg)
 			var me *DeploymentMismatchError
 			if !errors.As(err, &me) || !errors.Is(err, ErrDeploymentMismatch) {
@@ -185,7 +185,7 @@ func TestDeploymentMarkerReindex(t *testing.T) {
 	otherID := o.Deployment()
 	o.Close()
 
-	cfg := ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(otherDir)}
+	cfg := ReindexConfig{IndexPath: testIndex(t, dir), BucketURL: fileBucket(otherDir)}
 	diffs, err := CheckIndex(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -222,7 +222,7 @@ func TestDeploymentMarkerDamaged(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	_, err := Open(context.Background(), Config{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir)})
+	_, err := Open(context.Background(), Config{IndexPath: testIndex(t, dir), BucketURL: fileBucket(dir)})
 	if err == nil || errors.Is(err, ErrDeploymentMismatch) || !strings.Contains(err.Error(), "damaged") {
 		t.Fatalf("open with a damaged marker: %v", err)
 	}

@@ -116,7 +116,7 @@ func openPostgres(ctx context.Context, index string, busy time.Duration, writes 
 		return nil, fmt.Errorf("index URL %s: %w", redactIndex(index), err)
 	}
 	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = busy
+		cfg.ConnectTimeout = max(busy, DefaultBusyTimeout)
 	}
 	cfg.RuntimeParams["search_path"] = schema
 	// A row lock held by another node's transaction is waited for at

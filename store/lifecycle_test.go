@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,7 +53,7 @@ type lc struct {
 func newLC(tb testing.TB) *lc {
 	tb.Helper()
 	dir := tb.TempDir()
-	return newLCOn(tb, dir, filepath.Join(dir, "index.db"))
+	return newLCOn(tb, dir, testIndex(tb, dir))
 }
 
 // newLCOn is newLC with the index at index (see onEngines).

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -113,7 +112,7 @@ func checkAgreement(t *testing.T, dir string, h xet.Hash, stores ...*Store) {
 		}
 	}
 	rows.Close()
-	diffs, err := CheckIndex(ctx, ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir)})
+	diffs, err := CheckIndex(ctx, ReindexConfig{IndexPath: testIndex(t, dir), BucketURL: fileBucket(dir)})
 	if err != nil || len(diffs) > 0 {
 		t.Fatalf("reindex --check: differences %v, error %v", diffs, err)
 	}
@@ -213,7 +212,7 @@ func TestPutXorbCrashAfterOwnerRecord(t *testing.T) {
 		t.Helper()
 		dir := t.TempDir()
 		s := mustOpen(t, dir, fileBucket(dir))
-		cfg := ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir)}
+		cfg := ReindexConfig{IndexPath: testIndex(t, dir), BucketURL: fileBucket(dir)}
 		crashAfter(s, "owner")
 		if _, err := s.PutXorb(ctx, "alice", info, stream, Unlimited); !errors.Is(err, errCrash) {
 			t.Fatalf("crashed write: %v", err)

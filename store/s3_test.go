@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -181,7 +180,7 @@ func TestS3Settings(t *testing.T) {
 		{"virtual-hosted (no path style)", base, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := Open(ctx, Config{IndexPath: filepath.Join(t.TempDir(), "index.db"), BucketURL: tc.url})
+			s, err := Open(ctx, Config{IndexPath: testIndex(t, t.TempDir()), BucketURL: tc.url})
 			if (err == nil) != tc.ok {
 				t.Fatalf("open %s: %v, want ok=%v", tc.url, err, tc.ok)
 			}
@@ -191,7 +190,7 @@ func TestS3Settings(t *testing.T) {
 		})
 	}
 	t.Setenv("AWS_SECRET_ACCESS_KEY", "wrong-"+srv.SecretKey)
-	_, err := Open(ctx, Config{IndexPath: filepath.Join(t.TempDir(), "index.db"), BucketURL: srv.BucketURL(bucket)})
+	_, err := Open(ctx, Config{IndexPath: testIndex(t, t.TempDir()), BucketURL: srv.BucketURL(bucket)})
 	if err == nil || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("open with a wrong secret key: %v, want a non-retryable error", err)
 	}

@@ -22,7 +22,7 @@ func fileBucket(dir string) string {
 
 func mustOpen(tb testing.TB, dir, bucket string) *Store {
 	tb.Helper()
-	return mustOpenIndex(tb, filepath.Join(dir, "index.db"), bucket)
+	return mustOpenIndex(tb, testIndex(tb, dir), bucket)
 }
 
 // mustOpenIndex opens a store on an index location (a SQLite file or a
@@ -161,7 +161,7 @@ func TestReindexRebuildsEverything(t *testing.T) {
 	}
 	s.Close()
 
-	index := filepath.Join(dir, "index.db")
+	index := testIndex(t, dir)
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		os.Remove(index + suffix)
 	}
@@ -192,7 +192,7 @@ func TestReindexCheckFindsTamperedCounter(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, dir, fileBucket(dir))
 	populate(t, s)
-	cfg := ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir)}
+	cfg := ReindexConfig{IndexPath: testIndex(t, dir), BucketURL: fileBucket(dir)}
 	diffs, err := CheckIndex(context.Background(), cfg)
 	if err != nil || len(diffs) != 0 {
 		t.Fatalf("clean index: %v %v", diffs, err)
@@ -216,7 +216,7 @@ func TestReindexCheckFindsTamperedCounter(t *testing.T) {
 func TestReindexRefusesWhileServed(t *testing.T) {
 	dir := t.TempDir()
 	mustOpen(t, dir, fileBucket(dir)) // holds the shared lock
-	err := Reindex(context.Background(), ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir)})
+	err := Reindex(context.Background(), ReindexConfig{IndexPath: testIndex(t, dir), BucketURL: fileBucket(dir)})
 	if err == nil || !strings.Contains(err.Error(), ErrIndexInUse.Error()) {
 		t.Fatalf("reindex under a server: %v", err)
 	}
@@ -302,7 +302,7 @@ func TestReindexIgnoresQuotaBelowUsage(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := dump(t, s)
-	cfg := ReindexConfig{IndexPath: filepath.Join(dir, "index.db"), BucketURL: fileBucket(dir)}
+	cfg := ReindexConfig{IndexPath: testIndex(t, dir), BucketURL: fileBucket(dir)}
 	if diffs, err := CheckIndex(ctx, cfg); err != nil || len(diffs) != 0 {
 		t.Fatalf("check with alice's quota below her usage: differences %v, error %v", diffs, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -90,40 +91,60 @@ func StartDurable(tb testing.TB) *Server { return startCluster(tb, true) }
 
 func startCluster(tb testing.TB, durable bool) *Server {
 	tb.Helper()
-	bin := BinDir()
-	if bin == "" {
+	if BinDir() == "" {
 		msg := "PostgreSQL is not installed: apt-get install postgresql (or set OPENXET_PG_BIN to its bin directory) to run the PostgreSQL tests"
 		if os.Getenv("OPENXET_REQUIRE_PG") == "1" {
 			tb.Fatal(msg + " (OPENXET_REQUIRE_PG=1 requires them)")
 		}
 		tb.Skip(msg)
 	}
+	s, err := Launch(durable)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			tb.Logf("postgres output:\n%s", s.out)
+		}
+		s.Close()
+	})
+	return s
+}
+
+// Launch starts a cluster outside any test (for a TestMain); the caller
+// must Close it. Start is the usual way.
+func Launch(durable bool) (*Server, error) {
+	bin := BinDir()
+	if bin == "" {
+		return nil, errors.New("PostgreSQL is not installed (apt-get install postgresql, or set OPENXET_PG_BIN)")
+	}
 	var lastErr error
 	for range 3 { // a free port may be taken by someone else before postgres binds it
-		s, err := start(tb, bin, durable)
+		s, err := start(bin, durable)
 		if err == nil {
-			return s
+			return s, nil
 		}
 		lastErr = err
 	}
-	tb.Fatal(lastErr)
-	return nil
+	return nil, lastErr
 }
 
-func start(tb testing.TB, bin string, durable bool) (*Server, error) {
-	tb.Helper()
+func start(bin string, durable bool) (*Server, error) {
 	dir, err := os.MkdirTemp("", "openxet-pg-")
 	if err != nil {
 		return nil, err
 	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
+	fail := func(err error) (*Server, error) {
+		os.RemoveAll(dir)
+		return nil, err
+	}
 	cred, err := runAs()
 	if err != nil {
-		return nil, err
+		return fail(err)
 	}
 	if cred != nil {
 		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			return nil, fmt.Errorf("chown %s: %w", dir, err)
+			return fail(fmt.Errorf("chown %s: %w", dir, err))
 		}
 	}
 	data := filepath.Join(dir, "data")
@@ -132,9 +153,12 @@ func start(tb testing.TB, bin string, durable bool) (*Server, error) {
 	initdb.Env = env(dir)
 	initdb.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb: %w\n%s", err, out)
+		return fail(fmt.Errorf("initdb: %w\n%s", err, out))
 	}
-	port := freePort(tb)
+	port, err := freePort()
+	if err != nil {
+		return fail(err)
+	}
 	s := &Server{
 		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		dir:    dir,
@@ -152,23 +176,23 @@ func start(tb testing.TB, bin string, durable bool) (*Server, error) {
 	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 	if err := s.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start postgres: %w", err)
+		return fail(fmt.Errorf("start postgres: %w", err))
 	}
 	go func() {
 		s.cmd.Wait()
 		close(s.exited)
 	}()
-	tb.Cleanup(func() {
-		s.Stop()
-		if tb.Failed() {
-			tb.Logf("postgres output:\n%s", s.out)
-		}
-	})
 	if err := s.waitReady(); err != nil {
-		s.Stop()
+		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// Close stops the server and removes its directory.
+func (s *Server) Close() {
+	s.Stop()
+	os.RemoveAll(s.dir)
 }
 
 // runAs is the credential the cluster runs with: the postgres user when
@@ -232,16 +256,25 @@ func (s *Server) URL(db, schema string) string {
 // so tests sharing a server never see each other's tables.
 func (s *Server) NewIndex(tb testing.TB) string {
 	tb.Helper()
-	name := "openxet_" + randomHex(6)
-	db, err := sql.Open("pgx", s.URL("postgres", ""))
+	u, err := s.CreateIndex()
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return u
+}
+
+// CreateIndex is NewIndex outside a test.
+func (s *Server) CreateIndex() (string, error) {
+	name := "openxet_" + randomHex(6)
+	db, err := sql.Open("pgx", s.URL("postgres", ""))
+	if err != nil {
+		return "", err
+	}
 	defer db.Close()
 	if _, err := db.Exec(`CREATE DATABASE ` + name); err != nil {
-		tb.Fatalf("create database %s: %v\n%s", name, err, s.out)
+		return "", fmt.Errorf("create database %s: %w\n%s", name, err, s.out)
 	}
-	return s.URL(name, "")
+	return s.URL(name, ""), nil
 }
 
 // Stop stops the server (fast shutdown, then SIGKILL after 30s) and waits
@@ -266,14 +299,13 @@ func (s *Server) Kill() {
 	})
 }
 
-func freePort(tb testing.TB) int {
-	tb.Helper()
+func freePort() (int, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		tb.Fatal(err)
+		return 0, err
 	}
 	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return ln.Addr().(*net.TCPAddr).Port, nil
 }
 
 func randomHex(n int) string {
