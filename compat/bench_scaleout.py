@@ -36,18 +36,22 @@ from bench_transfer import free_port, run_driver  # noqa: E402
 from test_s3 import Minio, Postgres, _minio_binary, _pg_bin  # noqa: E402
 
 
-def serve(binary, data_dir, flags, env):
-    """Start `openxet serve`; returns (process, url, admin token or None)."""
+def serve(binary, data_dir, flags, env, admin=None, errlog=subprocess.DEVNULL):
+    """Start `openxet serve` and wait until it is ready; returns (process,
+    url, admin token, a write token of tenant bench). The first node of an
+    index prints the admin token; pass it as admin to the others."""
     port = free_port()
     proc = subprocess.Popen([binary, "serve", "--data-dir", data_dir, "--listen", f"127.0.0.1:{port}",
-                             "--log-level", "warn", *flags],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env={**os.environ, **env})
-    admin = None
-    for line in proc.stdout:
-        m = re.search(r"store it now\): (\S+)", line)
-        if m:
-            admin = m.group(1)
-            break
+                             "--log-level", "warn", "--memory-budget", "512MiB", *flags],
+                            stdout=subprocess.PIPE, stderr=errlog, text=True, env={**os.environ, **env})
+    if admin is None:
+        for line in proc.stdout:
+            m = re.search(r"store it now\): (\S+)", line)
+            if m:
+                admin = m.group(1)
+                break
+        else:
+            sys.exit("openxet serve printed no admin token")
     url = f"http://127.0.0.1:{port}"
     for _ in range(600):
         try:
@@ -58,7 +62,7 @@ def serve(binary, data_dir, flags, env):
     req = urllib.request.Request(url + "/api/openxet/v1/admin/credentials", method="POST",
                                  data=json.dumps({"tenant": "bench", "scopes": ["write"]}).encode(),
                                  headers={"Authorization": "Bearer " + admin, "Content-Type": "application/json"})
-    return proc, url, json.load(urllib.request.urlopen(req))["token"]
+    return proc, url, admin, json.load(urllib.request.urlopen(req))["token"]
 
 
 def load(opts, binary, work, minio, pg, procs):
@@ -69,27 +73,10 @@ def load(opts, binary, work, minio, pg, procs):
         index = pg.index_url() + f"&schema=load_{len(figures)}"
         urls, admin = [], None
         for i in range(n):
-            port = free_port()
-            p = subprocess.Popen([binary, "serve", "--data-dir", os.path.join(work, f"n{len(figures)}-{i}"),
-                                  "--listen", f"127.0.0.1:{port}", "--log-level", "warn", "--memory-budget", "512MiB",
-                                  "--index", index, "--bucket", bucket],
-                                 stdout=subprocess.PIPE, stderr=open(os.path.join(work, f"serve-{len(figures)}-{i}.err"), "w"), text=True, env={**os.environ, **minio.env()})
+            p, url, admin, _ = serve(binary, os.path.join(work, f"n{len(figures)}-{i}"),
+                                     ["--index", index, "--bucket", bucket], minio.env(), admin)
             procs.append(p)
-            if i == 0:
-                for line in p.stdout:
-                    m = re.search(r"store it now\): (\S+)", line)
-                    if m:
-                        admin = m.group(1)
-                        break
-                if admin is None:
-                    sys.exit("serve printed no admin token:\n" + open(os.path.join(work, f"serve-{len(figures)}-0.err")).read()[-3000:])
-            for _ in range(600):
-                try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=1)
-                    break
-                except Exception:
-                    time.sleep(0.05)
-            urls.append(f"http://127.0.0.1:{port}")
+            urls.append(url)
         r = subprocess.run([binary, "load", "--scenario", "many_tenants", "--server", ",".join(urls),
                             "--tenants", str(opts.tenants), "--duration", opts.duration, "--json"],
                            capture_output=True, text=True, env={**os.environ, "OPENXET_TOKEN": admin})
@@ -133,10 +120,10 @@ def main():
         if opts.load:
             return load(opts, binary, work, minio, pg, procs)
         targets = {}
-        p, url, tok = serve(binary, os.path.join(work, "embedded"), [], {})
+        p, url, _, tok = serve(binary, os.path.join(work, "embedded"), [], {})
         procs.append(p)
         targets["sqlite+file"] = (url, tok)
-        p, url, tok = serve(binary, os.path.join(work, "node"),
+        p, url, _, tok = serve(binary, os.path.join(work, "node"),
                             ["--index", pg.index_url(), "--bucket", minio.bucket_url(minio.create_bucket())], minio.env())
         procs.append(p)
         targets["postgres+s3"] = (url, tok)

@@ -209,14 +209,19 @@ class Postgres:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
+def _require(found, msg, env):
+    """Skip when found is None, or fail when the environment variable env is 1."""
+    if found is None:
+        if os.environ.get(env) == "1":
+            pytest.fail(f"{msg} ({env}=1 requires it)")
+        pytest.skip(msg)
+    return found
+
+
 @pytest.fixture(scope="module")
 def postgres():
-    bindir = _pg_bin()
-    if bindir is None:
-        msg = "PostgreSQL is not installed: apt-get install postgresql to run this test"
-        if os.environ.get("OPENXET_REQUIRE_PG") == "1":
-            pytest.fail(msg + " (OPENXET_REQUIRE_PG=1 requires it)")
-        pytest.skip(msg)
+    bindir = _require(_pg_bin(), "PostgreSQL is not installed: apt-get install postgresql to run this test",
+                      "OPENXET_REQUIRE_PG")
     p = Postgres(bindir)
     try:
         yield p
@@ -226,13 +231,8 @@ def postgres():
 
 @pytest.fixture(scope="module")
 def minio(tmp_path_factory):
-    binary = _minio_binary()
-    if binary is None:
-        msg = ("MinIO is not installed: run .ci/minio.sh (or set OPENXET_MINIO) "
-               "to run the S3 compat test")
-        if os.environ.get("OPENXET_REQUIRE_S3") == "1":
-            pytest.fail(msg + " (OPENXET_REQUIRE_S3=1 requires it)")
-        pytest.skip(msg)
+    binary = _require(_minio_binary(), "MinIO is not installed: run .ci/minio.sh (or set OPENXET_MINIO) "
+                      "to run the S3 compat test", "OPENXET_REQUIRE_S3")
     m = Minio(binary, tmp_path_factory.mktemp("minio"))
     try:
         yield m

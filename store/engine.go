@@ -79,6 +79,23 @@ func pgLocation(index string) (dsn, schema string, err error) {
 	return u.String(), schema, nil
 }
 
+// pgConfig is pgx's configuration of index (connecting for at most busy,
+// at least DefaultBusyTimeout, unless the URL says) and the index's schema.
+func pgConfig(index string, busy time.Duration) (*pgx.ConnConfig, string, error) {
+	dsn, schema, err := pgLocation(index)
+	if err != nil {
+		return nil, "", err
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, "", fmt.Errorf("index URL %s: %w", redactIndex(index), err)
+	}
+	if cfg.ConnectTimeout == 0 {
+		cfg.ConnectTimeout = max(busy, DefaultBusyTimeout)
+	}
+	return cfg, schema, nil
+}
+
 // withSchema is index with its schema parameter set to schema.
 func withSchema(index, schema string) string {
 	u, err := url.Parse(index)
@@ -107,16 +124,9 @@ func redactIndex(index string) string {
 // transactions are SERIALIZABLE and its migrations run first, under an
 // advisory lock so that nodes starting together migrate once.
 func openPostgres(ctx context.Context, index string, busy time.Duration, writes bool) (*sql.DB, error) {
-	dsn, schema, err := pgLocation(index)
+	cfg, schema, err := pgConfig(index, busy)
 	if err != nil {
 		return nil, err
-	}
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("index URL %s: %w", redactIndex(index), err)
-	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = max(busy, DefaultBusyTimeout)
 	}
 	cfg.RuntimeParams["search_path"] = schema
 	// A row lock held by another node's transaction is waited for at
@@ -243,12 +253,12 @@ func (c pgConn) QueryContext(ctx context.Context, q string, args []driver.NamedV
 func (s *Store) pgTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		err := s.pgTxOnce(ctx, fn)
+		err := s.txOnce(ctx, fn)
 		if err == nil || !pgRetry(err) || ctx.Err() != nil {
-			return dbErr(err)
+			return err
 		}
 		if time.Since(start) > s.busy {
-			return fmt.Errorf("%w: index busy: %d attempts in %v: %w", ErrUnavailable, attempt+1, s.busy, err)
+			return fmt.Errorf("index busy: %d attempts in %v: %w", attempt+1, s.busy, err) // ErrUnavailable (pgErr)
 		}
 		// Back off with jitter so that the nodes that lost do not meet again.
 		d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
@@ -260,31 +270,6 @@ func (s *Store) pgTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		case <-t.C:
 		}
 	}
-}
-
-func (s *Store) pgTxOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	wait, cancel := context.WithTimeout(ctx, s.busy)
-	conn, err := s.wdb.Conn(wait)
-	cancel()
-	if err != nil {
-		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w: index busy: no write connection within %v", ErrUnavailable, s.busy)
-		}
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer conn.Close()
-	tx, err := conn.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
 }
 
 // pgRetry reports whether a transaction failed only because a concurrent
@@ -343,16 +328,9 @@ func (l pgLock) release() {
 }
 
 func lockPostgres(ctx context.Context, index string, exclusive bool) (indexLock, error) {
-	dsn, schema, err := pgLocation(index)
+	cfg, schema, err := pgConfig(index, DefaultBusyTimeout)
 	if err != nil {
 		return nil, err
-	}
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("index URL %s: %w", redactIndex(index), err)
-	}
-	if cfg.ConnectTimeout == 0 {
-		cfg.ConnectTimeout = DefaultBusyTimeout
 	}
 	db := sql.OpenDB(stdlib.GetConnector(*cfg))
 	conn, err := db.Conn(ctx)
@@ -434,13 +412,9 @@ func swapPostgresSchema(ctx context.Context, rebuilt, index string) error {
 // pgAdmin is a one-connection pool to the index's database, outside any
 // schema, and the index's schema.
 func pgAdmin(index string) (*sql.DB, string, error) {
-	dsn, schema, err := pgLocation(index)
+	cfg, schema, err := pgConfig(index, DefaultBusyTimeout)
 	if err != nil {
 		return nil, "", err
-	}
-	cfg, err := pgx.ParseConfig(dsn)
-	if err != nil {
-		return nil, "", fmt.Errorf("index URL %s: %w", redactIndex(index), err)
 	}
 	db := sql.OpenDB(stdlib.GetConnector(*cfg))
 	db.SetMaxOpenConns(1)

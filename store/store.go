@@ -322,6 +322,12 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if s.pg {
 		return s.pgTx(ctx, fn)
 	}
+	return s.txOnce(ctx, fn)
+}
+
+// txOnce runs fn in one transaction on a connection of the write pool,
+// waiting for that connection at most the busy timeout.
+func (s *Store) txOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	wait, cancel := context.WithTimeout(ctx, s.busy)
 	conn, err := s.wdb.Conn(wait)
 	cancel()
