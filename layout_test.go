@@ -9,8 +9,8 @@ import (
 
 // TestLayout keeps the dependency rules of design §1 and style.md: imports
 // point one way (cli → server → {limits, budget, store} → xet), only
-// server imports echo, only cli urfave/cli, only store database/sql and
-// gocloud.dev.
+// server imports echo, only cli urfave/cli, only store database/sql,
+// gocloud.dev and the PostgreSQL driver.
 func TestLayout(t *testing.T) {
 	allowed := map[string][]string{ // openxet packages each package may import
 		"xet":    {},
@@ -29,6 +29,7 @@ func TestLayout(t *testing.T) {
 		"database/sql":             "store",
 		"gocloud.dev":              "store",
 		"github.com/aws/":          "store",
+		"github.com/jackc/pgx":     "store",
 	}
 	for pkg, ok := range allowed {
 		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "./"+pkg).Output()
