@@ -32,6 +32,7 @@ type Config struct {
 	DataDir               string
 	Bucket                string
 	Index                 string
+	IndexBusyTimeout      time.Duration
 	TrustedProxies        []netip.Prefix
 	DedupScope            string
 	MemoryBudget          int64
@@ -149,7 +150,14 @@ var settings = []setting{
 		c.Bucket = v
 		return nil
 	}},
-	{"server.index", "", "the index: a SQLite file, or a postgres:// URL that several nodes share (optional schema=NAME parameter, default openxet; see docs/scale-out.md) (default <data_dir>/index.db)", func(c *Config, v string) error { c.Index = v; return nil }},
+	{"server.index", "", "the index: a SQLite file, or a postgres:// URL that several nodes share (optional schema=NAME parameter, default openxet; see docs/scale-out.md) (default <data_dir>/index.db)", func(c *Config, v string) error {
+		if err := store.CheckIndexLocation(v); err != nil {
+			return err
+		}
+		c.Index = v
+		return nil
+	}},
+	{"server.index_busy_timeout", "5s", "how long a request waits for the index (SQLite's write lock, a PostgreSQL row lock, retries of a transaction another node won) before 503 unavailable", durationSetter(func(c *Config) *time.Duration { return &c.IndexBusyTimeout }, 10*time.Millisecond)},
 	{"server.trusted_proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default none)", func(c *Config, v string) error {
 		c.TrustedProxies = nil
 		for _, p := range splitList(v) {

@@ -119,8 +119,10 @@ func TestInvalidValues(t *testing.T) {
 		"server.metrics_tenants":                "1001",
 		"gc.interval":                           "hourly",
 		"gc.grace":                              "-1d",
+		"server.index":                          "postgres://db.example/openxet?schema=Not-A-Schema", // any path is valid, a URL must be
+		"server.index_busy_timeout":             "1ms",
 	}
-	anyValue := map[string]bool{"server.index": true} // any path is a valid index path
+	anyValue := map[string]bool{}
 	for _, s := range settings {
 		if _, ok := cases[s.key]; !ok && !anyValue[s.key] {
 			t.Errorf("no invalid-value case for %s", s.key)

@@ -107,7 +107,7 @@ func openStore(ctx context.Context, cfg Config) (*store.Store, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
 	}
-	st, err := store.Open(ctx, store.Config{IndexPath: cfg.Index, BucketURL: cfg.Bucket})
+	st, err := store.Open(ctx, store.Config{IndexPath: cfg.Index, BucketURL: cfg.Bucket, BusyTimeout: cfg.IndexBusyTimeout})
 	if err != nil {
 		return nil, explainStoreError(err)
 	}

@@ -54,6 +54,17 @@ func IsPostgres(index string) bool {
 	return strings.HasPrefix(index, "postgres://") || strings.HasPrefix(index, "postgresql://")
 }
 
+// CheckIndexLocation reports what is wrong with an index location before
+// anything is opened: for a PostgreSQL URL, its syntax, its parameters and
+// its schema name. Any file path is a valid SQLite location.
+func CheckIndexLocation(index string) error {
+	if !IsPostgres(index) {
+		return nil
+	}
+	_, _, err := pgConfig(index, DefaultBusyTimeout)
+	return err
+}
+
 var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // pgLocation splits a postgres:// index URL into the URL pgx connects
