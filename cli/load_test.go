@@ -217,7 +217,7 @@ func TestLoadServerList(t *testing.T) {
 func TestLoadAgainstNodes(t *testing.T) {
 	dir := t.TempDir()
 	a := startServe(t, dir)
-	admin := adminToken(t, a.stdout.String())
+	admin := a.adminToken(t)
 	b := startServe(t, dir)
 	code, stdout, stderr := runLoadCommand(t, map[string]string{"OPENXET_TOKEN": admin, "OPENXET_SERVER": a.url + "," + b.url},
 		"--scenario", "many_tenants", "--duration", "700ms", "--tenants", "3",

@@ -29,7 +29,7 @@ func TestGoMemoryLimit(t *testing.T) {
 func TestServeSetsGoMemoryLimit(t *testing.T) {
 	limit := func(p *proc) int64 {
 		t.Helper()
-		admin := adminToken(t, p.stdout.String())
+		admin := p.adminToken(t)
 		for _, line := range strings.Split(metrics(t, p, admin), "\n") {
 			if v, ok := strings.CutPrefix(line, "go_gc_gomemlimit_bytes "); ok {
 				f, err := strconv.ParseFloat(v, 64)

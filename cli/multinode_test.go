@@ -31,7 +31,7 @@ func TestThreeNodesOnPostgresAndS3(t *testing.T) {
 	const ttl = time.Second
 	flags := []string{"--index", pg.NewIndex(t), "--bucket", s3.BucketURL(s3.CreateBucket(t)), "--cache-ttl", ttl.String()}
 	a := startServeEnv(t, t.TempDir(), s3.Env(), flags...)
-	admin := adminToken(t, a.stdout.String())
+	admin := a.adminToken(t)
 	b := startServeEnv(t, t.TempDir(), s3.Env(), flags...)
 	c := startServeEnv(t, t.TempDir(), s3.Env(), flags...)
 	nodes := []*proc{a, b, c}

@@ -154,6 +154,15 @@ func (p *proc) stop() {
 	}
 }
 
+// adminToken is the first admin token the server printed. The server
+// prints it before it answers /readyz, but the line may still be on its way
+// through the pipe to this process: wait for it.
+func (p *proc) adminToken(t *testing.T) string {
+	t.Helper()
+	p.waitFor(func() bool { return strings.Contains(p.stdout.String(), "store it now): ") })
+	return adminToken(t, p.stdout.String())
+}
+
 func adminToken(t *testing.T, out string) string {
 	t.Helper()
 	sc := bufio.NewScanner(strings.NewReader(out))
@@ -184,7 +193,7 @@ func request(t *testing.T, method, url, token string, body io.Reader) (int, []by
 func TestTwoProcessesShareADataDir(t *testing.T) {
 	dir := t.TempDir()
 	a := startServe(t, dir)
-	admin := adminToken(t, a.stdout.String())
+	admin := a.adminToken(t)
 	b := startServe(t, dir)
 	if strings.Contains(b.stdout.String(), "Token") {
 		t.Fatal("second process printed another admin credential")
@@ -218,7 +227,7 @@ func TestTwoProcessesShareADataDir(t *testing.T) {
 func TestShutdownLosesNoCommittedWrite(t *testing.T) {
 	dir := t.TempDir()
 	p := startServe(t, dir)
-	admin := adminToken(t, p.stdout.String())
+	admin := p.adminToken(t)
 	x, info := xet.BuildXorb([][]byte{bytes.Repeat([]byte("shutdown"), 5000)}, false)
 
 	// Send the headers and half the body, then SIGTERM, then the rest.

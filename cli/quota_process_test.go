@@ -17,7 +17,7 @@ import (
 func TestQuotaHoldsAcrossProcesses(t *testing.T) {
 	dir := t.TempDir()
 	a := startServe(t, dir, "--cache-ttl", "1s")
-	admin := adminToken(t, a.stdout.String())
+	admin := a.adminToken(t)
 	b := startServe(t, dir, "--cache-ttl", "1s")
 	code, body := request(t, "POST", a.url+"/api/openxet/v1/admin/credentials", admin, strings.NewReader(`{"tenant":"alice","scopes":["write"]}`))
 	if code != 201 {
@@ -100,7 +100,7 @@ func TestQuotaHoldsAcrossProcesses(t *testing.T) {
 func TestLimitsCommands(t *testing.T) {
 	dir := t.TempDir()
 	p := startServe(t, dir)
-	env := map[string]string{"OPENXET_TOKEN": adminToken(t, p.stdout.String()), "OPENXET_SERVER": p.url}
+	env := map[string]string{"OPENXET_TOKEN": p.adminToken(t), "OPENXET_SERVER": p.url}
 	if code, out, errOut := run(t, env, "credentials", "create", "--tenant", "alice", "--scope", "write"); code != 0 || !strings.Contains(out, "hf_oxt_") {
 		t.Fatalf("create through the API: %d %s %s", code, out, errOut)
 	}

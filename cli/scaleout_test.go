@@ -104,7 +104,7 @@ func TestNodesShareTheSigningKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := startServe(t, dirA, flags...)
-	admin := adminToken(t, a.stdout.String())
+	admin := a.adminToken(t)
 	b := startServe(t, dirB, flags...)
 
 	data, err := os.ReadFile(filepath.Join(bucketDir, "secrets", "signing-key"))
@@ -223,7 +223,7 @@ func TestServeOnS3(t *testing.T) {
 	shared := t.TempDir()
 	flags := []string{"--index", filepath.Join(shared, "index.db"), "--bucket", bucket}
 	a := startServeEnv(t, t.TempDir(), srv.Env(), flags...)
-	admin := adminToken(t, a.stdout.String())
+	admin := a.adminToken(t)
 	b := startServeEnv(t, t.TempDir(), srv.Env(), flags...)
 
 	files := uploadFixture(t, a.url, admin, "multi")
