@@ -13,15 +13,16 @@ import (
 // gocloud.dev.
 func TestLayout(t *testing.T) {
 	allowed := map[string][]string{ // openxet packages each package may import
-		"xet":    {},
-		"limits": {},
-		"budget": {},
-		"work":   {},
-		"store":  {"openxet/xet"},
-		"admin":  {},
-		"load":   {"openxet/xet", "openxet/admin"},
-		"server": {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work"},
-		"cli":    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin"},
+		"xet":     {},
+		"limits":  {},
+		"budget":  {},
+		"work":    {},
+		"refusal": {},
+		"store":   {"openxet/xet"},
+		"admin":   {},
+		"load":    {"openxet/xet", "openxet/admin"},
+		"server":  {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
+		"cli":     {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin"},
 	}
 	owners := map[string]string{ // third-party import prefix → the one package that may use it
 		"github.com/labstack/echo": "server",

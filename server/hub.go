@@ -196,7 +196,7 @@ func (s *Server) createRepo(c echo.Context) error {
 		if errors.Is(err, store.ErrRepoExists) {
 			// huggingface_hub's create_repo(exist_ok=True) reads the url of
 			// the 409 answer.
-			return &apiError{Status: http.StatusConflict, Code: "conflict", Message: "You already created this " + typ + " repo", Fields: body, cause: err}
+			return &apiError{Status: http.StatusConflict, Code: "conflict", Message: "You already created this " + typ + " repo", Fields: body, Cause: err}
 		}
 		return err
 	}

@@ -266,7 +266,7 @@ func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
-		return &apiError{Status: 503, Code: "unavailable", Message: err.Error(), Hint: "check the index file and the bucket", RetryAfter: 1, cause: err}
+		return &apiError{Status: 503, Code: "unavailable", Message: err.Error(), Hint: "check the index file and the bucket", RetryAfter: 1, Cause: err}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }
