@@ -264,7 +264,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if ae.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}
-	hub := isHubPath(c.Request().URL.Path)
+	hub := s.isHubPath(c.Request().URL.Path)
 	if hub {
 		// The Hub's convention: the sentence in X-Error-Message, the
 		// machine code in X-Error-Code (unless the refusal names the code
@@ -283,15 +283,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 }
 
 // isHubPath reports whether a path belongs to the Hub API, where refusals
-// follow the Hub's convention (design §7): everything under /api/ but the
-// admin API, the file routes (resolve, raw), the LFS batch route and the
-// repo pages.
-func isHubPath(p string) bool {
-	if strings.HasPrefix(p, adminPathPrefix) {
-		return false
-	}
-	return strings.HasPrefix(p, "/api/") || strings.Contains(p, "/resolve/") || strings.Contains(p, "/raw/") ||
-		strings.Contains(p, ".git/") || isRepoPagePath(p)
+// follow the Hub's convention (design §7): every path the Hub owns
+// (hub.Owns: everything under /api/, the file routes, the LFS batch route
+// and the repo pages) but the admin API.
+func (s *Server) isHubPath(p string) bool {
+	return !strings.HasPrefix(p, adminPathPrefix) && s.hub.Owns(p)
 }
 
 // writeJSON writes a complete JSON answer with its Content-Length, so that

@@ -204,7 +204,7 @@ func TestRawServesWhatGitStores(t *testing.T) {
 		t.Fatalf("dataset commit: %d %s", r.Status, r.Body)
 	}
 	sum := sha256.Sum256(content)
-	pointer := lfsPointer(hex.EncodeToString(sum[:]), int64(len(content)))
+	pointer := fmt.Sprintf("version https://git-lfs.github.com/spec/v1\noid sha256:%x\nsize %d\n", sum, len(content)) // git-lfs's pointer format
 	head := mustHead(t, e, alice, "alice/m")
 	for _, c := range []struct {
 		path   string

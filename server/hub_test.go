@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"openxet/hub"
 	"openxet/xet"
 )
 
@@ -238,7 +239,7 @@ func TestPreuploadAndLFSBatchCountOnlyNewBytes(t *testing.T) {
 // memory their JSON body takes before they read it. While the credential's
 // share is held, a body that is not even JSON gets 503 memory_busy, not 400:
 // nothing was decoded. A body over the cap is refused 413 before it is read,
-// and so is a list of more than maxHubJSONEntries entries.
+// and so is a list of more than hub.MaxJSONEntries entries.
 func TestHubJSONReservesBeforeDecoding(t *testing.T) {
 	e := newTestEnv(t, smallBudget)
 	alice := e.credential("alice", "write")
@@ -252,7 +253,7 @@ func TestHubJSONReservesBeforeDecoding(t *testing.T) {
 	}
 
 	// More entries than one request may carry: 413, before they are decoded.
-	many := make([]map[string]any, maxHubJSONEntries+1)
+	many := make([]map[string]any, hub.MaxJSONEntries+1)
 	for i := range many {
 		many[i] = map[string]any{"path": "f", "size": 1, "oid": "x"}
 	}
