@@ -228,3 +228,25 @@ func TestHubJSONReservesBeforeDecoding(t *testing.T) {
 		wantError(t, r, 413, "payload_too_large")
 	}
 }
+
+// TestOwnNamespacesCoverTheServersRoutes: every first path segment of a
+// route the server serves itself is reserved from the Hub's repo pages, so
+// that a GET of an unknown path under it stays a JSON 404 rather than a
+// repo page (/api/ is the Hub's, which reserves it; the rest of the Hub's
+// routes start with a namespace parameter, /datasets/ or /spaces/, or are
+// the landing page).
+func TestOwnNamespacesCoverTheServersRoutes(t *testing.T) {
+	e := newTestEnv(t)
+	reserved := map[string]bool{}
+	for _, ns := range ownNamespaces() {
+		reserved[ns] = true
+	}
+	for _, r := range e.srv.echo.Routes() {
+		seg, _, _ := strings.Cut(strings.TrimPrefix(r.Path, "/"), "/")
+		switch {
+		case seg == "" || seg == "api" || seg == "datasets" || seg == "spaces" || strings.HasPrefix(seg, ":"):
+		case !reserved[seg]:
+			t.Errorf("route %s %s: namespace %q is not in ownNamespaces", r.Method, r.Path, seg)
+		}
+	}
+}
