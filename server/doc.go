@@ -1,5 +1,7 @@
 // Package server is openxet's HTTP face: the echo v4 application with the
-// Xet CAS API, the admin API, probes and metrics.
+// Xet CAS API, the admin API, probes and metrics, and the Hub API of
+// package hub, which it mounts (hubmount.go) and lends its auth, memory budget,
+// limits, CAS tokens and file stream.
 //
 // Request order (design §4): probes are exempt; then the client IP (the TCP
 // peer unless it is a trusted proxy); then auth (an IP over its
@@ -8,5 +10,6 @@
 // handler, which takes memory from the budget for the bytes it holds.
 //
 // HTTP meaning is attached to errors in one place, errors.go: every
-// refusal is JSON {"error", "message", "hint", ...}.
+// refusal is JSON {"error", "message", "hint", ...}, in the Hub's
+// convention on the paths the Hub owns; the shape is package refusal's.
 package server

@@ -12,36 +12,27 @@ import (
 
 	"openxet/budget"
 	"openxet/limits"
+	"openxet/refusal"
 	"openxet/store"
 	"openxet/work"
 	"openxet/xet"
 )
 
-// apiError is a refusal as the client sees it (design §7).
-type apiError struct {
-	Status     int
-	Code       string
-	Message    string
-	Hint       string
-	Fields     map[string]any
-	RetryAfter int               // seconds; 0 = no Retry-After header
-	Headers    map[string]string // extra headers
-	cause      error
-}
+// apiError is a refusal as the client sees it (design §7); the type is
+// package refusal's, which the Hub routes (package hub) return too.
+type apiError = refusal.Error
 
-func (e *apiError) Error() string { return e.Code + ": " + e.Message }
-func (e *apiError) Unwrap() error { return e.cause }
-
-// Sentinels for refusals the server itself decides.
+// Sentinels for refusals the server itself decides. Bad request, not found
+// and forbidden are package refusal's, since the Hub routes decide them too.
 var (
 	errUnauthorized    = errors.New("unauthorized")
-	errForbidden       = errors.New("forbidden")
+	errForbidden       = refusal.ErrForbidden
 	errLengthRequired  = errors.New("length required")
 	errBodyTooLarge    = errors.New("body too large")
 	errAnswerTooLarge  = errors.New("answer too large")
 	errTermsTooLarge   = errors.New("term list too large") // a file's term list alone is over the share
-	errBadRequest      = errors.New("bad request")
-	errNotFound        = errors.New("not found")
+	errBadRequest      = refusal.ErrBadRequest
+	errNotFound        = refusal.ErrNotFound
 	errFetchURLInvalid = errors.New("fetch URL invalid")
 )
 
@@ -62,19 +53,13 @@ func (e *scopeError) Error() string {
 
 func (e *scopeError) Unwrap() error { return errForbidden }
 
-// refuse wraps a sentinel with a message for the client.
+// refuse wraps a sentinel with a message for the client (refusal.Wrap).
 func refuse(kind error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))
+	return refusal.Wrap(kind, format, args...)
 }
 
-// message is the text after the sentinel's own prefix.
-func message(err error, kind error) string {
-	s := err.Error()
-	if i := strings.Index(s, kind.Error()+": "); i >= 0 {
-		return s[i+len(kind.Error())+2:]
-	}
-	return s
-}
+// message is the text after the sentinel's own prefix (refusal.Message).
+func message(err error, kind error) string { return refusal.Message(err, kind) }
 
 // toAPIError maps any error to what the client sees; the one table of
 // design §7. Unknown errors are 500 internal.
@@ -87,13 +72,13 @@ func toAPIError(err error) *apiError {
 	if errors.As(err, &he) {
 		switch he.Code {
 		case http.StatusNotFound:
-			return &apiError{Status: 404, Code: "not_found", Message: "no such route", Hint: "check the URL against the API reference (docs/api.md)", cause: err}
+			return &apiError{Status: 404, Code: "not_found", Message: "no such route", Hint: "check the URL against the API reference (docs/api.md)", Cause: err}
 		case http.StatusMethodNotAllowed:
-			return &apiError{Status: 405, Code: "method_not_allowed", Message: "this route does not take that method", Hint: "check the method against the API reference (docs/api.md)", cause: err}
+			return &apiError{Status: 405, Code: "method_not_allowed", Message: "this route does not take that method", Hint: "check the method against the API reference (docs/api.md)", Cause: err}
 		case http.StatusRequestEntityTooLarge:
-			return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprint(he.Message), Hint: "send a smaller body", cause: err}
+			return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprint(he.Message), Hint: "send a smaller body", Cause: err}
 		}
-		return &apiError{Status: he.Code, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: fmt.Sprint(he.Message), cause: err}
+		return &apiError{Status: he.Code, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: fmt.Sprint(he.Message), Cause: err}
 	}
 
 	var rl *limits.RateError
@@ -103,7 +88,7 @@ func toAPIError(err error) *apiError {
 	var qe *limits.QuotaError
 	if errors.As(err, &qe) {
 		if errors.Is(err, limits.ErrQuotaPending) {
-			return &apiError{Status: 503, Code: "quota_pending", RetryAfter: 1, cause: err,
+			return &apiError{Status: 503, Code: "quota_pending", RetryAfter: 1, Cause: err,
 				Message: fmt.Sprintf("tenant %s: this upload fits its quota only if uploads still in progress fail", qe.Tenant),
 				Hint:    "retry shortly; uploads in progress are being committed",
 				Fields:  map[string]any{"quota": qe.Quota, "usage": qe.Usage, "pending": qe.Pending}}
@@ -124,7 +109,7 @@ func toAPIError(err error) *apiError {
 		case budget.ShareTenant:
 			msg = "this tenant's share of the server's memory for request work is taken by its other requests"
 		}
-		return &apiError{Status: 503, Code: "memory_busy", RetryAfter: secs, cause: err, Message: msg,
+		return &apiError{Status: 503, Code: "memory_busy", RetryAfter: secs, Cause: err, Message: msg,
 			Hint:   fmt.Sprintf("retry in %d s (Retry-After); fewer concurrent requests help", secs),
 			Fields: map[string]any{"share": busy.Share}}
 	}
@@ -134,91 +119,91 @@ func toAPIError(err error) *apiError {
 		if len(se.Have) > 0 {
 			have = "scope " + strings.Join(se.Have, ", ")
 		}
-		return &apiError{Status: 403, Code: "forbidden", cause: err,
+		return &apiError{Status: 403, Code: "forbidden", Cause: err,
 			Message: fmt.Sprintf("this credential of tenant %s has %s; this route needs %s", se.Tenant, have, se.Need),
 			Hint:    fmt.Sprintf("use a credential with the %s scope: openxet credentials create --tenant %s --scope %s", se.Need, se.Tenant, se.Need),
 			Fields:  map[string]any{"scope": se.Need}}
 	}
 	var workBusy *work.BusyError
 	if errors.As(err, &workBusy) {
-		return &apiError{Status: 503, Code: "unavailable", RetryAfter: limits.RetryAfterSeconds(workBusy.RetryAfter), cause: err,
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: limits.RetryAfterSeconds(workBusy.RetryAfter), Cause: err,
 			Message: "the server's work slots stayed busy: " + workBusy.Error(),
 			Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
 	}
 	var tooLarge *budget.TooLargeError
 	if errors.As(err, &tooLarge) {
 		if errors.Is(err, errTermsTooLarge) {
-			return &apiError{Status: 413, Code: "answer_too_large", cause: err,
+			return &apiError{Status: 413, Code: "answer_too_large", Cause: err,
 				Message: fmt.Sprintf("the file's term list needs %d bytes, more than the %d a credential may hold, whatever the Range", tooLarge.N, tooLarge.Limit),
 				Hint:    "ask the operator to raise server.memory_budget or server.credential_memory_share"}
 		}
 		if errors.Is(err, errAnswerTooLarge) {
-			return &apiError{Status: 413, Code: "answer_too_large", cause: err,
+			return &apiError{Status: 413, Code: "answer_too_large", Cause: err,
 				Message: fmt.Sprintf("the answer needs %d bytes, more than the %d a credential may hold", tooLarge.N, tooLarge.Limit),
 				Hint:    "ask for a smaller Range"}
 		}
-		return &apiError{Status: 413, Code: "payload_too_large", cause: err,
+		return &apiError{Status: 413, Code: "payload_too_large", Cause: err,
 			Message: fmt.Sprintf("the body needs %d bytes, more than the %d a credential may hold", tooLarge.N, tooLarge.Limit),
 			Hint:    "send a smaller body"}
 	}
 
 	switch {
 	case errors.Is(err, errUnauthorized):
-		return &apiError{Status: 401, Code: "unauthorized", Message: message(err, errUnauthorized), Hint: "send Authorization: Bearer <token> with a valid openxet credential or CAS token", cause: err}
+		return &apiError{Status: 401, Code: "unauthorized", Message: message(err, errUnauthorized), Hint: "send Authorization: Bearer <token> with a valid openxet credential or CAS token", Cause: err}
 	case errors.Is(err, errForbidden):
-		return &apiError{Status: 403, Code: "forbidden", Message: message(err, errForbidden), Hint: "use a credential with the scope this route needs", cause: err}
+		return &apiError{Status: 403, Code: "forbidden", Message: message(err, errForbidden), Hint: "use a credential with the scope this route needs", Cause: err}
 	case errors.Is(err, errFetchURLInvalid):
-		return &apiError{Status: 403, Code: "forbidden", Message: message(err, errFetchURLInvalid), Hint: "ask for the reconstruction again to get fresh fetch URLs", cause: err}
+		return &apiError{Status: 403, Code: "forbidden", Message: message(err, errFetchURLInvalid), Hint: "ask for the reconstruction again to get fresh fetch URLs", Cause: err}
 	case errors.Is(err, errLengthRequired):
-		return &apiError{Status: 411, Code: "length_required", Message: message(err, errLengthRequired), Hint: "send the body with a Content-Length header", cause: err}
+		return &apiError{Status: 411, Code: "length_required", Message: message(err, errLengthRequired), Hint: "send the body with a Content-Length header", Cause: err}
 	case errors.Is(err, errBodyTooLarge), errors.Is(err, xet.ErrTooLarge):
-		return &apiError{Status: 413, Code: "payload_too_large", Message: errText(err), Hint: "xorbs and shards are at most 65MiB", cause: err}
+		return &apiError{Status: 413, Code: "payload_too_large", Message: errText(err), Hint: "xorbs and shards are at most 65MiB", Cause: err}
 	case errors.Is(err, xet.ErrRangeNotSatisfiable):
-		return &apiError{Status: 416, Code: "range_not_satisfiable", Message: errText(err), Hint: "the range starts at or after the end of the file", cause: err}
+		return &apiError{Status: 416, Code: "range_not_satisfiable", Message: errText(err), Hint: "the range starts at or after the end of the file", Cause: err}
 	case errors.Is(err, xet.ErrBadRange):
-		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "send Range: bytes=START-END", cause: err}
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "send Range: bytes=START-END", Cause: err}
 	case errors.Is(err, xet.ErrHashMismatch):
-		return &apiError{Status: 400, Code: "hash_mismatch", Message: errText(err), Hint: "the body does not hash to the hash in the path", cause: err}
+		return &apiError{Status: 400, Code: "hash_mismatch", Message: errText(err), Hint: "the body does not hash to the hash in the path", Cause: err}
 	case errors.Is(err, xet.ErrInvalidXorb):
-		return &apiError{Status: 400, Code: "invalid_xorb", Message: errText(err), Hint: "the body is not a valid serialized xorb", cause: err}
+		return &apiError{Status: 400, Code: "invalid_xorb", Message: errText(err), Hint: "the body is not a valid serialized xorb", Cause: err}
 	case errors.Is(err, store.ErrMissingXorb):
-		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard; a client whose local cache (HF_XET_CACHE) remembers xorbs the server has since collected must clear that cache and upload again", cause: err}
+		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard; a client whose local cache (HF_XET_CACHE) remembers xorbs the server has since collected must clear that cache and upload again", Cause: err}
 	case errors.Is(err, xet.ErrInvalidShard), errors.Is(err, store.ErrInvalidShard):
-		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard, and send the shard the client built", cause: err}
+		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard, and send the shard the client built", Cause: err}
 	case errors.Is(err, xet.ErrBadHash):
-		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "hashes are 64 lowercase hex digits", cause: err}
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "hashes are 64 lowercase hex digits", Cause: err}
 	case errors.Is(err, store.ErrBadTenant):
-		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "tenant names match [a-z0-9][a-z0-9._-]{0,62}", cause: err}
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "tenant names match [a-z0-9][a-z0-9._-]{0,62}", Cause: err}
 	case errors.Is(err, store.ErrRepoExists), errors.Is(err, store.ErrRefMoved):
-		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another change got there first; read the current state and retry", cause: err}
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another change got there first; read the current state and retry", Cause: err}
 	case errors.Is(err, store.ErrIndexInUse):
-		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the index is being rebuilt; retry shortly", cause: err}
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the index is being rebuilt; retry shortly", Cause: err}
 	case errors.Is(err, store.ErrUnavailable):
-		return &apiError{Status: 503, Code: "unavailable", RetryAfter: storeRetryAfterSeconds, cause: err,
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: storeRetryAfterSeconds, Cause: err,
 			Message: "the server's storage (index or bucket) is busy or cannot be reached",
 			Hint:    "retry after the delay in Retry-After; the request did not complete"}
 	case errors.Is(err, store.ErrCollecting):
-		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the collector is deleting an object this request names; retry in a moment", cause: err}
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the collector is deleting an object this request names; retry in a moment", Cause: err}
 	case errors.Is(err, store.ErrFileInRepo):
-		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "remove the file from every revision that has it (commit, then super-squash the history, or delete the branch or repo)", cause: err}
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "remove the file from every revision that has it (commit, then super-squash the history, or delete the branch or repo)", Cause: err}
 	case errors.Is(err, store.ErrRefExists):
-		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "pick another name, or delete the existing one first", cause: err}
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "pick another name, or delete the existing one first", Cause: err}
 	case errors.Is(err, store.ErrCollectorBusy):
-		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another process is collecting; try again when its pass is done", cause: err}
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another process is collecting; try again when its pass is done", Cause: err}
 	case errors.Is(err, store.ErrNotBranch), errors.Is(err, store.ErrBadRefName):
-		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "name a branch other than main, or a tag: 1 to 200 characters, no spaces, no '..', no refs/ prefix", cause: err}
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "name a branch other than main, or a tag: 1 to 200 characters, no spaces, no '..', no refs/ prefix", Cause: err}
 	case errors.Is(err, store.ErrBadRepoName):
-		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "repo names match [A-Za-z0-9][A-Za-z0-9._-]{0,95}", cause: err}
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "repo names match [A-Za-z0-9][A-Za-z0-9._-]{0,95}", Cause: err}
 	case errors.Is(err, errBadRequest):
-		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), cause: err}
+		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), Cause: err}
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
-		return &apiError{Status: 404, Code: "not_found", Message: errText(err), Hint: "check the hash or name; a tenant sees only what it registered", cause: err}
+		return &apiError{Status: 404, Code: "not_found", Message: errText(err), Hint: "check the hash or name; a tenant sees only what it registered", Cause: err}
 	case errors.Is(err, limits.ErrTenantSuspended):
-		return &apiError{Status: 403, Code: "tenant_suspended", Message: message(err, limits.ErrTenantSuspended), Hint: "ask an operator to resume the tenant (openxet limits set --tenant <tenant> --resume)", cause: err}
+		return &apiError{Status: 403, Code: "tenant_suspended", Message: message(err, limits.ErrTenantSuspended), Hint: "ask an operator to resume the tenant (openxet limits set --tenant <tenant> --resume)", Cause: err}
 	case errors.Is(err, limits.ErrLimitsUnavailable):
-		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the server cannot read this tenant's limits right now; retry shortly", cause: err}
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the server cannot read this tenant's limits right now; retry shortly", Cause: err}
 	}
-	return &apiError{Status: 500, Code: "internal", Message: "internal error", Hint: "the server logged the cause; retry, or tell the operator", cause: err}
+	return &apiError{Status: 500, Code: "internal", Message: "internal error", Hint: "the server logged the cause; retry, or tell the operator", Cause: err}
 }
 
 func errText(err error) string { return err.Error() }
@@ -229,7 +214,7 @@ func errText(err error) string { return err.Error() }
 const storeRetryAfterSeconds = 2
 
 func quotaExceeded(tenant string, quota, usage, size int64, cause error) *apiError {
-	return &apiError{Status: 403, Code: "quota_exceeded", cause: cause,
+	return &apiError{Status: 403, Code: "quota_exceeded", Cause: cause,
 		Message: fmt.Sprintf("tenant %s: this upload of %s would pass the storage quota of %s (%s stored)", tenant, limits.HumanBytes(size), limits.HumanBytes(quota), limits.HumanBytes(usage)),
 		Hint:    fmt.Sprintf("Delete files or repos you no longer need, or ask an operator to raise the quota: openxet limits set --tenant %s --quota <size>", tenant),
 		Fields:  map[string]any{"quota": quota, "usage": usage, "size": size}}
@@ -248,7 +233,7 @@ func rateLimited(rl *limits.RateError) *apiError {
 	case "auth_failures":
 		hint = fmt.Sprintf("too many failed authentications from this address; check the token and retry in %d s", secs)
 	}
-	return &apiError{Status: 429, Code: "rate_limited", RetryAfter: secs, cause: rl,
+	return &apiError{Status: 429, Code: "rate_limited", RetryAfter: secs, Cause: rl,
 		Message: fmt.Sprintf("%s rate limit reached", strings.ReplaceAll(rl.Limit, "_", " ")),
 		Hint:    hint,
 		Fields:  map[string]any{"limit": rl.Limit},
@@ -258,53 +243,13 @@ func rateLimited(rl *limits.RateError) *apiError {
 		}}
 }
 
-// body is the JSON a refusal carries: on CAS and admin routes "error" is
-// the code; on Hub routes it is the sentence the stock clients print (hub
-// true), and the code moves to "code".
-func (e *apiError) body(requestID string, hub bool) map[string]any {
-	m := map[string]any{"error": e.Code, "message": e.Message}
-	if hub {
-		m["error"], m["code"] = e.hubText(), e.Code
-	}
-	if e.Hint != "" {
-		m["hint"] = e.Hint
-	}
-	for k, v := range e.Fields {
-		m[k] = v
-	}
-	if requestID != "" {
-		m["request_id"] = requestID
-	}
-	return m
-}
-
-// hubText is the message and hint as one text, for the Hub clients:
-// huggingface_hub prints X-Error-Message (and the body's "error" when it
-// differs), @huggingface/hub prints the body's "error" and appends ". URL:
-// …". The hint starts a sentence; the message keeps its case (it may start
-// with a name); the text ends without a period, since both clients add one.
-func (e *apiError) hubText() string {
-	msg := strings.TrimSuffix(e.Message, ".")
-	if hint := upperFirst(strings.TrimSuffix(e.Hint, ".")); hint != "" {
-		msg += ". " + hint
-	}
-	return msg
-}
-
-func upperFirst(s string) string {
-	if s == "" || s[0] < 'a' || s[0] > 'z' {
-		return s
-	}
-	return string(s[0]-'a'+'A') + s[1:]
-}
-
 // errorHandler is echo's HTTPErrorHandler: it renders every error through
 // toAPIError, once, unless the response is already committed.
 func (s *Server) errorHandler(err error, c echo.Context) {
 	ae := toAPIError(err)
 	// Unimplemented v2 routes must answer 404 (hf_xet falls back to v1 on 404/501 only).
 	if ae.Status == http.StatusMethodNotAllowed && strings.HasPrefix(c.Request().URL.Path, "/v2/") {
-		ae = &apiError{Status: 404, Code: "not_found", Message: "no such route", cause: err}
+		ae = &apiError{Status: 404, Code: "not_found", Message: "no such route", Cause: err}
 	}
 	setRefusal(c, ae)
 	s.metrics.refusalCodes.WithLabelValues(ae.Code).Inc()
@@ -319,12 +264,12 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	if ae.RetryAfter > 0 {
 		h.Set("Retry-After", strconv.Itoa(ae.RetryAfter))
 	}
-	hub := isHubPath(c.Request().URL.Path)
+	hub := s.isHubPath(c.Request().URL.Path)
 	if hub {
 		// The Hub's convention: the sentence in X-Error-Message, the
 		// machine code in X-Error-Code (unless the refusal names the code
 		// huggingface_hub maps to an exception, e.g. RepoNotFound).
-		h.Set("X-Error-Message", ae.hubText())
+		h.Set("X-Error-Message", ae.HubText())
 		h.Set("X-Error-Code", ae.Code)
 	}
 	for k, v := range ae.Headers {
@@ -334,19 +279,15 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.NoContent(ae.Status)
 		return
 	}
-	writeJSON(c, ae.Status, ae.body(requestIDOf(c), hub))
+	writeJSON(c, ae.Status, ae.Body(requestIDOf(c), hub))
 }
 
 // isHubPath reports whether a path belongs to the Hub API, where refusals
-// follow the Hub's convention (design §7): everything under /api/ but the
-// admin API, the file routes (resolve, raw), the LFS batch route and the
-// repo pages.
-func isHubPath(p string) bool {
-	if strings.HasPrefix(p, adminPathPrefix) {
-		return false
-	}
-	return strings.HasPrefix(p, "/api/") || strings.Contains(p, "/resolve/") || strings.Contains(p, "/raw/") ||
-		strings.Contains(p, ".git/") || isRepoPagePath(p)
+// follow the Hub's convention (design §7): every path the Hub owns
+// (hub.Owns: everything under /api/, the file routes, the LFS batch route
+// and the repo pages) but the admin API.
+func (s *Server) isHubPath(p string) bool {
+	return !strings.HasPrefix(p, adminPathPrefix) && s.hub.Owns(p)
 }
 
 // writeJSON writes a complete JSON answer with its Content-Length, so that

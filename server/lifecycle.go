@@ -180,7 +180,6 @@ func (s *Server) lifecycleRoutes(e *echo.Echo) {
 	g.POST("/gc", s.postGC)
 	e.GET("/api/openxet/v1/usage", s.ownUsage, s.guard(store.ScopeRead))
 	e.DELETE("/api/openxet/v1/files/:file", s.deleteOwnFile, s.guard(store.ScopeWrite))
-	s.hubLifecycleRoutes(e)
 }
 
 func (s *Server) usageView(ctx context.Context, tenant string) (UsageView, error) {

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"crypto/rand"
+	"encoding/hex"
+
 	"github.com/labstack/echo/v4"
 )
 
@@ -50,4 +53,11 @@ func saneRequestID(id string) bool {
 		}
 	}
 	return true
+}
+
+// randomID is a fresh 128-bit id in hex.
+func randomID() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
 }

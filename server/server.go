@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"openxet/budget"
+	"openxet/hub"
 	"openxet/limits"
 	"openxet/store"
 	"openxet/work"
@@ -113,7 +113,7 @@ type Server struct {
 	// tests wrap it to count the lists read.
 	readTerms func(ctx context.Context, tenant string, h xet.Hash, start, end uint64) ([]xet.Term, uint64, error)
 	gc        *collector
-	pages     *template.Template
+	hub       *hub.Hub
 
 	publicURL string
 
@@ -165,13 +165,17 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 		readTerms: st.FileTerms,
 		work:      work.New(cfg.Work),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
-		pages:     parsePages(),
 	}
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
 	s.gc = newCollector(s, reg)
 	s.workWait = workMetrics(reg, s.work)
+	h, err := s.newHub()
+	if err != nil {
+		return nil, err
+	}
+	s.hub = h
 	s.echo = s.routes()
 	return s, nil
 }
@@ -221,10 +225,8 @@ func (s *Server) routes() *echo.Echo {
 	e.Any("/v2/*", func(c echo.Context) error { return refuse(errNotFound, "no such v2 route") })
 
 	s.adminRoutes(e)
-	s.hubRoutes(e)
 	s.lifecycleRoutes(e)
-	s.hubReadRoutes(e)
-	s.pageRoutes(e)
+	s.hub.Mount(e)
 	return e
 }
 
@@ -266,7 +268,7 @@ func (s *Server) readyz(c echo.Context) error {
 	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
 	defer cancel()
 	if err := s.store.Ping(ctx); err != nil {
-		return &apiError{Status: 503, Code: "unavailable", Message: err.Error(), Hint: "check the index file and the bucket", RetryAfter: 1, cause: err}
+		return &apiError{Status: 503, Code: "unavailable", Message: err.Error(), Hint: "check the index file and the bucket", RetryAfter: 1, Cause: err}
 	}
 	return c.JSON(http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"net/http"
@@ -14,9 +14,9 @@ import (
 // @huggingface/hub's whoAmI work with an openxet credential: the user is
 // the tenant, the token's role follows the credential's scopes, and it
 // belongs to no organisation.
-func (s *Server) whoami(c echo.Context) error {
-	id := identityOf(c)
-	e, err := s.creds.get(c.Request().Context(), id.CredentialID)
+func (h *Hub) whoami(c echo.Context) error {
+	id := h.cfg.Principal(c)
+	cred, err := h.cfg.Credential(c.Request().Context(), id.CredentialID)
 	if err != nil {
 		return err
 	}
@@ -38,7 +38,7 @@ func (s *Server) whoami(c echo.Context) error {
 				// huggingface_hub stores a login under this name.
 				"displayName": "openxet-" + id.Tenant + "-" + id.CredentialID,
 				"role":        tokenRole(id.Scopes),
-				"createdAt":   e.cred.Created.UTC().Format(hubTime),
+				"createdAt":   cred.Created.UTC().Format(hubTime),
 			},
 		},
 		"openxet": map[string]any{"tenant": id.Tenant, "credential": id.CredentialID, "scopes": id.Scopes},

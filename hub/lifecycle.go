@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"encoding/json"
@@ -17,20 +17,20 @@ import (
 // those huggingface_hub 2.4.0 sends (HfApi.super_squash_history,
 // delete_branch, create_tag, delete_tag, list_repo_refs).
 
-func (s *Server) hubLifecycleRoutes(e *echo.Echo) {
-	read, write := s.guard(store.ScopeRead), s.guard(store.ScopeWrite)
+func (h *Hub) lifecycleRoutes(e *echo.Echo) {
+	read, write := h.cfg.Guard(store.ScopeRead), h.cfg.Guard(store.ScopeWrite)
 	api := "/api/:types/:ns/:name"
-	e.POST(api+"/super-squash/:rev", s.superSquash, write)
-	e.DELETE(api+"/branch/:rev", s.deleteBranch, write)
-	e.POST(api+"/tag/:rev", s.createTag, write)
-	e.DELETE(api+"/tag/:rev", s.deleteTag, write)
-	e.GET(api+"/refs", s.listRefs, read)
+	e.POST(api+"/super-squash/:rev", h.superSquash, write)
+	e.DELETE(api+"/branch/:rev", h.deleteBranch, write)
+	e.POST(api+"/tag/:rev", h.createTag, write)
+	e.DELETE(api+"/tag/:rev", h.deleteTag, write)
+	e.GET(api+"/refs", h.listRefs, read)
 }
 
 // superSquash: POST /api/{types}/{ns}/{name}/super-squash/{branch} with
 // {"message": …}: the branch's history becomes one commit.
-func (s *Server) superSquash(c echo.Context) error {
-	r, err := s.apiRepo(c)
+func (h *Hub) superSquash(c echo.Context) error {
+	r, err := h.apiRepo(c)
 	if err != nil {
 		return err
 	}
@@ -38,23 +38,23 @@ func (s *Server) superSquash(c echo.Context) error {
 		Message string `json:"message"`
 	}
 	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req); err != nil && !errors.Is(err, io.EOF) {
-		return refuse(errBadRequest, "the body is not {\"message\": …}: %v", err)
+		return badRequest("the body is not {\"message\": …}: %v", err)
 	}
 	branch := revision(c)
-	cm, err := s.store.SquashHistory(c.Request().Context(), r, branch, req.Message)
+	cm, err := h.store.SquashHistory(c.Request().Context(), r, branch, req.Message)
 	if errors.Is(err, store.ErrNotFound) {
 		return hubNotFound("RevisionNotFound", "branch %s not found in %s", branch, r)
 	}
 	if err != nil {
 		return err
 	}
-	s.gc.poke()
-	return c.JSON(http.StatusOK, map[string]any{"commitOid": cm.SHA, "commitUrl": s.repoURL(c, r) + "/commit/" + cm.SHA, "success": true})
+	h.cfg.Released()
+	return c.JSON(http.StatusOK, map[string]any{"commitOid": cm.SHA, "commitUrl": h.repoURL(c, r) + "/commit/" + cm.SHA, "success": true})
 }
 
 // deleteBranch: DELETE /api/{types}/{ns}/{name}/branch/{branch}.
-func (s *Server) deleteBranch(c echo.Context) error {
-	r, err := s.apiRepo(c)
+func (h *Hub) deleteBranch(c echo.Context) error {
+	r, err := h.apiRepo(c)
 	if err != nil {
 		return err
 	}
@@ -62,19 +62,19 @@ func (s *Server) deleteBranch(c echo.Context) error {
 	if err := store.ValidRefName(branch); err != nil {
 		return err
 	}
-	if err := s.store.DeleteRef(c.Request().Context(), r, branch); err != nil {
+	if err := h.store.DeleteRef(c.Request().Context(), r, branch); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return hubNotFound("RevisionNotFound", "branch %s not found in %s", branch, r)
 		}
 		return err
 	}
-	s.gc.poke()
+	h.cfg.Released()
 	return c.NoContent(http.StatusOK)
 }
 
 // createTag: POST /api/{types}/{ns}/{name}/tag/{revision} with {"tag": …}.
-func (s *Server) createTag(c echo.Context) error {
-	r, err := s.apiRepo(c)
+func (h *Hub) createTag(c echo.Context) error {
+	r, err := h.apiRepo(c)
 	if err != nil {
 		return err
 	}
@@ -83,16 +83,16 @@ func (s *Server) createTag(c echo.Context) error {
 		Message string `json:"message"`
 	}
 	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req); err != nil {
-		return refuse(errBadRequest, "the body is not {\"tag\": …}: %v", err)
+		return badRequest("the body is not {\"tag\": …}: %v", err)
 	}
 	if err := store.ValidRefName(req.Tag); err != nil {
 		return err
 	}
-	cm, err := s.resolveRev(c, r, revision(c))
+	cm, err := h.resolveRev(c, r, revision(c))
 	if err != nil {
 		return err
 	}
-	if err := s.store.CreateTag(c.Request().Context(), r, req.Tag, cm); err != nil {
+	if err := h.store.CreateTag(c.Request().Context(), r, req.Tag, cm); err != nil {
 		if errors.Is(err, store.ErrRefExists) {
 			msg := "tag " + req.Tag + " already exists"
 			c.Response().Header().Set("X-Error-Message", msg)
@@ -104,8 +104,8 @@ func (s *Server) createTag(c echo.Context) error {
 }
 
 // deleteTag: DELETE /api/{types}/{ns}/{name}/tag/{tag}.
-func (s *Server) deleteTag(c echo.Context) error {
-	r, err := s.apiRepo(c)
+func (h *Hub) deleteTag(c echo.Context) error {
+	r, err := h.apiRepo(c)
 	if err != nil {
 		return err
 	}
@@ -113,23 +113,23 @@ func (s *Server) deleteTag(c echo.Context) error {
 	if err := store.ValidRefName(tag); err != nil {
 		return err
 	}
-	if err := s.store.DeleteRef(c.Request().Context(), r, store.TagRef(tag)); err != nil {
+	if err := h.store.DeleteRef(c.Request().Context(), r, store.TagRef(tag)); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return hubNotFound("RevisionNotFound", "tag %s not found in %s", tag, r)
 		}
 		return err
 	}
-	s.gc.poke()
+	h.cfg.Released()
 	return c.NoContent(http.StatusOK)
 }
 
 // listRefs: GET /api/{types}/{ns}/{name}/refs.
-func (s *Server) listRefs(c echo.Context) error {
-	r, err := s.apiRepo(c)
+func (h *Hub) listRefs(c echo.Context) error {
+	r, err := h.apiRepo(c)
 	if err != nil {
 		return err
 	}
-	refs, err := s.store.Refs(c.Request().Context(), r)
+	refs, err := h.store.Refs(c.Request().Context(), r)
 	if err != nil {
 		return err
 	}

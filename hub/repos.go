@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"bufio"
@@ -23,6 +23,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/limits"
+	"openxet/refusal"
 	"openxet/store"
 )
 
@@ -44,10 +45,10 @@ const (
 
 	// maxHubJSONBytes caps the JSON body of preupload and LFS batch.
 	maxHubJSONBytes = 16 << 20
-	// maxHubJSONEntries caps the files of one preupload and the objects of
+	// MaxJSONEntries caps the files of one preupload and the objects of
 	// one LFS batch (huggingface_hub sends 256 at most, @huggingface/hub
 	// and git-lfs 100).
-	maxHubJSONEntries = 1000
+	MaxJSONEntries = 1000
 	// hubJSONBytesPerEntry bounds what one file or object holds once
 	// decoded and answered, beyond its own text.
 	hubJSONBytesPerEntry = 512
@@ -69,12 +70,12 @@ func repoURLPrefix(typ string) string {
 // hubNotFound is a 404 with the X-Error-Code the Python client maps
 // (RepoNotFound, RevisionNotFound, EntryNotFound).
 func hubNotFound(code, format string, args ...any) error {
-	return &apiError{Status: 404, Code: "not_found", Message: fmt.Sprintf(format, args...),
+	return &refusal.Error{Status: 404, Code: "not_found", Message: fmt.Sprintf(format, args...),
 		Hint: "check the repo id, revision and path", Headers: map[string]string{"X-Error-Code": code}}
 }
 
-func (s *Server) hubRoutes(e *echo.Echo) {
-	read, write := s.guard("read"), s.guard("write")
+func (h *Hub) repoRoutes(e *echo.Echo) {
+	read, write := h.cfg.Guard("read"), h.cfg.Guard("write")
 	e.GET("/api/agent-harnesses", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]any{"standardEnvVars": []string{}, "harnesses": map[string]any{}})
 	})
@@ -82,24 +83,24 @@ func (s *Server) hubRoutes(e *echo.Echo) {
 		io.Copy(io.Discard, io.LimitReader(c.Request().Body, 1<<20))
 		return c.JSON(http.StatusOK, map[string]any{"errors": []any{}, "warnings": []any{}})
 	}, read)
-	e.POST("/api/repos/create", s.createRepo, write)
-	e.DELETE("/api/repos/delete", s.deleteRepo, write)
+	e.POST("/api/repos/create", h.createRepo, write)
+	e.DELETE("/api/repos/delete", h.deleteRepo, write)
 
 	api := "/api/:types/:ns/:name"
-	e.GET(api, s.repoInfo, read)
-	e.GET(api+"/revision/:rev", s.repoInfo, read)
-	e.POST(api+"/branch/:rev", s.createBranch, write)
-	e.GET(api+"/tree/:rev", s.tree, read)
-	e.GET(api+"/tree/:rev/*", s.tree, read)
-	e.POST(api+"/preupload/:rev", s.preupload, write)
-	e.POST(api+"/commit/:rev", s.commit, write)
-	e.GET(api+"/xet-read-token/:rev", s.xetToken(store.ScopeRead), read)
-	e.GET(api+"/xet-write-token/:rev", s.xetToken(store.ScopeWrite), write)
+	e.GET(api, h.repoInfo, read)
+	e.GET(api+"/revision/:rev", h.repoInfo, read)
+	e.POST(api+"/branch/:rev", h.createBranch, write)
+	e.GET(api+"/tree/:rev", h.tree, read)
+	e.GET(api+"/tree/:rev/*", h.tree, read)
+	e.POST(api+"/preupload/:rev", h.preupload, write)
+	e.POST(api+"/commit/:rev", h.commit, write)
+	e.GET(api+"/xet-read-token/:rev", h.xetToken(store.ScopeRead), read)
+	e.GET(api+"/xet-write-token/:rev", h.xetToken(store.ScopeWrite), write)
 
 	for _, p := range []string{"", "/datasets", "/spaces"} {
-		e.GET(p+"/:ns/:name/resolve/:rev/*", s.resolve, read)
-		e.HEAD(p+"/:ns/:name/resolve/:rev/*", s.resolve, read)
-		e.POST(p+"/:ns/:repo/info/lfs/objects/batch", s.lfsBatch, write)
+		e.GET(p+"/:ns/:name/resolve/:rev/*", h.resolve, read)
+		e.HEAD(p+"/:ns/:name/resolve/:rev/*", h.resolve, read)
+		e.POST(p+"/:ns/:repo/info/lfs/objects/batch", h.lfsBatch, write)
 	}
 }
 
@@ -122,13 +123,13 @@ func revision(c echo.Context) string {
 
 // repoID reads the repo of a request and checks that the caller may see it.
 // A repo of another tenant is reported as not found.
-func (s *Server) repoID(c echo.Context, typ string) (store.RepoID, error) {
-	id := identityOf(c)
+func (h *Hub) repoID(c echo.Context, typ string) (store.RepoID, error) {
+	id := h.cfg.Principal(c)
 	r := store.RepoID{Tenant: unescape(c.Param("ns")), Type: typ, Name: unescape(c.Param("name"))}
 	if r.Tenant != id.Tenant {
 		return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
 	}
-	if _, err := s.store.Repo(c.Request().Context(), r); err != nil {
+	if _, err := h.store.Repo(c.Request().Context(), r); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
 		}
@@ -138,29 +139,29 @@ func (s *Server) repoID(c echo.Context, typ string) (store.RepoID, error) {
 }
 
 // apiRepo reads the repo of an /api/{types}/{ns}/{name}/… route.
-func (s *Server) apiRepo(c echo.Context) (store.RepoID, error) {
+func (h *Hub) apiRepo(c echo.Context) (store.RepoID, error) {
 	typ, ok := repoTypePlural[c.Param("types")]
 	if !ok {
-		return store.RepoID{}, refuse(errNotFound, "unknown repo type %q (models, datasets or spaces)", c.Param("types"))
+		return store.RepoID{}, refusal.Wrap(refusal.ErrNotFound, "unknown repo type %q (models, datasets or spaces)", c.Param("types"))
 	}
-	return s.repoID(c, typ)
+	return h.repoID(c, typ)
 }
 
 // resolveRev resolves a revision of a repo.
-func (s *Server) resolveRev(c echo.Context, r store.RepoID, rev string) (store.Commit, error) {
-	cm, err := s.store.Resolve(c.Request().Context(), r, rev)
+func (h *Hub) resolveRev(c echo.Context, r store.RepoID, rev string) (store.Commit, error) {
+	cm, err := h.store.Resolve(c.Request().Context(), r, rev)
 	if errors.Is(err, store.ErrNotFound) {
 		return cm, hubNotFound("RevisionNotFound", "revision %s not found in %s", rev, r)
 	}
 	return cm, err
 }
 
-func (s *Server) repoURL(c echo.Context, r store.RepoID) string {
-	return s.base(c) + "/" + repoURLPrefix(r.Type) + r.Tenant + "/" + r.Name
+func (h *Hub) repoURL(c echo.Context, r store.RepoID) string {
+	return h.cfg.BaseURL(c) + "/" + repoURLPrefix(r.Type) + r.Tenant + "/" + r.Name
 }
 
-func (s *Server) createRepo(c echo.Context) error {
-	id := identityOf(c)
+func (h *Hub) createRepo(c echo.Context) error {
+	id := h.cfg.Principal(c)
 	var req struct {
 		Name         string  `json:"name"`
 		Organization *string `json:"organization"`
@@ -169,7 +170,7 @@ func (s *Server) createRepo(c echo.Context) error {
 		Private      *bool   `json:"private"`
 	}
 	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req); err != nil {
-		return refuse(errBadRequest, "the body is not a repo creation request: %v", err)
+		return badRequest("the body is not a repo creation request: %v", err)
 	}
 	ns := id.Tenant
 	if req.Organization != nil && *req.Organization != "" {
@@ -179,7 +180,7 @@ func (s *Server) createRepo(c echo.Context) error {
 		ns, req.Name = before, after
 	}
 	if ns != id.Tenant {
-		return &apiError{Status: 403, Code: "forbidden", Message: fmt.Sprintf("a credential of tenant %s cannot create repos in namespace %s", id.Tenant, ns),
+		return &refusal.Error{Status: 403, Code: "forbidden", Message: fmt.Sprintf("a credential of tenant %s cannot create repos in namespace %s", id.Tenant, ns),
 			Hint: "a namespace is a tenant; use a credential of tenant " + ns}
 	}
 	typ := req.Type
@@ -187,31 +188,31 @@ func (s *Server) createRepo(c echo.Context) error {
 		typ = "model"
 	}
 	if _, ok := repoTypePlural[typ+"s"]; !ok {
-		return refuse(errBadRequest, "unknown repo type %q (model, dataset or space)", typ)
+		return badRequest("unknown repo type %q (model, dataset or space)", typ)
 	}
 	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
 	private := req.Visibility == "private" || (req.Private != nil && *req.Private)
-	body := map[string]any{"url": s.repoURL(c, r), "id": r.String(), "name": r.String()}
-	if _, err := s.store.CreateRepo(c.Request().Context(), r, private); err != nil {
+	body := map[string]any{"url": h.repoURL(c, r), "id": r.String(), "name": r.String()}
+	if _, err := h.store.CreateRepo(c.Request().Context(), r, private); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
 			// huggingface_hub's create_repo(exist_ok=True) reads the url of
 			// the 409 answer.
-			return &apiError{Status: http.StatusConflict, Code: "conflict", Message: "You already created this " + typ + " repo", Fields: body, cause: err}
+			return &refusal.Error{Status: http.StatusConflict, Code: "conflict", Message: "You already created this " + typ + " repo", Fields: body, Cause: err}
 		}
 		return err
 	}
 	return c.JSON(http.StatusOK, body)
 }
 
-func (s *Server) deleteRepo(c echo.Context) error {
-	id := identityOf(c)
+func (h *Hub) deleteRepo(c echo.Context) error {
+	id := h.cfg.Principal(c)
 	var req struct {
 		Name         string  `json:"name"`
 		Organization *string `json:"organization"`
 		Type         string  `json:"type"`
 	}
 	if err := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req); err != nil {
-		return refuse(errBadRequest, "the body is not a repo deletion request: %v", err)
+		return badRequest("the body is not a repo deletion request: %v", err)
 	}
 	ns := id.Tenant
 	if req.Organization != nil && *req.Organization != "" {
@@ -225,7 +226,7 @@ func (s *Server) deleteRepo(c echo.Context) error {
 	if ns != id.Tenant {
 		return hubNotFound("RepoNotFound", "repository %s not found", r)
 	}
-	if err := s.store.DeleteRepo(c.Request().Context(), r); err != nil {
+	if err := h.store.DeleteRepo(c.Request().Context(), r); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return hubNotFound("RepoNotFound", "repository %s not found", r)
 		}
@@ -249,8 +250,8 @@ func gitBlobOID(content []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-func (s *Server) repoInfo(c echo.Context) error {
-	r, err := s.apiRepo(c)
+func (h *Hub) repoInfo(c echo.Context) error {
+	r, err := h.apiRepo(c)
 	if err != nil {
 		return err
 	}
@@ -258,11 +259,11 @@ func (s *Server) repoInfo(c echo.Context) error {
 	if c.Param("rev") != "" {
 		rev = revision(c)
 	}
-	cm, err := s.resolveRev(c, r, rev)
+	cm, err := h.resolveRev(c, r, rev)
 	if err != nil {
 		return err
 	}
-	repo, err := s.store.Repo(c.Request().Context(), r)
+	repo, err := h.store.Repo(c.Request().Context(), r)
 	if err != nil {
 		return err
 	}
@@ -282,8 +283,8 @@ func (s *Server) repoInfo(c echo.Context) error {
 	})
 }
 
-func (s *Server) createBranch(c echo.Context) error {
-	r, err := s.apiRepo(c)
+func (h *Hub) createBranch(c echo.Context) error {
+	r, err := h.apiRepo(c)
 	if err != nil {
 		return err
 	}
@@ -293,20 +294,20 @@ func (s *Server) createBranch(c echo.Context) error {
 	json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req)
 	branch := revision(c)
 	ctx := c.Request().Context()
-	if ok, err := s.store.HasRef(ctx, r, branch); err != nil {
+	if ok, err := h.store.HasRef(ctx, r, branch); err != nil {
 		return err
 	} else if ok {
-		return &apiError{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf("branch %s already exists in %s", branch, r)}
+		return &refusal.Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf("branch %s already exists in %s", branch, r)}
 	}
 	from := req.StartingPoint
 	if from == "" {
 		from = "main"
 	}
-	cm, err := s.resolveRev(c, r, from)
+	cm, err := h.resolveRev(c, r, from)
 	if err != nil {
 		return err
 	}
-	if err := s.store.CreateRef(ctx, r, branch, cm); err != nil {
+	if err := h.store.CreateRef(ctx, r, branch, cm); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)
@@ -353,12 +354,12 @@ func treeItems(cm store.Commit, dir string, recursive bool) []map[string]any {
 	return items
 }
 
-func (s *Server) tree(c echo.Context) error {
-	r, err := s.apiRepo(c)
+func (h *Hub) tree(c echo.Context) error {
+	r, err := h.apiRepo(c)
 	if err != nil {
 		return err
 	}
-	cm, err := s.resolveRev(c, r, revision(c))
+	cm, err := h.resolveRev(c, r, revision(c))
 	if err != nil {
 		return err
 	}
@@ -371,7 +372,7 @@ func (s *Server) tree(c echo.Context) error {
 	if cur := c.QueryParam("cursor"); cur != "" {
 		n, err := strconv.Atoi(cur)
 		if err != nil || n < 0 || n > len(items) {
-			return refuse(errBadRequest, "bad cursor %q", cur)
+			return badRequest("bad cursor %q", cur)
 		}
 		start = n
 	}
@@ -379,7 +380,7 @@ func (s *Server) tree(c echo.Context) error {
 	if end < len(items) {
 		q := c.QueryParams()
 		q.Set("cursor", strconv.Itoa(end))
-		next := s.base(c) + c.Request().URL.EscapedPath() + "?" + q.Encode()
+		next := h.cfg.BaseURL(c) + c.Request().URL.EscapedPath() + "?" + q.Encode()
 		c.Response().Header().Set("Link", "<"+next+`>; rel="next"`)
 	}
 	return c.JSON(http.StatusOK, items[start:end])
@@ -391,20 +392,20 @@ func (s *Server) tree(c echo.Context) error {
 // buffer, the decoded strings, the answer), or four times the cap for a body
 // without one, plus a bound for the entries' own structures. A body over
 // maxHubJSONBytes is refused 413 unread.
-func (s *Server) hubJSONBody(c echo.Context) (io.Reader, func(), error) {
+func (h *Hub) hubJSONBody(c echo.Context) (io.Reader, func(), error) {
 	n := c.Request().ContentLength
 	if n > maxHubJSONBytes {
-		return nil, nil, &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the body of %d bytes is over the %d-byte limit", n, maxHubJSONBytes),
-			Hint: fmt.Sprintf("send at most %d files per request", maxHubJSONEntries)}
+		return nil, nil, &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the body of %d bytes is over the %d-byte limit", n, maxHubJSONBytes),
+			Hint: fmt.Sprintf("send at most %d files per request", MaxJSONEntries)}
 	}
 	if n < 0 {
 		n = maxHubJSONBytes
 	}
-	res, err := s.budget.Reserve(c.Request().Context(), budgetKey(identityOf(c)), 4*n+maxHubJSONEntries*hubJSONBytesPerEntry)
+	release, err := h.cfg.Reserve(c, 4*n+MaxJSONEntries*hubJSONBytesPerEntry)
 	if err != nil {
 		return nil, nil, err
 	}
-	return io.LimitReader(c.Request().Body, n), res.Release, nil
+	return io.LimitReader(c.Request().Body, n), release, nil
 }
 
 // decodeJSONObject reads one JSON object (or null) from dec, member by
@@ -433,7 +434,7 @@ func decodeJSONObject(dec *json.Decoder, member func(key string) error) error {
 }
 
 // decodeJSONArray reads a JSON array (or null) from dec, element by element,
-// each decoded by elem; more than maxHubJSONEntries elements are refused 413
+// each decoded by elem; more than MaxJSONEntries elements are refused 413
 // before the next one is decoded.
 func decodeJSONArray(dec *json.Decoder, what string, elem func() error) error {
 	if tok, err := dec.Token(); err != nil {
@@ -444,9 +445,9 @@ func decodeJSONArray(dec *json.Decoder, what string, elem func() error) error {
 		return fmt.Errorf("%s: want an array", what)
 	}
 	for n := 0; dec.More(); n++ {
-		if n == maxHubJSONEntries {
-			return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("more than %d %s in one request", maxHubJSONEntries, what),
-				Hint: fmt.Sprintf("send at most %d %s per request", maxHubJSONEntries, what)}
+		if n == MaxJSONEntries {
+			return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("more than %d %s in one request", MaxJSONEntries, what),
+				Hint: fmt.Sprintf("send at most %d %s per request", MaxJSONEntries, what)}
 		}
 		if err := elem(); err != nil {
 			return err
@@ -464,11 +465,11 @@ func skipJSON(dec *json.Decoder) error {
 
 // storedContent reports whether tenant already registered a file whose
 // SHA-256 is sha (hex, any case; "" is unknown).
-func (s *Server) storedContent(ctx context.Context, tenant, sha string) (bool, error) {
+func (h *Hub) storedContent(ctx context.Context, tenant, sha string) (bool, error) {
 	if sha == "" {
 		return false, nil
 	}
-	_, err := s.store.FileBySHA256(ctx, tenant, strings.ToLower(sha))
+	_, err := h.store.FileBySHA256(ctx, tenant, strings.ToLower(sha))
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
@@ -477,15 +478,15 @@ func (s *Server) storedContent(ctx context.Context, tenant, sha string) (bool, e
 
 // quotaForNew refuses, before any byte is sent, an upload of newBytes more
 // bytes that cannot fit the tenant's quota.
-func (s *Server) quotaForNew(c echo.Context, tenant string, newBytes int64) error {
+func (h *Hub) quotaForNew(c echo.Context, tenant string, newBytes int64) error {
 	if newBytes == 0 {
 		return nil
 	}
-	lim, err := s.limitsFor(c, tenant)
+	lim, err := h.cfg.TenantLimits(c, tenant)
 	if err != nil || lim.QuotaBytes < 0 {
 		return err
 	}
-	usage, err := s.store.Usage(c.Request().Context(), tenant)
+	usage, err := h.store.Usage(c.Request().Context(), tenant)
 	if err != nil {
 		return err
 	}
@@ -495,12 +496,12 @@ func (s *Server) quotaForNew(c echo.Context, tenant string, newBytes int64) erro
 	return nil
 }
 
-func (s *Server) preupload(c echo.Context) error {
-	r, err := s.apiRepo(c)
+func (h *Hub) preupload(c echo.Context) error {
+	r, err := h.apiRepo(c)
 	if err != nil {
 		return err
 	}
-	body, release, err := s.hubJSONBody(c)
+	body, release, err := h.hubJSONBody(c)
 	if err != nil {
 		return err
 	}
@@ -527,13 +528,13 @@ func (s *Server) preupload(c echo.Context) error {
 		})
 	})
 	if err != nil {
-		var ae *apiError
+		var ae *refusal.Error
 		if errors.As(err, &ae) {
 			return err
 		}
-		return refuse(errBadRequest, "the body is not a preupload request: %v", err)
+		return badRequest("the body is not a preupload request: %v", err)
 	}
-	cm, err := s.resolveRev(c, r, revision(c))
+	cm, err := h.resolveRev(c, r, revision(c))
 	if err != nil {
 		return err
 	}
@@ -566,7 +567,7 @@ func (s *Server) preupload(c echo.Context) error {
 		if sha != "" && counted[sha] {
 			continue
 		}
-		stored, err := s.storedContent(ctx, r.Tenant, sha)
+		stored, err := h.storedContent(ctx, r.Tenant, sha)
 		if err != nil {
 			return err
 		}
@@ -577,7 +578,7 @@ func (s *Server) preupload(c echo.Context) error {
 			newBytes += f.Size
 		}
 	}
-	if err := s.quotaForNew(c, r.Tenant, newBytes); err != nil {
+	if err := h.quotaForNew(c, r.Tenant, newBytes); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"files": out})
@@ -585,31 +586,26 @@ func (s *Server) preupload(c echo.Context) error {
 
 // xetToken hands out a CAS token for a repo: JSON for hf_xet and the JS
 // client, X-Xet-* headers for huggingface_hub.
-func (s *Server) xetToken(scope string) echo.HandlerFunc {
+func (h *Hub) xetToken(scope string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		r, err := s.apiRepo(c)
+		r, err := h.apiRepo(c)
 		if err != nil {
 			return err
 		}
-		id := identityOf(c)
-		if id.viaCASToken {
+		id := h.cfg.Principal(c)
+		if id.ViaCASToken {
 			// A CAS token must not mint its successor: a leaked one would
 			// then live until its credential is revoked.
-			return refuse(errForbidden, "CAS tokens are handed out for credentials only; send the hf_oxt_ credential")
+			return refusal.Wrap(refusal.ErrForbidden, "CAS tokens are handed out for credentials only; send the hf_oxt_ credential")
 		}
-		tok, exp := s.casTokenFor(id, scope)
-		h := c.Response().Header()
-		h.Set("X-Xet-Cas-Url", s.base(c))
-		h.Set("X-Xet-Access-Token", tok)
-		h.Set("X-Xet-Token-Expiration", strconv.FormatInt(exp, 10))
+		tok, exp := h.cfg.CASToken(id, scope)
+		hdr := c.Response().Header()
+		hdr.Set("X-Xet-Cas-Url", h.cfg.BaseURL(c))
+		hdr.Set("X-Xet-Access-Token", tok)
+		hdr.Set("X-Xet-Token-Expiration", strconv.FormatInt(exp, 10))
 		_ = r // the token is the tenant's; the repo only had to be visible
-		return c.JSON(http.StatusOK, map[string]any{"casUrl": s.base(c), "accessToken": tok, "exp": exp})
+		return c.JSON(http.StatusOK, map[string]any{"casUrl": h.cfg.BaseURL(c), "accessToken": tok, "exp": exp})
 	}
-}
-
-func (s *Server) casTokenFor(id *identity, scope string) (string, int64) {
-	exp := s.now().Add(s.cfg.TokenTTL).Unix()
-	return s.signer.casToken(casClaims{CredentialID: id.CredentialID, Tenant: id.Tenant, Scopes: []string{scope}, Expiry: exp}), exp
 }
 
 type commitOp struct {
@@ -639,29 +635,28 @@ func validRepoPath(p string) bool {
 	return true
 }
 
-func (s *Server) commit(c echo.Context) error {
-	r, err := s.apiRepo(c)
+func (h *Hub) commit(c echo.Context) error {
+	r, err := h.apiRepo(c)
 	if err != nil {
 		return err
 	}
 	if c.QueryParam("create_pr") == "1" || c.QueryParam("create_pr") == "true" {
-		return refuse(errBadRequest, "openxet does not support pull requests; commit to a branch instead")
+		return badRequest("openxet does not support pull requests; commit to a branch instead")
 	}
-	id := identityOf(c)
 	ctx := c.Request().Context()
 	if c.Request().ContentLength > maxCommitBytes {
-		return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body of %d bytes is over the %d-byte limit", c.Request().ContentLength, maxCommitBytes),
+		return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body of %d bytes is over the %d-byte limit", c.Request().ContentLength, maxCommitBytes),
 			Hint: "commit fewer or smaller regular files; large files go through Xet"}
 	}
 	reserve := c.Request().ContentLength
 	if reserve < 0 {
 		reserve = maxCommitBytes
 	}
-	res, err := s.budget.Reserve(ctx, budgetKey(id), reserve)
+	release, err := h.cfg.Reserve(c, reserve)
 	if err != nil {
 		return err
 	}
-	defer res.Release()
+	defer release()
 
 	var header commitOp
 	var ops []commitOp
@@ -675,7 +670,7 @@ func (s *Server) commit(c echo.Context) error {
 		}
 		var op commitOp
 		if err := json.Unmarshal([]byte(line), &op); err != nil {
-			return refuse(errBadRequest, "commit line %d is not JSON: %v", len(ops)+2, err)
+			return badRequest("commit line %d is not JSON: %v", len(ops)+2, err)
 		}
 		if op.Key == "header" {
 			header = op
@@ -684,14 +679,14 @@ func (s *Server) commit(c echo.Context) error {
 		ops = append(ops, op)
 	}
 	if body.n > maxCommitBytes {
-		return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body is over the %d-byte limit", maxCommitBytes),
+		return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body is over the %d-byte limit", maxCommitBytes),
 			Hint: "commit fewer or smaller regular files; large files go through Xet"}
 	}
 	if err := sc.Err(); err != nil {
-		return refuse(errBadRequest, "reading the commit: %v", err)
+		return badRequest("reading the commit: %v", err)
 	}
 	ref := revision(c)
-	if ok, err := s.store.HasRef(ctx, r, ref); err != nil {
+	if ok, err := h.store.HasRef(ctx, r, ref); err != nil {
 		return err
 	} else if !ok {
 		return hubNotFound("RevisionNotFound", "branch %s not found in %s", ref, r)
@@ -709,45 +704,45 @@ func (s *Server) commit(c echo.Context) error {
 		switch op.Key {
 		case "file":
 			if !validRepoPath(p) {
-				return refuse(errBadRequest, "invalid path %q", op.Value.Path)
+				return badRequest("invalid path %q", op.Value.Path)
 			}
 			if op.Value.Encoding != "" && op.Value.Encoding != "base64" {
-				return refuse(errBadRequest, "file %s: unknown encoding %q", p, op.Value.Encoding)
+				return badRequest("file %s: unknown encoding %q", p, op.Value.Encoding)
 			}
 			data, err := base64.StdEncoding.DecodeString(op.Value.Content)
 			if err != nil {
-				return refuse(errBadRequest, "file %s: content is not base64", p)
+				return badRequest("file %s: content is not base64", p)
 			}
 			if len(data) > maxRegularFileBytes {
-				return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("file %s of %d bytes is over the %d bytes a regular file may have", p, len(data), maxRegularFileBytes),
+				return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("file %s of %d bytes is over the %d bytes a regular file may have", p, len(data), maxRegularFileBytes),
 					Hint: "upload large files through Xet (preupload answers lfs for files over 64KiB)"}
 			}
 			sum := sha256.Sum256(data)
 			sha := hex.EncodeToString(sum[:])
-			if err := s.store.PutBlob(ctx, sha, data); err != nil {
+			if err := h.store.PutBlob(ctx, sha, data); err != nil {
 				return err
 			}
 			changes = append(changes, change{entry: store.TreeEntry{Path: p, SizeBytes: int64(len(data)), SHA256: sha, GitOID: gitBlobOID(data)}})
 		case "lfsFile":
 			if !validRepoPath(p) {
-				return refuse(errBadRequest, "invalid path %q", op.Value.Path)
+				return badRequest("invalid path %q", op.Value.Path)
 			}
 			if op.Value.Algo != "" && op.Value.Algo != "sha256" {
-				return refuse(errBadRequest, "lfsFile %s: unknown algo %q", p, op.Value.Algo)
+				return badRequest("lfsFile %s: unknown algo %q", p, op.Value.Algo)
 			}
 			oid := op.Value.OID
 			if err := checkSHA256(oid); err != nil {
-				return refuse(errBadRequest, "lfsFile %s: oid %v", p, err)
+				return badRequest("lfsFile %s: oid %v", p, err)
 			}
-			f, err := s.store.FileBySHA256(ctx, r.Tenant, oid)
+			f, err := h.store.FileBySHA256(ctx, r.Tenant, oid)
 			if errors.Is(err, store.ErrNotFound) {
-				return refuse(errBadRequest, "lfsFile %s: no file with sha256 %s was uploaded by tenant %s; upload it through Xet first", p, oid, r.Tenant)
+				return badRequest("lfsFile %s: no file with sha256 %s was uploaded by tenant %s; upload it through Xet first", p, oid, r.Tenant)
 			}
 			if err != nil {
 				return err
 			}
 			if op.Value.Size != nil && *op.Value.Size != int64(f.SizeBytes) {
-				return refuse(errBadRequest, "lfsFile %s: size %d, the uploaded file has %d bytes", p, *op.Value.Size, f.SizeBytes)
+				return badRequest("lfsFile %s: size %d, the uploaded file has %d bytes", p, *op.Value.Size, f.SizeBytes)
 			}
 			size := int64(f.SizeBytes)
 			changes = append(changes, change{entry: store.TreeEntry{Path: p, SizeBytes: size, XetHash: f.Hash.String(), SHA256: oid,
@@ -757,7 +752,7 @@ func (s *Server) commit(c echo.Context) error {
 		case "deletedFolder":
 			changes = append(changes, change{del: true, folder: true, pathName: strings.TrimSuffix(p, "/")})
 		default:
-			return refuse(errBadRequest, "unknown commit operation %q", op.Key)
+			return badRequest("unknown commit operation %q", op.Key)
 		}
 	}
 	summary := header.Value.Summary
@@ -765,12 +760,12 @@ func (s *Server) commit(c echo.Context) error {
 		summary = "Commit with huggingface_hub"
 	}
 	for attempt := 0; ; attempt++ {
-		head, err := s.resolveRev(c, r, ref)
+		head, err := h.resolveRev(c, r, ref)
 		if err != nil {
 			return err
 		}
 		if p := header.Value.ParentCommit; p != "" && p != head.SHA {
-			return &apiError{Status: 412, Code: "bad_request", Message: fmt.Sprintf("parent commit %s is not the head of %s (%s)", p, ref, head.SHA), Hint: "pull the new head and commit again"}
+			return &refusal.Error{Status: 412, Code: "bad_request", Message: fmt.Sprintf("parent commit %s is not the head of %s (%s)", p, ref, head.SHA), Hint: "pull the new head and commit again"}
 		}
 		files := map[string]store.TreeEntry{}
 		for _, e := range head.Tree {
@@ -794,21 +789,21 @@ func (s *Server) commit(c echo.Context) error {
 		for _, e := range files {
 			tree = append(tree, e)
 		}
-		cm, err := s.store.Commit(ctx, r, ref, head.SHA, summary, header.Value.Description, tree)
+		cm, err := h.store.Commit(ctx, r, ref, head.SHA, summary, header.Value.Description, tree)
 		if errors.Is(err, store.ErrRefMoved) && attempt < 5 && header.Value.ParentCommit == "" {
 			continue
 		}
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, map[string]any{"commitUrl": s.repoURL(c, r) + "/commit/" + cm.SHA, "commitOid": cm.SHA, "success": true})
+		return c.JSON(http.StatusOK, map[string]any{"commitUrl": h.repoURL(c, r) + "/commit/" + cm.SHA, "commitOid": cm.SHA, "success": true})
 	}
 }
 
 // resolve serves a file of a repo: metadata headers for HEAD, the bytes for
 // GET (xet files reconstructed on the server), or the xet file info for the
 // JS client.
-func (s *Server) resolve(c echo.Context) error {
+func (h *Hub) resolve(c echo.Context) error {
 	typ := "model"
 	p := c.Request().URL.Path
 	if strings.HasPrefix(p, "/datasets/") {
@@ -816,33 +811,33 @@ func (s *Server) resolve(c echo.Context) error {
 	} else if strings.HasPrefix(p, "/spaces/") {
 		typ = "space"
 	}
-	r, err := s.repoID(c, typ)
+	r, err := h.repoID(c, typ)
 	if err != nil {
 		return err
 	}
-	cm, err := s.resolveRev(c, r, revision(c))
+	cm, err := h.resolveRev(c, r, revision(c))
 	if err != nil {
 		return err
 	}
-	h := c.Response().Header()
-	h.Set("X-Repo-Commit", cm.SHA)
+	hdr := c.Response().Header()
+	hdr.Set("X-Repo-Commit", cm.SHA)
 	filePath := unescape(c.Param("*"))
 	e, ok := cm.Entry(filePath)
 	if !ok {
 		return hubNotFound("EntryNotFound", "file %s not found in %s at %s", filePath, r, cm.SHA)
 	}
-	h.Set("Accept-Ranges", "bytes")
+	hdr.Set("Accept-Ranges", "bytes")
 	if e.SizeBytes == 0 && c.Request().Header.Get("Range") != "" {
 		// An empty file has no byte to send for a Range: the answer is 200
 		// with Content-Length: 0 (net/http's ServeContent ignores the Range
 		// too), and it says the size the way a ranged answer does, because
 		// @huggingface/hub's fileDownloadInfo reads a file's size from
 		// Content-Range (after the "/") and fails without it.
-		h.Set("Content-Range", "bytes */0")
+		hdr.Set("Content-Range", "bytes */0")
 	}
 	if e.XetHash == "" {
-		h.Set("ETag", `"`+e.GitOID+`"`)
-		blob, err := s.store.OpenBlob(c.Request().Context(), e.SHA256)
+		hdr.Set("ETag", `"`+e.GitOID+`"`)
+		blob, err := h.store.OpenBlob(c.Request().Context(), e.SHA256)
 		if err != nil {
 			return err
 		}
@@ -850,21 +845,21 @@ func (s *Server) resolve(c echo.Context) error {
 		http.ServeContent(c.Response(), c.Request(), "", time.Time{}, blob)
 		return nil
 	}
-	base := s.base(c)
+	base := h.cfg.BaseURL(c)
 	etag := `"` + e.SHA256 + `"`
-	h.Set("ETag", etag)
-	h.Set("X-Linked-Etag", etag)
-	h.Set("X-Linked-Size", strconv.FormatInt(e.SizeBytes, 10))
-	h.Set("X-Xet-Hash", e.XetHash)
+	hdr.Set("ETag", etag)
+	hdr.Set("X-Linked-Etag", etag)
+	hdr.Set("X-Linked-Size", strconv.FormatInt(e.SizeBytes, 10))
+	hdr.Set("X-Xet-Hash", e.XetHash)
 	auth := base + "/api/" + r.Type + "s/" + r.Tenant + "/" + r.Name + "/xet-read-token/" + cm.SHA
 	recon := base + "/v1/reconstructions/" + e.XetHash
-	h.Set("Link", "<"+auth+`>; rel="xet-auth", <`+recon+`>; rel="xet-reconstruction-info"`)
-	h.Set("X-Xet-Refresh-Route", auth)
+	hdr.Set("Link", "<"+auth+`>; rel="xet-auth", <`+recon+`>; rel="xet-reconstruction-info"`)
+	hdr.Set("X-Xet-Refresh-Route", auth)
 	if strings.Contains(c.Request().Header.Get("Accept"), "application/vnd.xet-fileinfo+json") {
 		return c.Blob(http.StatusOK, "application/vnd.xet-fileinfo+json", mustJSON(map[string]any{
 			"hash": e.XetHash, "size": e.SizeBytes, "etag": e.SHA256, "refreshUrl": auth, "reconstructionUrl": recon}))
 	}
-	return s.serveXetFile(c, r.Tenant, e)
+	return h.cfg.ServeXetFile(c, r.Tenant, e)
 }
 
 func mustJSON(v any) []byte {
@@ -874,11 +869,11 @@ func mustJSON(v any) []byte {
 
 // lfsBatch answers the git-lfs batch API as the Hub does for Xet: objects
 // not uploaded yet get an upload action carrying a CAS token.
-func (s *Server) lfsBatch(c echo.Context) error {
+func (h *Hub) lfsBatch(c echo.Context) error {
 	repoParam := c.Param("repo")
 	name, ok := strings.CutSuffix(repoParam, ".git")
 	if !ok {
-		return refuse(errNotFound, "no such route")
+		return refusal.Wrap(refusal.ErrNotFound, "no such route")
 	}
 	typ := "model"
 	if strings.HasPrefix(c.Request().URL.Path, "/datasets/") {
@@ -888,11 +883,11 @@ func (s *Server) lfsBatch(c echo.Context) error {
 	}
 	c.SetParamNames("ns", "name")
 	c.SetParamValues(c.Param("ns"), name)
-	r, err := s.repoID(c, typ)
+	r, err := h.repoID(c, typ)
 	if err != nil {
 		return err
 	}
-	body, release, err := s.hubJSONBody(c)
+	body, release, err := h.hubJSONBody(c)
 	if err != nil {
 		return err
 	}
@@ -924,21 +919,21 @@ func (s *Server) lfsBatch(c echo.Context) error {
 		return skipJSON(dec)
 	})
 	if err != nil {
-		var ae *apiError
+		var ae *refusal.Error
 		if errors.As(err, &ae) {
 			return err
 		}
-		return refuse(errBadRequest, "the body is not an LFS batch request: %v", err)
+		return badRequest("the body is not an LFS batch request: %v", err)
 	}
 	if req.HashAlgo != "" && req.HashAlgo != "sha256" && req.HashAlgo != "sha_256" {
-		return refuse(errBadRequest, "unsupported hash_algo %q", req.HashAlgo)
+		return badRequest("unsupported hash_algo %q", req.HashAlgo)
 	}
 	if req.Operation != "upload" {
-		return refuse(errBadRequest, "only the upload operation is supported; download through Xet")
+		return badRequest("only the upload operation is supported; download through Xet")
 	}
-	id := identityOf(c)
-	tok, exp := s.casTokenFor(id, store.ScopeWrite)
-	href := s.base(c) + "/api/" + r.Type + "s/" + r.Tenant + "/" + r.Name + "/xet-write-token/main"
+	id := h.cfg.Principal(c)
+	tok, exp := h.cfg.CASToken(id, store.ScopeWrite)
+	href := h.cfg.BaseURL(c) + "/api/" + r.Type + "s/" + r.Tenant + "/" + r.Name + "/xet-write-token/main"
 	objects := make([]map[string]any, 0, len(req.Objects))
 	sessionID := randomID()
 	var newBytes int64
@@ -946,9 +941,9 @@ func (s *Server) lfsBatch(c echo.Context) error {
 	for _, o := range req.Objects {
 		obj := map[string]any{"oid": o.OID, "size": o.Size}
 		if err := checkSHA256(o.OID); err != nil {
-			return refuse(errBadRequest, "object oid %v", err)
+			return badRequest("object oid %v", err)
 		}
-		stored, err := s.storedContent(c.Request().Context(), r.Tenant, o.OID)
+		stored, err := h.storedContent(c.Request().Context(), r.Tenant, o.OID)
 		if err != nil {
 			return err
 		}
@@ -961,11 +956,11 @@ func (s *Server) lfsBatch(c echo.Context) error {
 			newBytes += o.Size
 		}
 		obj["actions"] = map[string]any{"upload": map[string]any{"href": href, "header": map[string]string{
-			"X-Xet-Cas-Url": s.base(c), "X-Xet-Access-Token": tok, "X-Xet-Token-Expiration": strconv.FormatInt(exp, 10),
+			"X-Xet-Cas-Url": h.cfg.BaseURL(c), "X-Xet-Access-Token": tok, "X-Xet-Token-Expiration": strconv.FormatInt(exp, 10),
 			"X-Xet-Session-Id": sessionID}}}
 		objects = append(objects, obj)
 	}
-	if err := s.quotaForNew(c, r.Tenant, newBytes); err != nil {
+	if err := h.quotaForNew(c, r.Tenant, newBytes); err != nil {
 		return err
 	}
 	return c.Blob(http.StatusOK, "application/vnd.git-lfs+json", mustJSON(map[string]any{"transfer": "xet", "objects": objects, "hash_algo": "sha256"}))

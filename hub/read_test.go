@@ -1,54 +1,20 @@
-package server
+package hub_test
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/url"
 	"reflect"
 	"strings"
 	"testing"
-
-	"openxet/xet"
 )
-
-// xetFileLine uploads a file through the CAS (xorb, then a shard that
-// records its sha256) and returns the commit line adding it at path.
-func (e *testEnv) xetFileLine(token, path string, seed uint64) (line string, content []byte) {
-	e.t.Helper()
-	chunks := randomChunks(seed, 2, 20_000)
-	body, info := xet.BuildXorb(chunks, false)
-	if r := e.postXorb(token, body, info.Hash); r.Status != 200 {
-		e.t.Fatalf("xorb: %d %s", r.Status, r.Body)
-	}
-	content = append(chunks[0], chunks[1]...)
-	sum := sha256.Sum256(content)
-	sha, err := xet.ParseHash(hex.EncodeToString(sum[:]))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	f, cas := fileOf(info)
-	f.Flags |= 0x40000000
-	f.SHA256 = &sha
-	if r := e.do("POST", "/v1/shards", token, (&xet.Shard{Files: []xet.FileInfo{f}, Xorbs: cas}).MarshalUpload()); r.Status != 200 {
-		e.t.Fatalf("shard: %d %s", r.Status, r.Body)
-	}
-	return fmt.Sprintf(`{"key":"lfsFile","value":{"path":%q,"algo":"sha256","oid":%q,"size":%d}}`, path, sha.String(), len(content)), content
-}
-
-func (e *testEnv) createRepoJSON(token, body string) {
-	e.t.Helper()
-	if r := e.do("POST", "/api/repos/create", token, []byte(body)); r.Status != 200 {
-		e.t.Fatalf("create %s: %d %s", body, r.Status, r.Body)
-	}
-}
 
 // TestWhoamiNamesTheTenantAndRole: /api/whoami-v2 answers what
 // huggingface_hub (name, orgs, auth.accessToken.role and displayName) and
 // @huggingface/hub read: the tenant, and the credential's scopes as a role.
 func TestWhoamiNamesTheTenantAndRole(t *testing.T) {
-	e := newTestEnv(t)
+	e := newEnv(t)
 	for _, c := range []struct {
 		tenant string
 		scopes []string
@@ -59,8 +25,8 @@ func TestWhoamiNamesTheTenantAndRole(t *testing.T) {
 		{"ops", []string{"admin"}, "admin"},
 		{"ops", []string{"admin", "write"}, "admin"},
 	} {
-		tok := e.credential(c.tenant, c.scopes...)
-		r := e.do("GET", "/api/whoami-v2", tok, nil)
+		tok := e.Credential(c.tenant, c.scopes...)
+		r := e.Do("GET", "/api/whoami-v2", tok, nil)
 		if r.Status != 200 {
 			t.Fatalf("%v: %d %s", c.scopes, r.Status, r.Body)
 		}
@@ -86,7 +52,7 @@ func TestWhoamiNamesTheTenantAndRole(t *testing.T) {
 			t.Errorf("%v: %s", c.scopes, r.Body)
 		}
 	}
-	hubRefusal(t, "no token", e.do("GET", "/api/whoami-v2", "", nil), 401, "unauthorized", "unauthorized",
+	hubRefusal(t, "no token", e.Do("GET", "/api/whoami-v2", "", nil), 401, "unauthorized", "unauthorized",
 		"missing Authorization: Bearer token. Send Authorization: Bearer <token> with a valid openxet credential or CAS token")
 }
 
@@ -94,22 +60,19 @@ func TestWhoamiNamesTheTenantAndRole(t *testing.T) {
 // list the caller's own repos (any author but its own gives an empty
 // list), filter by search, sort, and page with Link like the Hub.
 func TestRepoListingsShowOnlyTheTenantsRepos(t *testing.T) {
-	e := newTestEnv(t)
-	clk := e.setClock()
-	alice, bob := e.credential("alice", "read", "write"), e.credential("bob", "write")
+	e := newEnv(t)
+	alice, bob := e.Credential("alice", "read", "write"), e.Credential("bob", "write")
 	for i, name := range []string{"zeta", "alpha", "Mid-Model"} {
-		clk.Add(1e9)
 		e.createRepoJSON(alice, fmt.Sprintf(`{"name":%q,"private":%v}`, name, i == 1))
 	}
 	e.createRepoJSON(alice, `{"name":"set","type":"dataset"}`)
 	e.createRepoJSON(bob, `{"name":"bobs-model"}`)
-	clk.Add(1e9)
 	if r := e.commitLines(alice, "alice/alpha", regularFileLine("a.txt", []byte("a"))); r.Status != 200 {
 		t.Fatalf("commit: %d %s", r.Status, r.Body)
 	}
 	ids := func(path, token string) ([]string, string) {
 		t.Helper()
-		r := e.do("GET", path, token, nil)
+		r := e.Do("GET", path, token, nil)
 		if r.Status != 200 {
 			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
 		}
@@ -154,7 +117,7 @@ func TestRepoListingsShowOnlyTheTenantsRepos(t *testing.T) {
 	}
 	// Pages of 2: a Link to the next page, which keeps the query.
 	got, link := ids("/api/models?author=alice&limit=2", alice)
-	wantNext := "<" + e.http.URL + "/api/models?author=alice&cursor=2&limit=2>; rel=\"next\""
+	wantNext := "<" + e.URL + "/api/models?author=alice&cursor=2&limit=2>; rel=\"next\""
 	if !reflect.DeepEqual(got, []string{"alice/Mid-Model", "alice/alpha"}) || link != wantNext {
 		t.Fatalf("page 1: %v, Link %q; want Link %q", got, link, wantNext)
 	}
@@ -164,7 +127,7 @@ func TestRepoListingsShowOnlyTheTenantsRepos(t *testing.T) {
 		t.Fatalf("page 2: %v, Link %q", got, link)
 	}
 	// A private repo says so; the listing carries the head of main.
-	r := e.do("GET", "/api/models?search=alpha", alice, nil)
+	r := e.Do("GET", "/api/models?search=alpha", alice, nil)
 	var items []struct {
 		ID      string `json:"id"`
 		Private bool   `json:"private"`
@@ -181,9 +144,9 @@ func TestRepoListingsShowOnlyTheTenantsRepos(t *testing.T) {
 		{"/api/models?sort=size", `sort "size" is not one of id, lastModified, createdAt, downloads, likes, trendingScore`},
 		{"/api/models?direction=up", `direction "up" is not -1 or 1`},
 	} {
-		hubRefusal(t, c.path, e.do("GET", c.path, alice, nil), 400, "bad_request", "bad_request", c.text)
+		hubRefusal(t, c.path, e.Do("GET", c.path, alice, nil), 400, "bad_request", "bad_request", c.text)
 	}
-	hubRefusal(t, "no token", e.do("GET", "/api/models", "", nil), 401, "unauthorized", "unauthorized",
+	hubRefusal(t, "no token", e.Do("GET", "/api/models", "", nil), 401, "unauthorized", "unauthorized",
 		"missing Authorization: Bearer token. Send Authorization: Bearer <token> with a valid openxet credential or CAS token")
 }
 
@@ -192,19 +155,19 @@ func TestRepoListingsShowOnlyTheTenantsRepos(t *testing.T) {
 // is 404 EntryNotFound (so @huggingface/hub's fileExists says false), and
 // another tenant's repo is 404 RepoNotFound.
 func TestRawServesWhatGitStores(t *testing.T) {
-	e := newTestEnv(t)
-	alice, bob := e.credential("alice", "write"), e.credential("bob", "write")
+	e := newEnv(t)
+	alice, bob := e.Credential("alice", "write"), e.Credential("bob", "write")
 	e.createRepoJSON(alice, `{"name":"m"}`)
 	e.createRepoJSON(alice, `{"name":"d","type":"dataset"}`)
 	xetLine, content := e.xetFileLine(alice, "big.bin", 9)
 	if r := e.commitLines(alice, "alice/m", regularFileLine("dir/a.txt", []byte("hello raw\n")), regularFileLine("empty.txt", nil), xetLine); r.Status != 200 {
 		t.Fatalf("commit: %d %s", r.Status, r.Body)
 	}
-	if r := e.do("POST", "/api/datasets/alice/d/commit/main", alice, []byte(`{"key":"header","value":{"summary":"x"}}`+"\n"+regularFileLine("rows.csv", []byte("a,b\n"))+"\n")); r.Status != 200 {
+	if r := e.Do("POST", "/api/datasets/alice/d/commit/main", alice, []byte(`{"key":"header","value":{"summary":"x"}}`+"\n"+regularFileLine("rows.csv", []byte("a,b\n"))+"\n")); r.Status != 200 {
 		t.Fatalf("dataset commit: %d %s", r.Status, r.Body)
 	}
 	sum := sha256.Sum256(content)
-	pointer := lfsPointer(hex.EncodeToString(sum[:]), int64(len(content)))
+	pointer := fmt.Sprintf("version https://git-lfs.github.com/spec/v1\noid sha256:%x\nsize %d\n", sum, len(content)) // git-lfs's pointer format
 	head := mustHead(t, e, alice, "alice/m")
 	for _, c := range []struct {
 		path   string
@@ -219,7 +182,7 @@ func TestRawServesWhatGitStores(t *testing.T) {
 		{"/datasets/alice/d/raw/main/rows.csv", 200, "a,b\n"},
 	} {
 		for _, method := range []string{"GET", "HEAD"} {
-			r := e.do(method, c.path, alice, nil)
+			r := e.Do(method, c.path, alice, nil)
 			want := c.body
 			if method == "HEAD" {
 				want = ""
@@ -241,13 +204,13 @@ func TestRawServesWhatGitStores(t *testing.T) {
 		{"/alice/d/raw/main/rows.csv", alice, "RepoNotFound"}, // a dataset is not a model
 	} {
 		for _, method := range []string{"GET", "HEAD"} {
-			r := e.do(method, c.path, c.token, nil)
+			r := e.Do(method, c.path, c.token, nil)
 			if r.Status != 404 || r.Header.Get("X-Error-Code") != c.xcode {
 				t.Errorf("%s %s: %d X-Error-Code %q, want 404 %s", method, c.path, r.Status, r.Header.Get("X-Error-Code"), c.xcode)
 			}
 		}
 	}
-	if r := e.do("HEAD", "/alice/m/raw/main/dir/a.txt", "", nil); r.Status != 401 {
+	if r := e.Do("HEAD", "/alice/m/raw/main/dir/a.txt", "", nil); r.Status != 401 {
 		t.Errorf("no token: %d", r.Status)
 	}
 }

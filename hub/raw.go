@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"net/http"
@@ -13,12 +13,12 @@ import (
 // content of a regular file and the git-lfs pointer of a file stored
 // through Xet. @huggingface/hub's fileExists sends HEAD here (404 means
 // "no"); resolve is the route that serves a Xet file's bytes.
-func (s *Server) raw(c echo.Context) error {
-	r, err := s.repoID(c, repoTypeOfPath(c.Request().URL.Path))
+func (h *Hub) raw(c echo.Context) error {
+	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path))
 	if err != nil {
 		return err
 	}
-	cm, err := s.resolveRev(c, r, revision(c))
+	cm, err := h.resolveRev(c, r, revision(c))
 	if err != nil {
 		return err
 	}
@@ -27,16 +27,16 @@ func (s *Server) raw(c echo.Context) error {
 	if !ok {
 		return hubNotFound("EntryNotFound", "file %s not found in %s at %s", filePath, r, cm.SHA)
 	}
-	h := c.Response().Header()
-	h.Set("X-Repo-Commit", cm.SHA)
-	h.Set("ETag", `"`+e.GitOID+`"`)
+	hdr := c.Response().Header()
+	hdr.Set("X-Repo-Commit", cm.SHA)
+	hdr.Set("ETag", `"`+e.GitOID+`"`)
 	if e.XetHash != "" {
-		h.Set("X-Xet-Hash", e.XetHash)
-		h.Set("Content-Type", "text/plain; charset=utf-8")
+		hdr.Set("X-Xet-Hash", e.XetHash)
+		hdr.Set("Content-Type", "text/plain; charset=utf-8")
 		http.ServeContent(c.Response(), c.Request(), "", time.Time{}, strings.NewReader(lfsPointer(e.SHA256, e.SizeBytes)))
 		return nil
 	}
-	blob, err := s.store.OpenBlob(c.Request().Context(), e.SHA256)
+	blob, err := h.store.OpenBlob(c.Request().Context(), e.SHA256)
 	if err != nil {
 		return err
 	}

@@ -13,8 +13,14 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"openxet/hub"
 	"openxet/xet"
 )
+
+// Tests of the Hub as the server mounts it: what its routes take from the
+// server (quota from the tenant's limits, memory from the budget). The Hub's
+// own tests are in package hub; hub_errors_test.go checks how the server
+// renders the Hub's refusals.
 
 // commitLines commits the operation lines given (NDJSON) to repo's main.
 func (e *testEnv) commitLines(token, repo string, lines ...string) response {
@@ -28,63 +34,6 @@ func (e *testEnv) commitLines(token, repo string, lines ...string) response {
 
 func regularFileLine(path string, content []byte) string {
 	return fmt.Sprintf(`{"key":"file","value":{"path":%q,"content":%q,"encoding":"base64"}}`, path, base64.StdEncoding.EncodeToString(content))
-}
-
-// TestResolveSaysTheSizeOfAnEmptyFile: @huggingface/hub's fileDownloadInfo
-// asks for a file with "Range: bytes=0-0" and reads its size from the
-// xet-fileinfo JSON or else from Content-Range (after the "/"). An empty
-// file has no byte to send, so the answer is 200 with Content-Length: 0,
-// and it still carries "Content-Range: bytes */0"; without it the client
-// fails with "Expected size information". A file with bytes answers 206
-// with its Content-Range as before.
-func TestResolveSaysTheSizeOfAnEmptyFile(t *testing.T) {
-	e := newTestEnv(t)
-	alice := e.credential("alice", "write")
-	if r := e.do("POST", "/api/repos/create", alice, []byte(`{"name":"m"}`)); r.Status != 200 {
-		t.Fatalf("create repo: %d %s", r.Status, r.Body)
-	}
-	// An empty Xet file: a shard registering a file without terms.
-	empty := sha256.Sum256(nil)
-	emptySHA, err := xet.ParseHash(hex.EncodeToString(empty[:]))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := xet.FileInfo{Hash: xet.FileHash(nil), Flags: 0x40000000, SHA256: &emptySHA}
-	if r := e.do("POST", "/v1/shards", alice, (&xet.Shard{Files: []xet.FileInfo{f}}).MarshalUpload()); r.Status != 200 {
-		t.Fatalf("shard of an empty file: %d %s", r.Status, r.Body)
-	}
-	r := e.commitLines(alice, "alice/m",
-		regularFileLine("empty.txt", nil),
-		regularFileLine("one.txt", []byte("x")),
-		fmt.Sprintf(`{"key":"lfsFile","value":{"path":"empty.bin","algo":"sha256","oid":%q,"size":0}}`, emptySHA.String()),
-	)
-	if r.Status != 200 {
-		t.Fatalf("commit: %d %s", r.Status, r.Body)
-	}
-	fileInfo := []string{"Range: bytes=0-0", "Accept: application/vnd.xet-fileinfo+json, */*"}
-	for _, c := range []struct {
-		path, method string
-		headers      []string
-		status       int
-		contentRange string
-		length       string
-	}{
-		{"empty.txt", "GET", fileInfo, 200, "bytes */0", "0"},
-		{"empty.txt", "HEAD", fileInfo, 200, "bytes */0", "0"},
-		{"empty.txt", "GET", []string{"Range: bytes=0-"}, 200, "bytes */0", "0"},
-		{"empty.txt", "GET", nil, 200, "", "0"},
-		{"empty.bin", "GET", []string{"Range: bytes=0-0"}, 200, "bytes */0", "0"},
-		{"empty.bin", "HEAD", []string{"Range: bytes=0-0"}, 200, "bytes */0", "0"},
-		{"empty.bin", "GET", nil, 200, "", "0"},
-		{"one.txt", "GET", fileInfo, 206, "bytes 0-0/1", "1"},
-	} {
-		name := fmt.Sprintf("%s %s %q", c.method, c.path, c.headers)
-		r := e.do(c.method, "/alice/m/resolve/main/"+c.path, alice, nil, c.headers...)
-		if r.Status != c.status || r.Header.Get("Content-Range") != c.contentRange || r.Header.Get("Content-Length") != c.length || r.Header.Get("ETag") == "" {
-			t.Errorf("%s: %d, Content-Range %q, Content-Length %q, ETag %q; want %d, %q, %q and an ETag", name, r.Status,
-				r.Header.Get("Content-Range"), r.Header.Get("Content-Length"), r.Header.Get("ETag"), c.status, c.contentRange, c.length)
-		}
-	}
 }
 
 // createRepo makes the model repo {tenant}/{name} with token.
@@ -238,7 +187,7 @@ func TestPreuploadAndLFSBatchCountOnlyNewBytes(t *testing.T) {
 // memory their JSON body takes before they read it. While the credential's
 // share is held, a body that is not even JSON gets 503 memory_busy, not 400:
 // nothing was decoded. A body over the cap is refused 413 before it is read,
-// and so is a list of more than maxHubJSONEntries entries.
+// and so is a list of more than hub.MaxJSONEntries entries.
 func TestHubJSONReservesBeforeDecoding(t *testing.T) {
 	e := newTestEnv(t, smallBudget)
 	alice := e.credential("alice", "write")
@@ -252,7 +201,7 @@ func TestHubJSONReservesBeforeDecoding(t *testing.T) {
 	}
 
 	// More entries than one request may carry: 413, before they are decoded.
-	many := make([]map[string]any, maxHubJSONEntries+1)
+	many := make([]map[string]any, hub.MaxJSONEntries+1)
 	for i := range many {
 		many[i] = map[string]any{"path": "f", "size": 1, "oid": "x"}
 	}
@@ -277,5 +226,27 @@ func TestHubJSONReservesBeforeDecoding(t *testing.T) {
 		head := "POST " + p + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + alice + "\r\nContent-Length: 16777217\r\n\r\n"
 		r := e.exchange([]byte(head), false)
 		wantError(t, r, 413, "payload_too_large")
+	}
+}
+
+// TestOwnNamespacesCoverTheServersRoutes: every first path segment of a
+// route the server serves itself is reserved from the Hub's repo pages, so
+// that a GET of an unknown path under it stays a JSON 404 rather than a
+// repo page (/api/ is the Hub's, which reserves it; the rest of the Hub's
+// routes start with a namespace parameter, /datasets/ or /spaces/, or are
+// the landing page).
+func TestOwnNamespacesCoverTheServersRoutes(t *testing.T) {
+	e := newTestEnv(t)
+	reserved := map[string]bool{}
+	for _, ns := range ownNamespaces() {
+		reserved[ns] = true
+	}
+	for _, r := range e.srv.echo.Routes() {
+		seg, _, _ := strings.Cut(strings.TrimPrefix(r.Path, "/"), "/")
+		switch {
+		case seg == "" || seg == "api" || seg == "datasets" || seg == "spaces" || strings.HasPrefix(seg, ":"):
+		case !reserved[seg]:
+			t.Errorf("route %s %s: namespace %q is not in ownNamespaces", r.Method, r.Path, seg)
+		}
 	}
 }

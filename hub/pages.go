@@ -1,8 +1,7 @@
-package server
+package hub
 
 import (
 	"bytes"
-	"context"
 	"html/template"
 	"net/http"
 	"strings"
@@ -25,35 +24,28 @@ import (
 // header of the repo's tenant (curl, a browser extension) the page shows
 // the repo: its latest commit and its files with their sizes.
 
-func (s *Server) pageRoutes(e *echo.Echo) {
-	e.GET("/", s.landing)
-	auth := s.pageAuth
+func (h *Hub) pageRoutes(e *echo.Echo) {
+	e.GET("/", h.landing)
+	auth := h.pageAuth
 	for _, p := range []string{"", "/datasets", "/spaces"} {
-		e.GET(p+"/:ns/:name", s.repoPage, auth)
-		e.GET(p+"/:ns/:name/tree/:rev", s.repoPage, auth)
-		e.GET(p+"/:ns/:name/tree/:rev/*", s.repoPage, auth)
-		e.GET(p+"/:ns/:name/blob/:rev/*", s.repoPage, auth)
-		e.GET(p+"/:ns/:name/commit/:rev", s.repoPage, auth)
+		e.GET(p+"/:ns/:name", h.repoPage, auth)
+		e.GET(p+"/:ns/:name/tree/:rev", h.repoPage, auth)
+		e.GET(p+"/:ns/:name/tree/:rev/*", h.repoPage, auth)
+		e.GET(p+"/:ns/:name/blob/:rev/*", h.repoPage, auth)
+		e.GET(p+"/:ns/:name/commit/:rev", h.repoPage, auth)
 	}
 }
 
 // reservedNamespace reports whether a first path segment belongs to an
-// API: a path under one is never a repo page (an unknown API path stays a
-// JSON 404).
-func reservedNamespace(ns string) bool {
-	switch ns {
-	case "api", "v1", "v2", "xorbs", "xorb", "shards", "shard", "reconstructions", "reconstruction",
-		"chunks", "chunk", "healthz", "readyz", "metrics":
-		return true
-	}
-	return false
-}
+// API ("api" or one of Config.ReservedNamespaces): a path under one is
+// never a repo page (an unknown API path stays a JSON 404).
+func (h *Hub) reservedNamespace(ns string) bool { return h.reserved[ns] }
 
 // isRepoPagePath reports whether p is the path of a repo page.
-func isRepoPagePath(p string) bool {
+func (h *Hub) isRepoPagePath(p string) bool {
 	rest := strings.TrimPrefix(strings.TrimPrefix(strings.TrimPrefix(p, "/datasets/"), "/spaces/"), "/")
 	segs := strings.Split(rest, "/")
-	if len(segs) < 2 || segs[0] == "" || segs[1] == "" || reservedNamespace(segs[0]) {
+	if len(segs) < 2 || segs[0] == "" || segs[1] == "" || h.reservedNamespace(segs[0]) {
 		return false
 	}
 	return len(segs) == 2 || segs[2] == "tree" || segs[2] == "blob" || segs[2] == "commit"
@@ -73,8 +65,8 @@ func apiMiss(c echo.Context) error {
 
 // pageAuth lets a request without Authorization through anonymously and
 // runs the usual guard (auth, scope, rate limits) on one that has it.
-func (s *Server) pageAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	guarded := s.guard(store.ScopeRead)(next)
+func (h *Hub) pageAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	guarded := h.cfg.Guard(store.ScopeRead)(next)
 	return func(c echo.Context) error {
 		if c.Request().Header.Get("Authorization") == "" {
 			return next(c)
@@ -84,14 +76,11 @@ func (s *Server) pageAuth(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 // landing serves the landing page.
-func (s *Server) landing(c echo.Context) error {
-	ctx, cancel := context.WithTimeout(c.Request().Context(), readyTimeout)
-	defer cancel()
-	ready := s.store.Ping(ctx) == nil
-	return s.page(c, http.StatusOK, "landing", map[string]any{
-		"Version": s.cfg.Version,
-		"Ready":   ready,
-		"Base":    s.base(c),
+func (h *Hub) landing(c echo.Context) error {
+	return h.page(c, http.StatusOK, "landing", map[string]any{
+		"Version": h.cfg.Version,
+		"Ready":   h.cfg.Ready(c.Request().Context()),
+		"Base":    h.cfg.BaseURL(c),
 	})
 }
 
@@ -102,9 +91,9 @@ type fileRow struct {
 	Xet        bool
 }
 
-func (s *Server) repoPage(c echo.Context) error {
+func (h *Hub) repoPage(c echo.Context) error {
 	ns, name := unescape(c.Param("ns")), unescape(c.Param("name"))
-	if reservedNamespace(ns) {
+	if h.reservedNamespace(ns) {
 		return apiMiss(c)
 	}
 	typ := repoTypeOfPath(c.Request().URL.Path)
@@ -115,25 +104,25 @@ func (s *Server) repoPage(c echo.Context) error {
 		flag = " --repo-type " + typ
 	}
 	data := map[string]any{
-		"Base": s.base(c), "Repo": ns + "/" + name, "Type": typ, "TypeFlag": flag, "Rev": rev, "Path": sub,
+		"Base": h.cfg.BaseURL(c), "Repo": ns + "/" + name, "Type": typ, "TypeFlag": flag, "Rev": rev, "Path": sub,
 		"LsCommand": typ + "s ls",
 	}
-	if identityOf(c) == nil {
+	if h.cfg.Principal(c) == nil {
 		// No token: the same page for every name.
-		return s.page(c, http.StatusOK, "repo-anonymous", data)
+		return h.page(c, http.StatusOK, "repo-anonymous", data)
 	}
-	r, err := s.repoID(c, typ)
+	r, err := h.repoID(c, typ)
 	if err != nil {
 		return err
 	}
 	if rev == "" {
 		rev = "main"
 	}
-	cm, err := s.resolveRev(c, r, strings.TrimPrefix(rev, "refs/heads/"))
+	cm, err := h.resolveRev(c, r, strings.TrimPrefix(rev, "refs/heads/"))
 	if err != nil {
 		return err
 	}
-	repo, err := s.store.Repo(c.Request().Context(), r)
+	repo, err := h.store.Repo(c.Request().Context(), r)
 	if err != nil {
 		return err
 	}
@@ -151,20 +140,20 @@ func (s *Server) repoPage(c echo.Context) error {
 	}
 	data["Rev"], data["Commit"], data["Private"] = rev, cm, repo.Private
 	data["Files"], data["Total"] = files, limits.HumanBytes(total)
-	return s.page(c, http.StatusOK, "repo", data)
+	return h.page(c, http.StatusOK, "repo", data)
 }
 
 // page renders a page template whole before sending it, so a template
 // error becomes a 500, not half a page.
-func (s *Server) page(c echo.Context, status int, name string, data any) error {
+func (h *Hub) page(c echo.Context, status int, name string, data any) error {
 	var b bytes.Buffer
-	if err := s.pages.ExecuteTemplate(&b, name, data); err != nil {
+	if err := h.pages.ExecuteTemplate(&b, name, data); err != nil {
 		return err
 	}
-	h := c.Response().Header()
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Robots-Tag", "noindex")
-	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	hdr := c.Response().Header()
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Robots-Tag", "noindex")
+	hdr.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	return c.HTMLBlob(status, b.Bytes())
 }
 

@@ -1,4 +1,4 @@
-package server
+package hub
 
 import (
 	"net/http"
@@ -25,17 +25,17 @@ import (
 // match nothing, since openxet repos have no tags and are never gated; the
 // other Hub parameters (expand, full, config, cardData, ...) are ignored.
 
-// hubReadRoutes are the Hub routes beside the repo ones of hub.go: who a
+// readRoutes are the Hub routes beside the repo ones of repos.go: who a
 // token is, repo listings, and raw files.
-func (s *Server) hubReadRoutes(e *echo.Echo) {
-	read := s.guard(store.ScopeRead)
-	e.GET("/api/whoami-v2", s.whoami, s.guard(""))
-	e.GET("/api/models", s.listRepos("model"), read)
-	e.GET("/api/datasets", s.listRepos("dataset"), read)
-	e.GET("/api/spaces", s.listRepos("space"), read)
+func (h *Hub) readRoutes(e *echo.Echo) {
+	read := h.cfg.Guard(store.ScopeRead)
+	e.GET("/api/whoami-v2", h.whoami, h.cfg.Guard(""))
+	e.GET("/api/models", h.listRepos("model"), read)
+	e.GET("/api/datasets", h.listRepos("dataset"), read)
+	e.GET("/api/spaces", h.listRepos("space"), read)
 	for _, p := range []string{"", "/datasets", "/spaces"} {
-		e.GET(p+"/:ns/:name/raw/:rev/*", s.raw, read)
-		e.HEAD(p+"/:ns/:name/raw/:rev/*", s.raw, read)
+		e.GET(p+"/:ns/:name/raw/:rev/*", h.raw, read)
+		e.HEAD(p+"/:ns/:name/raw/:rev/*", h.raw, read)
 	}
 }
 
@@ -43,15 +43,15 @@ func (s *Server) hubReadRoutes(e *echo.Echo) {
 // linked with Link: <…&cursor=N>; rel="next".
 const listPageSize = 1000
 
-func (s *Server) listRepos(typ string) echo.HandlerFunc {
+func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id := identityOf(c)
+		id := h.cfg.Principal(c)
 		q := c.QueryParams()
 		pageSize := listPageSize
 		if v := q.Get("limit"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
-				return refuse(errBadRequest, "limit %q is not a positive whole number", v)
+				return badRequest("limit %q is not a positive whole number", v)
 			}
 			pageSize = min(n, listPageSize)
 		}
@@ -59,7 +59,7 @@ func (s *Server) listRepos(typ string) echo.HandlerFunc {
 		if v := q.Get("cursor"); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {
-				return refuse(errBadRequest, "bad cursor %q", v)
+				return badRequest("bad cursor %q", v)
 			}
 			start = n
 		}
@@ -69,7 +69,7 @@ func (s *Server) listRepos(typ string) echo.HandlerFunc {
 		case "-1":
 			desc = true
 		default:
-			return refuse(errBadRequest, "direction %q is not -1 or 1", v)
+			return badRequest("direction %q is not -1 or 1", v)
 		}
 		less := func(a, b store.RepoSummary) bool { return a.Name < b.Name }
 		switch v := q.Get("sort"); v {
@@ -81,12 +81,12 @@ func (s *Server) listRepos(typ string) echo.HandlerFunc {
 			less = func(a, b store.RepoSummary) bool { return a.Created.Before(b.Created) }
 			desc = q.Get("direction") != "1"
 		default:
-			return refuse(errBadRequest, "sort %q is not one of id, lastModified, createdAt, downloads, likes, trendingScore", v)
+			return badRequest("sort %q is not one of id, lastModified, createdAt, downloads, likes, trendingScore", v)
 		}
 
 		var repos []store.RepoSummary
 		if author := q.Get("author"); author == "" || author == id.Tenant {
-			all, err := s.store.Repos(c.Request().Context(), id.Tenant, typ)
+			all, err := h.store.Repos(c.Request().Context(), id.Tenant, typ)
 			if err != nil {
 				return err
 			}
@@ -104,7 +104,7 @@ func (s *Server) listRepos(typ string) echo.HandlerFunc {
 		if end < len(repos) {
 			next := c.QueryParams()
 			next.Set("cursor", strconv.Itoa(end))
-			c.Response().Header().Set("Link", "<"+s.base(c)+c.Request().URL.EscapedPath()+"?"+next.Encode()+`>; rel="next"`)
+			c.Response().Header().Set("Link", "<"+h.cfg.BaseURL(c)+c.Request().URL.EscapedPath()+"?"+next.Encode()+`>; rel="next"`)
 		}
 		items := make([]map[string]any, 0, end-start)
 		for _, r := range repos[start:end] {

@@ -1,4 +1,4 @@
-package server
+package hub_test
 
 import (
 	"bytes"
@@ -9,14 +9,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"openxet/server"
 )
 
 // pageEnv is a server with a repo of alice holding files whose names and
 // contents must never show to anyone but alice's credentials.
-func pageEnv(t *testing.T) (e *testEnv, alice, head string) {
+func pageEnv(t *testing.T) (e env, alice, head string) {
 	t.Helper()
-	e = newTestEnv(t, func(c *Config) { c.Version = "9.8.7-test" })
-	alice = e.credential("alice", "write")
+	e = newEnv(t, func(c *server.Config) { c.Version = "9.8.7-test" })
+	alice = e.Credential("alice", "write")
 	e.createRepoJSON(alice, `{"name":"secret-model","private":true}`)
 	e.createRepoJSON(alice, `{"name":"secret-data","type":"dataset"}`)
 	xetLine, _ := e.xetFileLine(alice, "weights/top-secret-weights.bin", 3)
@@ -31,14 +33,14 @@ func pageEnv(t *testing.T) (e *testEnv, alice, head string) {
 // version and readiness, and how to point hf at it.
 func TestLandingPage(t *testing.T) {
 	e, _, _ := pageEnv(t)
-	r := e.do("GET", "/", "", nil)
+	r := e.Do("GET", "/", "", nil)
 	page := string(r.Body)
 	if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
 		t.Fatalf("landing: %d %s", r.Status, r.Header.Get("Content-Type"))
 	}
 	for _, want := range []string{
 		`<span id="version">9.8.7-test</span>`, `<span id="status" class="ok">ready</span>`,
-		"export HF_ENDPOINT=" + e.http.URL, "export HF_TOKEN=hf_oxt_", "hf auth login --token", "hf auth whoami",
+		"export HF_ENDPOINT=" + e.URL, "export HF_TOKEN=hf_oxt_", "hf auth login --token", "hf auth whoami",
 	} {
 		if !strings.Contains(page, want) {
 			t.Errorf("landing page without %q", want)
@@ -55,11 +57,11 @@ func TestLandingPage(t *testing.T) {
 // the tenant's token it lists the files; another tenant's token gets 404.
 func TestRepoPagesShowNothingWithoutAToken(t *testing.T) {
 	e, alice, head := pageEnv(t)
-	bob := e.credential("bob", "write")
+	bob := e.Credential("bob", "write")
 	secrets := []string{"README-classified", "top-secret-weights", head, "initial commit", "KiB", "private"}
 	anonymous := func(path string) string {
 		t.Helper()
-		r := e.do("GET", path, "", nil)
+		r := e.Do("GET", path, "", nil)
 		if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
 			t.Fatalf("%s: %d %s", path, r.Status, r.Body)
 		}
@@ -88,7 +90,7 @@ func TestRepoPagesShowNothingWithoutAToken(t *testing.T) {
 		if b := strings.ReplaceAll(other, "no-such-repo", "X"); a != b {
 			t.Errorf("%s%s and a repo that does not exist differ by more than the name:\n%s\n---\n%s", c.name, c.tail, a, b)
 		}
-		if !strings.Contains(real, "hf download alice/") || !strings.Contains(real, "export HF_ENDPOINT="+e.http.URL) {
+		if !strings.Contains(real, "hf download alice/") || !strings.Contains(real, "export HF_ENDPOINT="+e.URL) {
 			t.Errorf("%s: no fetch instructions:\n%s", c.name, real)
 		}
 	}
@@ -98,7 +100,7 @@ func TestRepoPagesShowNothingWithoutAToken(t *testing.T) {
 
 	// With alice's token: the repo's files, sizes and commit.
 	for _, path := range []string{"/alice/secret-model", "/alice/secret-model/tree/main", "/alice/secret-model/commit/" + head} {
-		r := e.do("GET", path, alice, nil)
+		r := e.Do("GET", path, alice, nil)
 		page := string(r.Body)
 		if r.Status != 200 {
 			t.Fatalf("%s with alice's token: %d %s", path, r.Status, r.Body)
@@ -109,7 +111,7 @@ func TestRepoPagesShowNothingWithoutAToken(t *testing.T) {
 			}
 		}
 	}
-	r := e.do("GET", "/alice/secret-model/tree/main/weights", alice, nil)
+	r := e.Do("GET", "/alice/secret-model/tree/main/weights", alice, nil)
 	if page := string(r.Body); r.Status != 200 || strings.Contains(page, "README-classified") || !strings.Contains(page, "top-secret-weights") {
 		t.Errorf("tree of weights/: %d\n%s", r.Status, page)
 	}
@@ -124,7 +126,7 @@ func TestRepoPagesShowNothingWithoutAToken(t *testing.T) {
 		{"/alice/secret-model/tree/main/nothing-here", alice, 404, "EntryNotFound"},
 		{"/alice/secret-model", alice[:len(alice)-4] + "0000", 401, "unauthorized"},
 	} {
-		r := e.do("GET", c.path, c.token, nil)
+		r := e.Do("GET", c.path, c.token, nil)
 		if r.Status != c.status || r.Header.Get("X-Error-Code") != c.xcode {
 			t.Errorf("%s: %d %q, want %d %s", c.path, r.Status, r.Header.Get("X-Error-Code"), c.status, c.xcode)
 		}
@@ -136,7 +138,7 @@ func TestRepoPagesShowNothingWithoutAToken(t *testing.T) {
 	}
 	// API paths never become pages.
 	for _, p := range []string{"/api/nothing", "/v1/nothing", "/v2/nothing"} {
-		r := e.do("GET", p, "", nil)
+		r := e.Do("GET", p, "", nil)
 		if r.Status != 404 || !strings.HasPrefix(r.Header.Get("Content-Type"), "application/json") {
 			t.Errorf("%s: %d %s", p, r.Status, r.Header.Get("Content-Type"))
 		}
@@ -192,21 +194,21 @@ func TestPagesInABrowser(t *testing.T) {
 	e, alice, head := pageEnv(t)
 	dir := t.ArtifactDir()
 
-	dom := runChromium(t, bin, e.http.URL+"/", "")
-	for _, want := range []string{`id="version">9.8.7-test<`, `id="status" class="ok">ready<`, "export HF_ENDPOINT=" + e.http.URL} {
+	dom := runChromium(t, bin, e.URL+"/", "")
+	for _, want := range []string{`id="version">9.8.7-test<`, `id="status" class="ok">ready<`, "export HF_ENDPOINT=" + e.URL} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("landing DOM without %q:\n%s", want, dom)
 		}
 	}
-	runChromium(t, bin, e.http.URL+"/", filepath.Join(dir, "landing.png"))
+	runChromium(t, bin, e.URL+"/", filepath.Join(dir, "landing.png"))
 
-	dom = runChromium(t, bin, e.http.URL+"/alice/secret-model/commit/"+head, "")
+	dom = runChromium(t, bin, e.URL+"/alice/secret-model/commit/"+head, "")
 	if !strings.Contains(dom, `id="notice"`) || strings.Contains(dom, "top-secret-weights") || strings.Contains(dom, "README-classified") {
 		t.Errorf("anonymous repo page DOM:\n%s", dom)
 	}
-	runChromium(t, bin, e.http.URL+"/alice/secret-model", filepath.Join(dir, "repo-anonymous.png"))
+	runChromium(t, bin, e.URL+"/alice/secret-model", filepath.Join(dir, "repo-anonymous.png"))
 
-	r := e.do("GET", "/alice/secret-model", alice, nil)
+	r := e.Do("GET", "/alice/secret-model", alice, nil)
 	file := filepath.Join(dir, "repo.html")
 	if err := os.WriteFile(file, r.Body, 0o644); err != nil {
 		t.Fatal(err)

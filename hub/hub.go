@@ -1,0 +1,117 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/limits"
+	"openxet/refusal"
+	"openxet/store"
+)
+
+// Principal is who a request acts as: a credential of a tenant with its
+// scopes, found by the server's guard.
+type Principal struct {
+	CredentialID string
+	Tenant       string
+	Scopes       []string
+	// ViaCASToken is true when the request carried a CAS token rather than
+	// the credential itself.
+	ViaCASToken bool
+}
+
+// Config is what the Hub needs of the server that mounts it. Every field
+// but Version and ReservedNamespaces is required.
+type Config struct {
+	Store *store.Store
+
+	// Guard returns the middleware that authenticates a request, checks
+	// that its credential has scope ("" for any) and admits it through the
+	// rate limits; handlers behind it find the caller with Principal.
+	Guard func(scope string) echo.MiddlewareFunc
+	// Principal returns who a request acts as; nil when no guard
+	// authenticated it (a repo page without a token).
+	Principal func(c echo.Context) *Principal
+	// BaseURL is the public base URL of the server for a request, without
+	// a trailing slash.
+	BaseURL func(c echo.Context) string
+	// Reserve takes bytes from the memory budget for the request's
+	// credential and tenant, waiting as the budget does; the caller calls
+	// release once the bytes are no longer held. Its errors are the
+	// budget's (memory_busy, payload_too_large).
+	Reserve func(c echo.Context, bytes int64) (release func(), err error)
+	// TenantLimits returns a tenant's effective limits (its quota).
+	TenantLimits func(c echo.Context, tenant string) (limits.Limits, error)
+	// CASToken signs a CAS token of one scope for p; expiry is Unix
+	// seconds.
+	CASToken func(p *Principal, scope string) (token string, expiry int64)
+	// Credential reads a credential by id, through the server's cache;
+	// store.ErrNotFound when there is none.
+	Credential func(ctx context.Context, id string) (store.Credential, error)
+	// ServeXetFile answers a GET or HEAD of a Xet file of tenant (or the
+	// Range the request asks for), reconstructed on the server.
+	ServeXetFile func(c echo.Context, tenant string, e store.TreeEntry) error
+	// Released tells the collector that revisions were dropped, so that a
+	// pass soon gives their quota back.
+	Released func()
+	// Ready reports whether the index and the bucket answer (the landing
+	// page shows it).
+	Ready func(ctx context.Context) bool
+
+	// Version is shown on the landing page.
+	Version string
+	// ReservedNamespaces are the first path segments of the mounting
+	// server's own routes (CAS API, probes, metrics): a path under one is
+	// never a repo page. "api" is always reserved.
+	ReservedNamespaces []string
+}
+
+// Hub serves the Hub API. Create it with New, add its routes to an echo
+// app with Mount.
+type Hub struct {
+	cfg      Config
+	store    *store.Store
+	reserved map[string]bool
+	pages    *template.Template
+}
+
+// New checks cfg and builds the Hub; it does no I/O.
+func New(cfg Config) (*Hub, error) {
+	if cfg.Store == nil || cfg.Guard == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil ||
+		cfg.TenantLimits == nil || cfg.CASToken == nil || cfg.Credential == nil || cfg.ServeXetFile == nil ||
+		cfg.Released == nil || cfg.Ready == nil {
+		return nil, errors.New("hub.New: every Config field but Version and ReservedNamespaces is required")
+	}
+	reserved := map[string]bool{"api": true}
+	for _, ns := range cfg.ReservedNamespaces {
+		reserved[ns] = true
+	}
+	return &Hub{cfg: cfg, store: cfg.Store, reserved: reserved, pages: parsePages()}, nil
+}
+
+// Mount adds the Hub's routes to e.
+func (h *Hub) Mount(e *echo.Echo) {
+	h.repoRoutes(e)
+	h.lifecycleRoutes(e)
+	h.readRoutes(e)
+	h.pageRoutes(e)
+}
+
+// Owns reports whether a path belongs to the Hub, where refusals follow
+// the Hub's convention (design §7): everything under /api/, the file
+// routes (resolve, raw), the LFS batch route and the repo pages. A server
+// that serves an API of its own under /api/ (openxet's admin API) decides
+// for those paths itself.
+func (h *Hub) Owns(p string) bool {
+	return strings.HasPrefix(p, "/api/") || strings.Contains(p, "/resolve/") || strings.Contains(p, "/raw/") ||
+		strings.Contains(p, ".git/") || h.isRepoPagePath(p)
+}
+
+// badRequest refuses a request with 400 bad_request and a sentence.
+func badRequest(format string, args ...any) error {
+	return refusal.Wrap(refusal.ErrBadRequest, format, args...)
+}

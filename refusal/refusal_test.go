@@ -1,0 +1,56 @@
+package refusal
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestHubText: the Hub clients print the message and the hint as one
+// sentence, the hint capitalised, without a final period (they add one).
+func TestHubText(t *testing.T) {
+	for _, c := range []struct{ msg, hint, want string }{
+		{"repository a/b not found", "check the repo id", "repository a/b not found. Check the repo id"},
+		{"tenant alice: over quota.", "Delete files.", "tenant alice: over quota. Delete files"},
+		{"You already created this model repo", "", "You already created this model repo"},
+		{"x", "1 to 200 characters", "x. 1 to 200 characters"},
+	} {
+		e := &Error{Code: "c", Message: c.msg, Hint: c.hint}
+		if got := e.HubText(); got != c.want {
+			t.Errorf("%q + %q: %q, want %q", c.msg, c.hint, got, c.want)
+		}
+	}
+}
+
+// TestBody: "error" is the code on CAS routes and the sentence on Hub
+// routes, where the code moves to "code"; fields and the request id join.
+func TestBody(t *testing.T) {
+	e := &Error{Status: 403, Code: "quota_exceeded", Message: "over", Hint: "delete files", Fields: map[string]any{"quota": 10}}
+	for _, c := range []struct {
+		hub  bool
+		id   string
+		want map[string]any
+	}{
+		{false, "r1", map[string]any{"error": "quota_exceeded", "message": "over", "hint": "delete files", "quota": 10, "request_id": "r1"}},
+		{true, "r1", map[string]any{"error": "over. Delete files", "code": "quota_exceeded", "message": "over", "hint": "delete files", "quota": 10, "request_id": "r1"}},
+		{false, "", map[string]any{"error": "quota_exceeded", "message": "over", "hint": "delete files", "quota": 10}},
+	} {
+		if diff := cmp.Diff(c.want, e.Body(c.id, c.hub)); diff != "" {
+			t.Errorf("hub %v, id %q:\n%s", c.hub, c.id, diff)
+		}
+	}
+}
+
+// TestWrap: a wrapped sentinel is found with errors.Is and its sentence
+// comes back whole, even when wrapped again.
+func TestWrap(t *testing.T) {
+	err := fmt.Errorf("context: %w", Wrap(ErrBadRequest, "limit %q is bad", "x"))
+	if !errors.Is(err, ErrBadRequest) || errors.Is(err, ErrNotFound) {
+		t.Fatalf("errors.Is: %v", err)
+	}
+	if got := Message(err, ErrBadRequest); got != `limit "x" is bad` {
+		t.Errorf("Message: %q", got)
+	}
+}

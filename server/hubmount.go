@@ -1,0 +1,81 @@
+package server
+
+import (
+	"context"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/hub"
+	"openxet/store"
+)
+
+// The Hub API is package hub; the server mounts it and lends it what the
+// server owns: the guard and who a request acts as, memory reservations,
+// tenant limits, CAS tokens, the reconstructed file stream, the collector
+// and readiness. The server renders the Hub's errors (errors.go, isHubPath).
+
+// ownNamespaces are the first path segments of the server's own routes
+// other than /api/: a path under one is never a Hub repo page.
+func ownNamespaces() []string {
+	return []string{"v1", "v2", "xorbs", "xorb", "shards", "shard", "reconstructions", "reconstruction",
+		"chunks", "chunk", "healthz", "readyz", "metrics"}
+}
+
+func (s *Server) newHub() (*hub.Hub, error) {
+	return hub.New(hub.Config{
+		Store:              s.store,
+		Guard:              s.guard,
+		Principal:          principalOf,
+		BaseURL:            s.base,
+		Reserve:            s.reserve,
+		TenantLimits:       s.limitsFor,
+		CASToken:           s.casTokenFor,
+		Credential:         s.credential,
+		ServeXetFile:       s.serveXetFile,
+		Released:           s.gc.poke,
+		Ready:              s.ready,
+		Version:            s.cfg.Version,
+		ReservedNamespaces: ownNamespaces(),
+	})
+}
+
+// principalOf is the Hub's view of the request's identity; nil when no
+// guard authenticated the request.
+func principalOf(c echo.Context) *hub.Principal {
+	id := identityOf(c)
+	if id == nil {
+		return nil
+	}
+	return &hub.Principal{CredentialID: id.CredentialID, Tenant: id.Tenant, Scopes: id.Scopes, ViaCASToken: id.viaCASToken}
+}
+
+// reserve takes n bytes from the memory budget for the request's
+// credential and tenant.
+func (s *Server) reserve(c echo.Context, n int64) (release func(), err error) {
+	res, err := s.budget.Reserve(c.Request().Context(), budgetKey(identityOf(c)), n)
+	if err != nil {
+		return nil, err
+	}
+	return res.Release, nil
+}
+
+// casTokenFor signs a CAS token of one scope for a credential, valid for
+// TokenTTL; the expiry is in Unix seconds.
+func (s *Server) casTokenFor(p *hub.Principal, scope string) (string, int64) {
+	exp := s.now().Add(s.cfg.TokenTTL).Unix()
+	return s.signer.casToken(casClaims{CredentialID: p.CredentialID, Tenant: p.Tenant, Scopes: []string{scope}, Expiry: exp}), exp
+}
+
+// credential reads a credential through the cache auth uses.
+func (s *Server) credential(ctx context.Context, id string) (store.Credential, error) {
+	e, err := s.creds.get(ctx, id)
+	return e.cred, err
+}
+
+// ready reports whether the index and the bucket answer within
+// readyTimeout, as /readyz checks them.
+func (s *Server) ready(ctx context.Context) bool {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	return s.store.Ping(ctx) == nil
+}
