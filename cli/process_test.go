@@ -7,16 +7,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"openxet/testproc"
 	"openxet/xet"
 )
 
@@ -51,37 +50,17 @@ type proc struct {
 	t      *testing.T
 	cmd    *exec.Cmd
 	url    string
-	stdout *syncBuffer
-	stderr *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer the child's output copier writes while the
-// test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	stdout *testproc.Buffer
+	stderr *testproc.Buffer
 }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testproc.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // startServe runs `openxet serve` as a child process and waits until it
@@ -99,7 +78,7 @@ func startServeEnv(t *testing.T, dataDir string, env []string, extra ...string) 
 	cmd := exec.Command(os.Args[0], args...)
 	cmd.Args[0] = "openxet"
 	cmd.Env = append(append(os.Environ(), env...), "OPENXET_TEST_MAIN=1")
-	p := &proc{t: t, cmd: cmd, url: "http://" + addr, stdout: &syncBuffer{}, stderr: &syncBuffer{}}
+	p := &proc{t: t, cmd: cmd, url: "http://" + addr, stdout: &testproc.Buffer{}, stderr: &testproc.Buffer{}}
 	cmd.Stdout, cmd.Stderr = p.stdout, p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -26,6 +26,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"openxet/testproc"
 	"openxet/xet"
 )
 
@@ -249,11 +250,11 @@ func TestServeRefusesBadTLSConfig(t *testing.T) {
 // lineWaiter collects a child's stderr lines and lets a test wait for one.
 type lineWaiter struct {
 	lines chan string
-	all   *syncBuffer
+	all   *testproc.Buffer
 }
 
 func newLineWaiter(r io.Reader) *lineWaiter {
-	w := &lineWaiter{lines: make(chan string, 1000), all: &syncBuffer{}}
+	w := &lineWaiter{lines: make(chan string, 1000), all: &testproc.Buffer{}}
 	go func() {
 		sc := bufio.NewScanner(r)
 		for sc.Scan() {

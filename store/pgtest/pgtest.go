@@ -12,7 +12,6 @@
 package pgtest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -33,6 +32,8 @@ import (
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+
+	"openxet/testproc"
 )
 
 // Server is one running PostgreSQL cluster.
@@ -42,7 +43,7 @@ type Server struct {
 
 	dir    string
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *testproc.Buffer
 	exited chan struct{}
 
 	stopOnce sync.Once
@@ -162,7 +163,7 @@ func start(bin string, durable bool) (*Server, error) {
 	s := &Server{
 		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
 		dir:    dir,
-		out:    &syncBuffer{},
+		out:    &testproc.Buffer{},
 		exited: make(chan struct{}),
 	}
 	// Only 127.0.0.1 and a socket directory of its own.
@@ -300,12 +301,12 @@ func (s *Server) Kill() {
 }
 
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testproc.FreeAddr()
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	_, port, _ := net.SplitHostPort(addr)
+	return strconv.Atoi(port)
 }
 
 func randomHex(n int) string {
@@ -314,19 +315,3 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}

@@ -10,12 +10,10 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -30,6 +28,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"openxet/testproc"
 )
 
 // MinioVersion is the version of github.com/minio/minio that .ci/minio.sh
@@ -76,7 +76,7 @@ type Server struct {
 
 	client *s3.Client
 	cmd    *exec.Cmd
-	out    *syncBuffer
+	out    *testproc.Buffer
 	exited chan struct{}
 
 	stopOnce sync.Once
@@ -118,7 +118,7 @@ func start(tb testing.TB, bin string) (*Server, error) {
 		Endpoint:  "http://" + api,
 		AccessKey: "oxt" + randomHex(8),
 		SecretKey: randomHex(20),
-		out:       &syncBuffer{},
+		out:       &testproc.Buffer{},
 		exited:    make(chan struct{}),
 	}
 	// Only 127.0.0.1, no console, no update checks, no call-home, no
@@ -255,12 +255,11 @@ func (s *Server) Setenv(t *testing.T) {
 
 func freeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := testproc.FreeAddr()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 func randomHex(n int) string {
@@ -269,19 +268,3 @@ func randomHex(n int) string {
 	return hex.EncodeToString(b)
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
