@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"openxet/store/pgtest"
 	"openxet/xet"
 )
@@ -100,4 +102,47 @@ func eligibleChunk() []byte {
 			return c[0]
 		}
 	}
+}
+
+// BenchmarkPgxDriver compares the two ways to use pgx for the index: through
+// database/sql (what the store does, so that one package and one set of
+// transactions serve both engines) and natively (pgx.Conn), on the same
+// query the dedup route runs, against one server in one run.
+//
+//	go test -run '^$' -bench 'PgxDriver' -benchtime 2s -count 3 ./store/
+func BenchmarkPgxDriver(b *testing.B) {
+	srv := pgtest.Start(b)
+	index := srv.NewIndex(b)
+	s := mustOpenIndex(b, index, fileBucket(b.TempDir()))
+	ctx := context.Background()
+	if _, err := s.wdb.ExecContext(ctx, `INSERT INTO dedup(chunk, tenant, xorb, shard) VALUES ('c', 't', 'x', 's')`); err != nil {
+		b.Fatal(err)
+	}
+	const q = `SELECT xorb, shard FROM dedup WHERE chunk = ? AND tenant = ?`
+	b.Run("database_sql", func(b *testing.B) {
+		var x, sh string
+		for b.Loop() {
+			if err := s.db.QueryRowContext(ctx, q, "c", "t").Scan(&x, &sh); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("native", func(b *testing.B) {
+		cfg, schema, err := pgConfig(index, DefaultBusyTimeout)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cfg.RuntimeParams["search_path"] = schema
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		var x, sh string
+		for b.Loop() {
+			if err := conn.QueryRow(ctx, rebind(q), "c", "t").Scan(&x, &sh); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
