@@ -158,6 +158,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("abuser setup: %w", err)
 		}
 		defer ab.c.hc.CloseIdleConnections()
+		if cfg.AbuserCommand != nil {
+			ab.proc, err = startAbuserProcess(ctx, cfg.AbuserCommand(ctx), ab, ab.plan(cfg, t0, seed))
+			if err != nil {
+				return nil, err
+			}
+			defer ab.proc.stop(nil)
+			r.Layout.Abuser = "own process: " + ab.proc.ready
+		} else {
+			r.Layout.Abuser = "in the load process"
+		}
+		progress("abuser: %s", r.Layout.Abuser)
 	}
 
 	// The honest workers run through every phase; the first phase starts
@@ -195,7 +206,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if ctx.Err() == nil {
 			abCtx, stopAb := context.WithCancel(ctx)
 			abDone := make(chan struct{})
-			go func() { defer close(abDone); ab.run(abCtx) }()
+			go func() {
+				defer close(abDone)
+				if ab.proc == nil {
+					ab.run(abCtx)
+				} else if err := ab.proc.run(abCtx); err != nil {
+					rec.fail(failCheck, "%v", err)
+				}
+			}()
 			runPhase("abuse")
 			stopAb()
 			<-abDone
