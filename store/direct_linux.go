@@ -17,8 +17,9 @@ const directAlign = 4096
 // file), the largest aligned prefix with O_DIRECT, straight from data to
 // the device without a copy into the page cache, and the rest through the
 // page cache. It reports false, having written nothing, when data is not
-// aligned in memory or f refuses O_DIRECT (a file system without it), and
-// the caller writes it the ordinary way.
+// aligned in memory or f refuses O_DIRECT (a file system without it, or
+// one that takes the flag and refuses the write), and the caller writes it
+// the ordinary way.
 func writeDirect(f *os.File, data []byte) (bool, error) {
 	n := len(data) &^ (directAlign - 1)
 	if n == 0 || uintptr(unsafePointer(data))%directAlign != 0 {
@@ -49,7 +50,10 @@ func writeDirect(f *os.File, data []byte) (bool, error) {
 	if setDirect(true) != nil {
 		return false, nil
 	}
-	if _, err := f.Write(data[:n]); err != nil {
+	if w, err := f.Write(data[:n]); err != nil {
+		if w == 0 && setDirect(false) == nil {
+			return false, nil // a file system that takes the flag but not the write
+		}
 		return true, err
 	}
 	if err := setDirect(false); err != nil {
