@@ -84,6 +84,13 @@ type PhaseReport struct {
 	// near the honest p99 means the figures measure the load generator
 	// more than the server.
 	LoadLag LatencySummary `json:"load_lag"`
+	// ServerLag is the same for the server's goroutines, from its
+	// go_sched_latencies_seconds histogram (coarse buckets: each
+	// percentile is a bucket's upper bound), and ServerLagMeanMs the mean
+	// wait; nil when the server does not export it. On a server pinned to
+	// one CPU, a request waits its turn like this at every step.
+	ServerLag       *LatencySummary `json:"server_lag,omitempty"`
+	ServerLagMeanMs float64         `json:"server_lag_mean_ms,omitempty"`
 }
 
 // ClassReport is what one class of requests (honest or abuser) got in a
@@ -475,6 +482,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		lo, hi := minMaxOps(p.Tenants)
 		fmt.Fprintf(&b, "\n%s: %d tenants, ops/s per tenant min %.2f max %.2f, Jain's index %.4f (ops) %.4f (bytes)", p.Name, len(p.Tenants), lo, hi, p.JainOps, p.JainBytes)
 		fmt.Fprintf(&b, "\n%s: the load generator's goroutines waited for a CPU p99 %.1f ms, max %.1f ms (several such waits are in every latency above)", p.Name, p.LoadLag.P99ms, p.LoadLag.Maxms)
+		if l := p.ServerLag; l != nil {
+			fmt.Fprintf(&b, "\n%s: the server's goroutines waited for a CPU %d times, mean %.2f ms, p99 under %.1f ms", p.Name, l.Count, p.ServerLagMeanMs, l.P99ms)
+		}
 		if st := stagesText(p.Honest.ServerStages); st != "" {
 			fmt.Fprintf(&b, "\n%s: honest requests' server stages, p99 ms: %s", p.Name, st)
 		}

@@ -182,8 +182,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	var phases []phaseSpan
 	var schedLags []LatencySummary // the load process's own, per phase
+	var serverLags []serverLag     // the server's, per phase
 	runPhase := func(name string) {
 		p := phaseSpan{name: name, start: rec.since(time.Now())}
+		srvBefore, srvSumBefore, _ := adm.schedLatency(ctx)
 		before := schedSnapshot()
 		progress("phase %s: %s", name, cfg.Duration)
 		sleepCtx(ctx, cfg.Duration)
@@ -197,6 +199,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		p.end = rec.since(time.Now())
 		schedLags = append(schedLags, schedBetween(before, schedSnapshot()))
+		srvAfter, srvSumAfter, _ := adm.schedLatency(ctx)
+		serverLags = append(serverLags, newServerLag(srvBefore, srvAfter, srvSumAfter-srvSumBefore))
 		phases = append(phases, p)
 	}
 	if cfg.Scenario == ManyTenants {
@@ -269,6 +273,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		half := phaseSpan{name: p.name, start: p.start + (p.end-p.start)/2, end: p.end}
 		pr.SecondHalfHonestP99ms = classReport(classHonest, half, reqs, nil, nil).Latency.P99ms
 		pr.LoadLag = schedLags[i]
+		pr.ServerLag, pr.ServerLagMeanMs = serverLags[i].summary, serverLags[i].meanMs
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
 		r.Phases = append(r.Phases, pr)
