@@ -67,6 +67,7 @@ func NewApp(stdout, stderr io.Writer, env Env) *cli.App {
 			limitsCommand(env),
 			credentialsCommand(env),
 			loadCommand(env),
+			loadAbuserCommand(),
 			gcCommand(env),
 			usageCommand(env),
 			filesCommand(env),

@@ -14,44 +14,72 @@ import (
 	"openxet/load"
 )
 
-// pinProcess restricts every thread of this process to cpus, and new
-// threads with them (a thread inherits its creator's CPU set), and sets
-// GOMAXPROCS to match. It passes over /proc/self/task until a pass finds no
-// thread it had not pinned yet.
+// pinProcess restricts every thread of this process, and new threads with
+// them (a thread inherits its creator's CPU set), to cpus, and sets
+// GOMAXPROCS to match.
 func pinProcess(cpus load.CPUSet) error {
 	var set unix.CPUSet
 	for _, c := range cpus {
 		set.Set(c)
 	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	if err := unix.SchedSetaffinity(0, &set); err != nil {
+	err := eachThread(func(tid int) error { return unix.SchedSetaffinity(tid, &set) })
+	if err != nil {
 		return fmt.Errorf("pin to CPUs %s: %w", cpus, err)
 	}
-	pinned := map[int]bool{}
+	runtime.GOMAXPROCS(len(cpus))
+	return nil
+}
+
+// yieldCPU puts every thread of this process, and so the threads it makes
+// later (a thread inherits its creator's scheduling), in Linux's
+// SCHED_IDLE class, below any nice level: the process runs only when no
+// other thread of its CPUs wants to. Where SCHED_IDLE is refused it sets
+// nice 19 instead. It returns what it set, for a report.
+func yieldCPU() (string, error) {
+	err := eachThread(func(tid int) error {
+		return unix.SchedSetAttr(tid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_IDLE}, 0)
+	})
+	if err == nil {
+		return "SCHED_IDLE", nil
+	}
+	if nerr := eachThread(func(tid int) error { return unix.Setpriority(unix.PRIO_PROCESS, tid, 19) }); nerr != nil {
+		return "normal priority", errors.Join(err, nerr)
+	}
+	return "nice 19 (SCHED_IDLE refused: " + err.Error() + ")", nil
+}
+
+// eachThread calls fn with the id of every thread of this process, this
+// one first, passing over /proc/self/task until a pass finds no thread it
+// had not seen. A thread that ended meanwhile (ESRCH) is passed over. Use
+// it for a setting new threads inherit from the thread that makes them.
+func eachThread(fn func(tid int) error) error {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := fn(unix.Gettid()); err != nil {
+		return err
+	}
+	seen := map[int]bool{unix.Gettid(): true}
 	for {
 		ents, err := os.ReadDir("/proc/self/task")
 		if err != nil {
-			return fmt.Errorf("pin to CPUs %s: %w", cpus, err)
+			return err
 		}
 		fresh := 0
 		for _, e := range ents {
 			tid, err := strconv.Atoi(e.Name())
-			if err != nil || pinned[tid] {
+			if err != nil || seen[tid] {
 				continue
 			}
-			if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-				return fmt.Errorf("pin thread %d to CPUs %s: %w", tid, cpus, err)
+			if err := fn(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+				return fmt.Errorf("thread %d: %w", tid, err)
 			}
-			pinned[tid] = true
+			seen[tid] = true
 			fresh++
 		}
 		if fresh == 0 {
-			break
+			return nil
 		}
 	}
-	runtime.GOMAXPROCS(len(cpus))
-	return nil
 }
 
 // processCPUs is the set of CPUs this process may run on.

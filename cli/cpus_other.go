@@ -13,3 +13,7 @@ var errNoAffinity = errors.New("CPU pinning needs Linux; use your system's tool 
 func pinProcess(load.CPUSet) error { return errNoAffinity }
 
 func processCPUs() (load.CPUSet, error) { return nil, errNoAffinity }
+
+func yieldCPU() (string, error) {
+	return "normal priority", errors.New("lowering the CPU priority needs Linux")
+}

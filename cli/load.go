@@ -51,7 +51,9 @@ func loadCommand(env Env) *cli.Command {
 			"of what the honest tenants feel: on a 2-CPU machine\n" +
 			"  taskset -c 0 openxet serve … &\n" +
 			"  openxet load --scenario abuse --server-cpus 0 --load-cpus 1 …\n" +
-			"The report states the layout that produced it (the server reports its CPUs in /metrics).",
+			"The report states the layout that produced it (the server reports its CPUs in /metrics).\n" +
+			"The abuser runs in a child process at the lowest CPU priority (SCHED_IDLE) on the load's CPUs,\n" +
+			"so that its client gets only the CPU the honest tenants' clients leave (--abuser-process).",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "scenario", Required: true, Usage: "scenario to run: " + strings.Join(scenarios, " or ")},
 			&cli.StringFlag{Name: "server", Usage: "base URL of the server, or comma-separated base URLs of several nodes of one deployment (env OPENXET_SERVER, default http://" + DefaultListen + ")"},
@@ -80,6 +82,7 @@ func loadCommand(env Env) *cli.Command {
 			&cli.Float64Flag{Name: "spray-rate", Value: load.DefaultSprayRate, Usage: "abuse: bad-token requests per second"},
 			&cli.StringFlag{Name: "spray-addr", Value: load.DefaultSprayAddr, Usage: "abuse: local address the bad tokens come from (must differ from the honest tenants'), or none"},
 			&cli.IntFlag{Name: "auth-failures-per-minute", Value: load.DefaultAuthFailuresPerMinute, Usage: "abuse: the server's limits.auth_failures_per_minute, to check the sprayer against"},
+			&cli.BoolFlag{Name: "abuser-process", Value: true, Usage: "abuse: run the abuser in a child process at the lowest CPU priority (Linux SCHED_IDLE) on the load's CPUs, so that its own client takes none of the CPU the honest tenants' clients want; --abuser-process=false runs it in the load process"},
 			&cli.StringFlag{Name: "report", Usage: "write a self-contained HTML report with plots to this file"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of tables"},
 		},
@@ -96,6 +99,11 @@ func loadCommand(env Env) *cli.Command {
 			}
 			if cpus, err := processCPUs(); err == nil {
 				cfg.LoadCPUs = cpus
+			}
+			if cfg.Scenario == load.Abuse && c.Bool("abuser-process") {
+				if cfg.AbuserCommand, err = abuserCommand(c.App.ErrWriter); err != nil {
+					return cli.Exit(err.Error(), 2)
+				}
 			}
 			rep, err := load.Run(c.Context, cfg)
 			if err != nil {

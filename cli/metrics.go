@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"regexp"
 	"runtime"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -8,10 +9,15 @@ import (
 )
 
 // newRegistry is the registry serve exposes on /metrics, with the Go
-// runtime, process and build-info families; server.New adds its own.
+// runtime, process and build-info families; server.New adds its own. The
+// Go families include go_sched_latencies_seconds, how long goroutines
+// waited for a CPU: on a server pinned to few CPUs, the part of a request's
+// time spent waiting its turn (`openxet load` reports it per phase).
 func newRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+	goc := collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+		collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/sched/latencies:seconds$`)}))
+	reg.MustRegister(goc, collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	registerCPUs(reg)
 	return reg
 }

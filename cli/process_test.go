@@ -26,7 +26,8 @@ func TestMain(m *testing.M) {
 	if step := os.Getenv("OPENXET_TEST_GC_KILL_AT"); step != "" {
 		os.Exit(gcKillChild(os.Getenv("OPENXET_TEST_GC_DIR"), step)) // lifecycle_test.go
 	}
-	if os.Getenv("OPENXET_TEST_MAIN") == "1" {
+	// `openxet load` starts the abuser as this executable's load-abuser.
+	if os.Getenv("OPENXET_TEST_MAIN") == "1" || (len(os.Args) > 1 && os.Args[1] == loadAbuserName) {
 		ctx, stop := signalContext()
 		code := Run(ctx, os.Args, os.Stdout, os.Stderr, os.LookupEnv)
 		stop()

@@ -28,8 +28,9 @@ type abuser struct {
 	cfg   AbuserConfig
 	nodes nodes
 	name  string
-	c     *client // the abuser's own address (the honest tenants' too)
-	spray *client // from SprayAddr; nil when the sprayer is off
+	c     *client        // the abuser's own address (the honest tenants' too)
+	proc  *abuserProcess // the child running the attacks; nil: they run here
+	spray *client        // from SprayAddr; nil when the sprayer is off
 	rec   *recorder
 	track func(credential) // called with each credential made, to revoke it later
 	notes []string
@@ -177,16 +178,22 @@ func (ab *abuser) setup(ctx context.Context, adm *admin, nodeAdm []*admin, seed 
 		}
 		ab.holds = append(ab.holds, hu)
 	}
-	// Enough new xorbs to fill the headroom and then some; refused ones are
-	// never stored, so they can be sent again and again.
+	ab.makeQuotaXorbs(seed)
+	return nil
+}
+
+// makeQuotaXorbs makes the xorbs the quota attack uploads, a function of
+// seed: enough new xorbs to fill the headroom and then some; refused ones
+// are never stored, so they can be sent again and again.
+func (ab *abuser) makeQuotaXorbs(seed uint64) {
 	n := int(ab.cfg.QuotaHeadroomBytes/ab.cfg.QuotaXorbBytes) + 4
 	n = max(n, 8)
+	ab.quotaBodies, ab.quotaHashes = nil, nil
 	for i := range n {
 		x, body := newXorb(mix(seed^0x9007a^uint64(i)<<20), int(ab.cfg.QuotaXorbBytes))
 		ab.quotaBodies = append(ab.quotaBodies, body)
 		ab.quotaHashes = append(ab.quotaHashes, x.info.Hash)
 	}
-	return nil
 }
 
 // run attacks until ctx is done and returns when every attacker has stopped.

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
+	"runtime/metrics"
 	"time"
 
 	"github.com/prometheus/common/expfmt"
@@ -98,7 +100,44 @@ const (
 	metricReserved = "openxet_memory_reserved_bytes"
 	metricBudget   = "openxet_memory_budget_bytes"
 	metricCPUs     = "openxet_process_cpus"
+	// metricSchedLatency is how long the server's goroutines waited,
+	// runnable, for a CPU (runtime/metrics /sched/latencies:seconds).
+	metricSchedLatency = "go_sched_latencies_seconds"
 )
+
+// schedLatency reads the server's scheduling latency histogram as a
+// runtime/metrics histogram (bucket i counts the waits in [Buckets[i],
+// Buckets[i+1]) seconds) and the sum of the waits in seconds; nil when the
+// server does not export it.
+func (a *admin) schedLatency(ctx context.Context) (h *metrics.Float64Histogram, sum float64, err error) {
+	err = a.readMetrics(ctx, func(r io.Reader) error {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(r)
+		if err != nil {
+			return fmt.Errorf("parse metrics: %w", err)
+		}
+		ms := fams[metricSchedLatency].GetMetric()
+		if len(ms) != 1 || ms[0].GetHistogram() == nil {
+			return nil
+		}
+		ph := ms[0].GetHistogram()
+		h = &metrics.Float64Histogram{Buckets: []float64{0}}
+		var prev uint64
+		for _, b := range ph.GetBucket() {
+			if math.IsInf(b.GetUpperBound(), 1) {
+				break
+			}
+			h.Buckets = append(h.Buckets, b.GetUpperBound())
+			h.Counts = append(h.Counts, b.GetCumulativeCount()-prev)
+			prev = b.GetCumulativeCount()
+		}
+		h.Buckets = append(h.Buckets, math.Inf(1))
+		h.Counts = append(h.Counts, ph.GetSampleCount()-prev)
+		sum = ph.GetSampleSum()
+		return nil
+	})
+	return h, sum, err
+}
 
 // scrape reads the server's metrics and returns the value of each gauge or
 // counter family (series summed).

@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -101,7 +103,8 @@ func (c *client) do(parent context.Context, w who, method, url, token string, bo
 		// has no answer to count.
 		return a
 	}
-	c.rec.request(reqRecord{start: c.rec.since(start), dur: a.dur, bytes: n, tenant: w.tenant, node: int16(w.node), status: int16(a.status), class: w.class, route: w.route, code: a.code})
+	c.rec.request(reqRecord{start: c.rec.since(start), dur: a.dur, bytes: n, tenant: w.tenant, node: int16(w.node), status: int16(a.status), class: w.class, route: w.route, code: a.code,
+		timing: a.header.Get("Server-Timing")})
 	return a
 }
 
@@ -164,4 +167,35 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// serverTotal is the Server-Timing metric with the server's whole time for
+// a request, from its arrival to its answer's header.
+const serverTotal = "total"
+
+// parseServerTiming reads a Server-Timing header value ("total;dur=3.2,
+// index;dur=1.1"): each metric's dur, in milliseconds. Metrics without a
+// dur, or with one that is not a number, are left out; ok is false when no
+// metric is left.
+func parseServerTiming(v string) (durs map[string]time.Duration, ok bool) {
+	for metric := range strings.SplitSeq(v, ",") {
+		name, params, _ := strings.Cut(metric, ";")
+		name = strings.TrimSpace(name)
+		for param := range strings.SplitSeq(params, ";") {
+			k, val, _ := strings.Cut(strings.TrimSpace(param), "=")
+			if !strings.EqualFold(k, "dur") {
+				continue
+			}
+			f, err := strconv.ParseFloat(strings.Trim(val, `"`), 64)
+			if err != nil || f < 0 || math.IsInf(f, 0) || name == "" {
+				break
+			}
+			if durs == nil {
+				durs = map[string]time.Duration{}
+			}
+			durs[name] = time.Duration(f * float64(time.Millisecond))
+			break
+		}
+	}
+	return durs, len(durs) > 0
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"os/exec"
 	"strings"
 	"sync"
 	"time"
@@ -121,6 +122,15 @@ type Config struct {
 	Seed uint64
 
 	Abuser AbuserConfig
+
+	// AbuserCommand, when set, runs the abuse scenario's attacks in a
+	// process of their own: it returns the command of a process that calls
+	// ServeAbuser with its stdin and stdout (Run sets both; the caller sets
+	// whatever else, e.g. Stderr). The caller makes that process yield the
+	// CPU to this one (the lowest CPU priority), so that the abuser's own
+	// client does not take the honest clients' CPU. Nil: the attacks run in
+	// this process.
+	AbuserCommand func(ctx context.Context) *exec.Cmd
 
 	// Progress receives one line per stage; nil discards them.
 	Progress io.Writer

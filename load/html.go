@@ -82,6 +82,9 @@ code{background:#f3f3f3;padding:0 .25em}
 	if c := r.Comparison; c != nil {
 		b.WriteString("<h2>Honest tenants beside the abuser vs alone</h2>\n<table><tr><th></th><th>alone</th><th>beside the abuser</th><th>ratio</th></tr>\n")
 		fmt.Fprintf(&b, "<tr><td>p99 latency, all requests</td><td>%.1f ms</td><td>%.1f ms</td><td>×%.2f</td></tr>\n", c.BaselineP99ms, c.AbuseP99ms, c.P99Ratio)
+		if c.BaselineServerP99ms > 0 {
+			fmt.Fprintf(&b, "<tr><td>p99 in the server (Server-Timing), all requests</td><td>%.1f ms</td><td>%.1f ms</td><td>×%.2f</td></tr>\n", c.BaselineServerP99ms, c.AbuseServerP99ms, c.ServerP99Ratio)
+		}
 		for _, rc := range c.Routes {
 			fmt.Fprintf(&b, "<tr><td>p99 %s</td><td>%.1f ms</td><td>%.1f ms</td><td>×%.2f</td></tr>\n", rc.Route, rc.BaselineP99ms, rc.AbuseP99ms, rc.Ratio)
 		}

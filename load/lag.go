@@ -66,3 +66,24 @@ func schedBetween(from, to *metrics.Float64Histogram) LatencySummary {
 	}
 	return s
 }
+
+// serverLag is the server's own scheduling latency over a phase, from its
+// go_sched_latencies_seconds histogram (admin.schedLatency).
+type serverLag struct {
+	summary *LatencySummary // nil when the server does not export it
+	meanMs  float64
+}
+
+// newServerLag summarizes the waits between two snapshots of the server's
+// histogram whose sums differ by sumSeconds.
+func newServerLag(from, to *metrics.Float64Histogram, sumSeconds float64) serverLag {
+	if from == nil || to == nil {
+		return serverLag{}
+	}
+	s := schedBetween(from, to)
+	l := serverLag{summary: &s}
+	if s.Count > 0 {
+		l.meanMs = sumSeconds / float64(s.Count) * 1e3
+	}
+	return l
+}

@@ -1,8 +1,14 @@
 package load
 
 import (
+	"context"
+	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"runtime/metrics"
+	"sync/atomic"
 	"testing"
 )
 
@@ -26,5 +32,52 @@ func TestSchedBetween(t *testing.T) {
 	}
 	if got := schedSnapshot(); got == nil || len(got.Counts) == 0 {
 		t.Errorf("this runtime has no %s histogram", schedLatency)
+	}
+}
+
+// TestServerLag reads the server's scheduling latency histogram from its
+// metrics at two times and summarizes the waits between them: counts per
+// bucket, percentiles at bucket bounds, the mean from the sums.
+func TestServerLag(t *testing.T) {
+	page := func(c1, c2, c3, total int, sum float64) string {
+		return fmt.Sprintf(`# TYPE go_sched_latencies_seconds histogram
+go_sched_latencies_seconds_bucket{le="0.001"} %d
+go_sched_latencies_seconds_bucket{le="0.01"} %d
+go_sched_latencies_seconds_bucket{le="0.1"} %d
+go_sched_latencies_seconds_bucket{le="+Inf"} %d
+go_sched_latencies_seconds_sum %g
+go_sched_latencies_seconds_count %d
+`, c1, c2, c3, total, sum, total)
+	}
+	var body atomic.Value
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body.Load().(string)) }))
+	defer hs.Close()
+	adm := &admin{metrics: hs.URL, token: "x", hc: hs.Client()}
+	ctx := context.Background()
+
+	body.Store(page(10, 10, 10, 10, 0.001))
+	from, sum0, err := adm.schedLatency(ctx)
+	if err != nil || from == nil {
+		t.Fatalf("schedLatency: %v, %v", from, err)
+	}
+	// 100 more waits: 90 under 1 ms, 9 under 10 ms, 1 under 100 ms,
+	// 0.2 s in all.
+	body.Store(page(100, 109, 110, 110, 0.201))
+	to, sum1, err := adm.schedLatency(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := newServerLag(from, to, sum1-sum0)
+	want := LatencySummary{Count: 100, P50ms: 1, P95ms: 10, P99ms: 10, Maxms: 100}
+	if l.summary == nil || *l.summary != want || math.Abs(l.meanMs-2) > 1e-9 {
+		t.Errorf("server lag %+v mean %v ms; want %+v mean 2 ms", l.summary, l.meanMs, want)
+	}
+
+	body.Store("# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 1\n")
+	if h, _, err := adm.schedLatency(ctx); err != nil || h != nil {
+		t.Errorf("a server without the histogram: %v, %v; want nil, nil", h, err)
+	}
+	if l := newServerLag(nil, to, 1); l.summary != nil {
+		t.Errorf("lag from a missing snapshot: %+v", l.summary)
 	}
 }

@@ -82,6 +82,10 @@ type Layout struct {
 	LoadCPUs string `json:"load_cpus"`
 	// Pinned reports that both are known and share no CPU.
 	Pinned bool `json:"pinned"`
+	// Abuser says where the abuse scenario's abuser ran: in the load
+	// process, or in its own (with its CPU priority and CPUs); "" in other
+	// scenarios.
+	Abuser string `json:"abuser,omitempty"`
 }
 
 func newLayout(server, load CPUSet) Layout {
@@ -99,9 +103,14 @@ func (l Layout) String() string {
 	}
 	s := fmt.Sprintf("server on %s, load on %s", at(l.ServerCPUs), at(l.LoadCPUs))
 	if l.Pinned {
-		return s + " (pinned apart)"
+		s += " (pinned apart)"
+	} else {
+		s += " (not pinned apart: the load generator's and the abuser's own CPU use is part of what the server's tenants feel)"
 	}
-	return s + " (not pinned apart: the load generator's and the abuser's own CPU use is part of what the server's tenants feel)"
+	if l.Abuser != "" {
+		s += "; abuser " + l.Abuser
+	}
+	return s
 }
 
 // checkServerCPUs compares what the server reports with what the caller

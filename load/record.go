@@ -40,6 +40,9 @@ type reqRecord struct {
 	class      string
 	route      string
 	code       string // error code of a refusal, "rate_limited/credential" etc.
+	// timing is the answer's Server-Timing header: the server's own time
+	// and its stages (parseServerTiming); "" when it sent none.
+	timing string
 }
 
 // opRecord is one honest operation (an upload, a download or a dedup

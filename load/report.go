@@ -135,6 +135,13 @@ type PhaseReport struct {
 	// near the honest p99 means the figures measure the load generator
 	// more than the server.
 	LoadLag LatencySummary `json:"load_lag"`
+	// ServerLag is the same for the server's goroutines, from its
+	// go_sched_latencies_seconds histogram (coarse buckets: each
+	// percentile is a bucket's upper bound), and ServerLagMeanMs the mean
+	// wait; nil when the server does not export it. On a server pinned to
+	// one CPU, a request waits its turn like this at every step.
+	ServerLag       *LatencySummary `json:"server_lag,omitempty"`
+	ServerLagMeanMs float64         `json:"server_lag_mean_ms,omitempty"`
 }
 
 // ClassReport is what one class of requests (honest or abuser) got in a
@@ -147,7 +154,17 @@ type ClassReport struct {
 	OpsPerSecond   float64        `json:"ops_per_second,omitempty"`
 	BytesPerSecond float64        `json:"bytes_per_second"`
 	Latency        LatencySummary `json:"latency"`
-	Routes         []RouteReport  `json:"routes"`
+	// ServerLatency is the server's own time for the same requests, as
+	// their answers' Server-Timing header said it: from a request's arrival
+	// to its answer's header. Latency minus it is time spent outside the
+	// server's handler: the network, the server's and the client's
+	// schedulers, the client itself. Count 0: the server sent no timing.
+	ServerLatency LatencySummary `json:"server_latency"`
+	// ServerStages is the server's time in each stage of the requests
+	// that went through it (Server-Timing metrics other than the total:
+	// auth, work_wait, memory_wait, body, validate, index, write, open).
+	ServerStages map[string]LatencySummary `json:"server_stages,omitempty"`
+	Routes       []RouteReport             `json:"routes"`
 	// Statuses counts answers by HTTP status ("0" = transport error).
 	Statuses map[string]int `json:"statuses"`
 	// Refusals counts answers of 400 and up, but 404, by "status code".
@@ -156,10 +173,11 @@ type ClassReport struct {
 
 // RouteReport is the latency and answers of one route.
 type RouteReport struct {
-	Route    string         `json:"route"`
-	Latency  LatencySummary `json:"latency"`
-	Statuses map[string]int `json:"statuses"`
-	Refusals map[string]int `json:"refusals,omitempty"`
+	Route         string         `json:"route"`
+	Latency       LatencySummary `json:"latency"`
+	ServerLatency LatencySummary `json:"server_latency"`
+	Statuses      map[string]int `json:"statuses"`
+	Refusals      map[string]int `json:"refusals,omitempty"`
 }
 
 // TenantThroughput is one honest tenant's completed work in a phase.
@@ -173,16 +191,21 @@ type TenantThroughput struct {
 // Comparison sets the honest tenants' figures beside the abuser against
 // their figures alone (abuse / baseline).
 type Comparison struct {
-	BaselineP99ms   float64           `json:"baseline_p99_ms"`
-	AbuseP99ms      float64           `json:"abuse_p99_ms"`
-	P99Ratio        float64           `json:"p99_ratio"`
-	BaselineOpsPerS float64           `json:"baseline_ops_per_second"`
-	AbuseOpsPerS    float64           `json:"abuse_ops_per_second"`
-	ThroughputRatio float64           `json:"throughput_ratio"`
-	BaselineBytesPS float64           `json:"baseline_bytes_per_second"`
-	AbuseBytesPS    float64           `json:"abuse_bytes_per_second"`
-	BytesRatio      float64           `json:"bytes_ratio"`
-	Routes          []RouteComparison `json:"routes"`
+	BaselineP99ms float64 `json:"baseline_p99_ms"`
+	AbuseP99ms    float64 `json:"abuse_p99_ms"`
+	P99Ratio      float64 `json:"p99_ratio"`
+	// The same p99 as the server measured it (ClassReport.ServerLatency);
+	// 0 when it sent no timing.
+	BaselineServerP99ms float64           `json:"baseline_server_p99_ms"`
+	AbuseServerP99ms    float64           `json:"abuse_server_p99_ms"`
+	ServerP99Ratio      float64           `json:"server_p99_ratio"`
+	BaselineOpsPerS     float64           `json:"baseline_ops_per_second"`
+	AbuseOpsPerS        float64           `json:"abuse_ops_per_second"`
+	ThroughputRatio     float64           `json:"throughput_ratio"`
+	BaselineBytesPS     float64           `json:"baseline_bytes_per_second"`
+	AbuseBytesPS        float64           `json:"abuse_bytes_per_second"`
+	BytesRatio          float64           `json:"bytes_ratio"`
+	Routes              []RouteComparison `json:"routes"`
 	// The same p99 over the second half of each phase only.
 	BaselineSecondHalfP99ms float64 `json:"baseline_second_half_p99_ms"`
 	AbuseSecondHalfP99ms    float64 `json:"abuse_second_half_p99_ms"`
@@ -195,10 +218,12 @@ type Comparison struct {
 
 // RouteComparison is one route's honest p99 in both phases.
 type RouteComparison struct {
-	Route         string  `json:"route"`
-	BaselineP99ms float64 `json:"baseline_p99_ms"`
-	AbuseP99ms    float64 `json:"abuse_p99_ms"`
-	Ratio         float64 `json:"ratio"`
+	Route               string  `json:"route"`
+	BaselineP99ms       float64 `json:"baseline_p99_ms"`
+	AbuseP99ms          float64 `json:"abuse_p99_ms"`
+	Ratio               float64 `json:"ratio"`
+	BaselineServerP99ms float64 `json:"baseline_server_p99_ms"`
+	AbuseServerP99ms    float64 `json:"abuse_server_p99_ms"`
 }
 
 // AbuserReport is what the abuser did and got.
@@ -307,8 +332,8 @@ func (p phaseSpan) has(t time.Duration) bool { return t >= p.start && t < p.end 
 func classReport(class string, p phaseSpan, reqs []reqRecord, ops []opRecord, routes []string) ClassReport {
 	secs := (p.end - p.start).Seconds()
 	cr := ClassReport{Statuses: map[string]int{}, Refusals: map[string]int{}}
-	var all []time.Duration
-	byRoute := map[string][]time.Duration{}
+	var all, srvAll []time.Duration
+	byRoute, srvByRoute, stages := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
 	rr := map[string]*RouteReport{}
 	var bytes int64
 	for _, r := range reqs {
@@ -333,6 +358,16 @@ func classReport(class string, p phaseSpan, reqs []reqRecord, ops []opRecord, ro
 			all = append(all, r.dur)
 			byRoute[r.route] = append(byRoute[r.route], r.dur)
 		}
+		if st, ok := parseServerTiming(r.timing); ok && r.status != 0 {
+			for name, d := range st {
+				if name == serverTotal {
+					srvAll = append(srvAll, d)
+					srvByRoute[r.route] = append(srvByRoute[r.route], d)
+				} else {
+					stages[name] = append(stages[name], d)
+				}
+			}
+		}
 		if class != classHonest {
 			bytes += r.bytes
 		}
@@ -348,6 +383,13 @@ func classReport(class string, p phaseSpan, reqs []reqRecord, ops []opRecord, ro
 		bytes += o.bytes
 	}
 	cr.Latency = Summarize(all)
+	cr.ServerLatency = Summarize(srvAll)
+	for name, ds := range stages {
+		if cr.ServerStages == nil {
+			cr.ServerStages = map[string]LatencySummary{}
+		}
+		cr.ServerStages[name] = Summarize(ds)
+	}
 	if secs > 0 {
 		cr.OpsPerSecond = float64(cr.Ops-cr.FailedOps) / secs
 		cr.BytesPerSecond = float64(bytes) / secs
@@ -355,6 +397,7 @@ func classReport(class string, p phaseSpan, reqs []reqRecord, ops []opRecord, ro
 	for _, name := range routes {
 		if x := rr[name]; x != nil {
 			x.Latency = Summarize(byRoute[name])
+			x.ServerLatency = Summarize(srvByRoute[name])
 			if len(x.Refusals) == 0 {
 				x.Refusals = nil
 			}
@@ -408,6 +451,7 @@ func ratio(a, b float64) float64 {
 func compare(base, ab PhaseReport) *Comparison {
 	c := &Comparison{
 		BaselineP99ms: base.Honest.Latency.P99ms, AbuseP99ms: ab.Honest.Latency.P99ms,
+		BaselineServerP99ms: base.Honest.ServerLatency.P99ms, AbuseServerP99ms: ab.Honest.ServerLatency.P99ms,
 		BaselineOpsPerS: base.Honest.OpsPerSecond, AbuseOpsPerS: ab.Honest.OpsPerSecond,
 		BaselineBytesPS: base.Honest.BytesPerSecond, AbuseBytesPS: ab.Honest.BytesPerSecond,
 		BaselineJainOps: base.JainOps, AbuseJainOps: ab.JainOps,
@@ -416,13 +460,14 @@ func compare(base, ab PhaseReport) *Comparison {
 	}
 	c.SecondHalfP99Ratio = ratio(c.AbuseSecondHalfP99ms, c.BaselineSecondHalfP99ms)
 	c.P99Ratio = ratio(c.AbuseP99ms, c.BaselineP99ms)
+	c.ServerP99Ratio = ratio(c.AbuseServerP99ms, c.BaselineServerP99ms)
 	c.ThroughputRatio = ratio(c.AbuseOpsPerS, c.BaselineOpsPerS)
 	c.BytesRatio = ratio(c.AbuseBytesPS, c.BaselineBytesPS)
 	for _, r := range base.Honest.Routes {
-		rc := RouteComparison{Route: r.Route, BaselineP99ms: r.Latency.P99ms}
+		rc := RouteComparison{Route: r.Route, BaselineP99ms: r.Latency.P99ms, BaselineServerP99ms: r.ServerLatency.P99ms}
 		for _, a := range ab.Honest.Routes {
 			if a.Route == r.Route {
-				rc.AbuseP99ms = a.Latency.P99ms
+				rc.AbuseP99ms, rc.AbuseServerP99ms = a.Latency.P99ms, a.ServerLatency.P99ms
 			}
 		}
 		rc.Ratio = ratio(rc.AbuseP99ms, rc.BaselineP99ms)
@@ -488,11 +533,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	b.WriteString("\n")
 
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tclass\trequests\tops/s\tMiB/s\tp50 ms\tp95 ms\tp99 ms\tmax ms\t403/429/503\tJain\t")
+	fmt.Fprintln(tw, "phase\tclass\trequests\tops/s\tMiB/s\tp50 ms\tp95 ms\tp99 ms\tmax ms\tserver p99 ms\t403/429/503\tJain\t")
 	for _, p := range r.Phases {
 		row := func(class string, c ClassReport, jain string) {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%d\t%s\t\n", p.Name, class, c.Requests, opsCell(c), c.BytesPerSecond/(1<<20),
-				c.Latency.P50ms, c.Latency.P95ms, c.Latency.P99ms, c.Latency.Maxms, refusedCount(c), jain)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%.2f\t%.1f\t%.1f\t%.1f\t%.1f\t%s\t%d\t%s\t\n", p.Name, class, c.Requests, opsCell(c), c.BytesPerSecond/(1<<20),
+				c.Latency.P50ms, c.Latency.P95ms, c.Latency.P99ms, c.Latency.Maxms, serverCell(c.ServerLatency), refusedCount(c), jain)
 		}
 		row(classHonest, p.Honest, fmt.Sprintf("%.4f", p.JainOps))
 		if p.Abuser != nil {
@@ -501,11 +546,11 @@ func (r *Report) WriteText(w io.Writer) error {
 	}
 	tw.Flush()
 
-	b.WriteString("\nhonest latency by route (ms, p50 / p95 / p99)\n")
+	b.WriteString("\nhonest latency by route (ms, p50 / p95 / p99, and the server's own p99)\n")
 	tw = tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	head := "route\t"
 	for _, p := range r.Phases {
-		head += p.Name + "\trequests\t"
+		head += p.Name + "\tserver\trequests\t"
 	}
 	fmt.Fprintln(tw, head)
 	for _, route := range honestRoutes {
@@ -513,10 +558,10 @@ func (r *Report) WriteText(w io.Writer) error {
 		for _, p := range r.Phases {
 			rr, ok := findRoute(p.Honest.Routes, route)
 			if !ok {
-				line += "-\t0\t"
+				line += "-\t-\t0\t"
 				continue
 			}
-			line += fmt.Sprintf("%.1f / %.1f / %.1f\t%d\t", rr.Latency.P50ms, rr.Latency.P95ms, rr.Latency.P99ms, rr.Latency.Count)
+			line += fmt.Sprintf("%.1f / %.1f / %.1f\t%s\t%d\t", rr.Latency.P50ms, rr.Latency.P95ms, rr.Latency.P99ms, serverCell(rr.ServerLatency), rr.Latency.Count)
 		}
 		fmt.Fprintln(tw, line)
 	}
@@ -526,14 +571,24 @@ func (r *Report) WriteText(w io.Writer) error {
 		lo, hi := minMaxOps(p.Tenants)
 		fmt.Fprintf(&b, "\n%s: %d tenants, ops/s per tenant min %.2f max %.2f, Jain's index %.4f (ops) %.4f (bytes)", p.Name, len(p.Tenants), lo, hi, p.JainOps, p.JainBytes)
 		fmt.Fprintf(&b, "\n%s: the load generator's goroutines waited for a CPU p99 %.1f ms, max %.1f ms (several such waits are in every latency above)", p.Name, p.LoadLag.P99ms, p.LoadLag.Maxms)
+		if l := p.ServerLag; l != nil {
+			fmt.Fprintf(&b, "\n%s: the server's goroutines waited for a CPU %d times, mean %.2f ms, p99 under %.1f ms", p.Name, l.Count, p.ServerLagMeanMs, l.P99ms)
+		}
+		if st := stagesText(p.Honest.ServerStages); st != "" {
+			fmt.Fprintf(&b, "\n%s: honest requests' server stages, p99 ms: %s", p.Name, st)
+		}
 	}
 	b.WriteString("\n")
 
 	if c := r.Comparison; c != nil {
 		fmt.Fprintf(&b, "\nhonest beside the abuser vs alone: p99 %.1f ms vs %.1f ms (×%.2f), throughput %.1f vs %.1f ops/s (×%.3f), %.2f vs %.2f MiB/s (×%.3f)\n",
 			c.AbuseP99ms, c.BaselineP99ms, c.P99Ratio, c.AbuseOpsPerS, c.BaselineOpsPerS, c.ThroughputRatio, c.AbuseBytesPS/(1<<20), c.BaselineBytesPS/(1<<20), c.BytesRatio)
+		if c.BaselineServerP99ms > 0 {
+			fmt.Fprintf(&b, "  the server's own time (Server-Timing): p99 %.1f ms vs %.1f ms (×%.2f)\n", c.AbuseServerP99ms, c.BaselineServerP99ms, c.ServerP99Ratio)
+		}
 		for _, rc := range c.Routes {
-			fmt.Fprintf(&b, "  %-15s p99 %8.1f ms vs %8.1f ms (×%.2f)\n", rc.Route, rc.AbuseP99ms, rc.BaselineP99ms, rc.Ratio)
+			fmt.Fprintf(&b, "  %-15s p99 %8.1f ms vs %8.1f ms (×%.2f); server %s vs %s ms\n", rc.Route, rc.AbuseP99ms, rc.BaselineP99ms, rc.Ratio,
+				fmtServerMs(rc.AbuseServerP99ms), fmtServerMs(rc.BaselineServerP99ms))
 		}
 		fmt.Fprintf(&b, "  second half of each phase only: p99 %.1f ms vs %.1f ms (×%.2f)\n", c.AbuseSecondHalfP99ms, c.BaselineSecondHalfP99ms, c.SecondHalfP99Ratio)
 	}
@@ -745,4 +800,38 @@ func fmtBytes(n int64) string {
 
 func fmtMs(v float64) string {
 	return time.Duration(v * float64(time.Millisecond)).String()
+}
+
+// serverCell is a server-side p99 for a table, "-" when the server sent
+// no timing.
+func serverCell(l LatencySummary) string {
+	if l.Count == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", l.P99ms)
+}
+
+func fmtServerMs(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", v)
+}
+
+// stagesText lists each server stage's p99 in the order a request goes
+// through them ("auth 0.1, work_wait 0.0, …"), unknown stages last.
+func stagesText(st map[string]LatencySummary) string {
+	order := []string{"auth", "work_wait", "memory_wait", "body", "validate", "index", "write", "open"}
+	var parts []string
+	for _, name := range order {
+		if l, ok := st[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.1f", name, l.P99ms))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(st)) {
+		if !slices.Contains(order, name) {
+			parts = append(parts, fmt.Sprintf("%s %.1f", name, st[name].P99ms))
+		}
+	}
+	return strings.Join(parts, ", ")
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"html"
 	"io"
+	"maps"
 	"math"
 	"os/exec"
 	"regexp"
@@ -21,11 +22,11 @@ import (
 func sampleReport() *Report {
 	ms := time.Millisecond
 	reqs := []reqRecord{
-		{start: 1 * time.Second, dur: 2 * ms, class: classHonest, route: routeXorb, status: 200, tenant: 0, bytes: 1000},
-		{start: 1500 * ms, dur: 4 * ms, class: classHonest, route: routeFetch, status: 206, tenant: 1, bytes: 5000},
+		{start: 1 * time.Second, dur: 2 * ms, class: classHonest, route: routeXorb, status: 200, tenant: 0, bytes: 1000, timing: "total;dur=1, write;dur=0.5"},
+		{start: 1500 * ms, dur: 4 * ms, class: classHonest, route: routeFetch, status: 206, tenant: 1, bytes: 5000, timing: "total;dur=2"},
 		{start: 2 * time.Second, dur: 1 * ms, class: classHonest, route: routeDedup, status: 404, tenant: 1},
-		{start: 3 * time.Second, dur: 9 * ms, class: classHonest, route: routeReconstruction, status: 200, tenant: 0, bytes: 300},
-		{start: 3100 * ms, dur: 20 * ms, class: classHonest, route: routeFetch, status: 206, tenant: 1, bytes: 9000},
+		{start: 3 * time.Second, dur: 9 * ms, class: classHonest, route: routeReconstruction, status: 200, tenant: 0, bytes: 300, timing: "total;dur=3,index;dur=2"},
+		{start: 3100 * ms, dur: 20 * ms, class: classHonest, route: routeFetch, status: 206, tenant: 1, bytes: 9000, timing: "total;dur=4"},
 		{start: 3200 * ms, dur: 1 * ms, class: classAbuser, route: routeFlood, status: 429, tenant: -1, code: "rate_limited/credential"},
 		{start: 3300 * ms, dur: 1 * ms, class: classAbuser, route: routeQuota, status: 403, tenant: -1, code: "quota_exceeded"},
 		{start: 3400 * ms, dur: 10 * time.Second, class: classAbuser, route: routeHold, status: 503, tenant: -1, code: "memory_busy"},
@@ -59,6 +60,9 @@ func sampleReport() *Report {
 		}
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
+		if p.name == "abuse" {
+			pr.ServerLag, pr.ServerLagMeanMs = &LatencySummary{Count: 1200, P50ms: 0.08, P95ms: 0.9, P99ms: 10.5, Maxms: 117}, 0.42
+		}
 		r.Phases = append(r.Phases, pr)
 	}
 	r.Comparison = compare(r.Phases[0], r.Phases[1])
@@ -90,6 +94,19 @@ func TestClassReport(t *testing.T) {
 	if c := r.Comparison; c.AbuseP99ms != 20 || c.BaselineP99ms != 4 || c.P99Ratio != 5 {
 		t.Errorf("comparison p99 %v vs %v ratio %v, want 20 vs 4, 5", c.AbuseP99ms, c.BaselineP99ms, c.P99Ratio)
 	}
+	// The server's own times, from the answers that carried them.
+	if c := r.Comparison; c.AbuseServerP99ms != 4 || c.BaselineServerP99ms != 2 || c.ServerP99Ratio != 2 {
+		t.Errorf("server p99 %v vs %v ratio %v, want 4 vs 2, 2", c.AbuseServerP99ms, c.BaselineServerP99ms, c.ServerP99Ratio)
+	}
+	if got := base.Honest.ServerLatency.Count; got != 2 {
+		t.Errorf("baseline requests with a server time: %d, want 2 (the dedup answer had none)", got)
+	}
+	if st := ab.Honest.ServerStages; len(st) != 1 || st["index"].P99ms != 2 {
+		t.Errorf("abuse server stages %+v, want index 2 ms", st)
+	}
+	if rr, _ := findRoute(ab.Honest.Routes, routeFetch); rr.ServerLatency.P99ms != 4 {
+		t.Errorf("abuse fetch server p99 %v, want 4", rr.ServerLatency.P99ms)
+	}
 	if len(r.Timeline) != 2 || r.Timeline[0].Class != classHonest {
 		t.Errorf("timeline %+v", r.Timeline)
 	}
@@ -107,6 +124,9 @@ func TestWriteText(t *testing.T) {
 		"baseline  honest", "abuse  abuser",
 		"reconstruction", "Jain's index 1.0000",
 		"p99 20.0 ms vs 4.0 ms (×5.00)",
+		"the server's own time (Server-Timing): p99 4.0 ms vs 2.0 ms (×2.00)",
+		"abuse: honest requests' server stages, p99 ms: index 2.0",
+		"abuse: the server's goroutines waited for a CPU 1200 times, mean 0.42 ms, p99 under 10.5 ms",
 		"429 rate_limited/credential ×1",
 		"peak RSS 300MiB, budget 512MiB, limit 768MiB (budget + 256MiB overhead)",
 		"result: OK",
@@ -407,5 +427,24 @@ func TestHTMLShowsJainBytesAndSharedCPUs(t *testing.T) {
 	raw, _ := json.Marshal(r)
 	if !strings.Contains(string(raw), `"generator_shares_server_cpus":"unknown"`) {
 		t.Errorf("JSON lacks the field: %s", raw)
+	}
+}
+
+func TestParseServerTiming(t *testing.T) {
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	for _, tc := range []struct {
+		in   string
+		want map[string]time.Duration
+	}{
+		{"", nil},
+		{"total;dur=3.25", map[string]time.Duration{"total": ms(3.25)}},
+		{"total;dur=3, work_wait;dur=0.5 , index;desc=\"x\";dur=1", map[string]time.Duration{"total": ms(3), "work_wait": ms(0.5), "index": ms(1)}},
+		{"cache;desc=hit, total;DUR=\"2\"", map[string]time.Duration{"total": ms(2)}},
+		{"total;dur=-1, x;dur=abc, ;dur=1, y;dur=Inf", nil},
+	} {
+		got, ok := parseServerTiming(tc.in)
+		if ok != (tc.want != nil) || !maps.Equal(got, tc.want) {
+			t.Errorf("parseServerTiming(%q) = %v, %v; want %v", tc.in, got, ok, tc.want)
+		}
 	}
 }

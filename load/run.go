@@ -186,6 +186,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			progress("abuser %s: waiting until every node enforces its credential limit (%g/s, burst %d)", ab.name, ab.cfg.CredentialRequestsPerSecond, ab.cfg.CredentialBurst)
 			ab.awaitOverride(ctx, rec)
 		}
+		if cfg.AbuserCommand != nil {
+			ab.proc, err = startAbuserProcess(ctx, cfg.AbuserCommand(ctx), ab, ab.plan(cfg, t0, seed))
+			if err != nil {
+				return nil, err
+			}
+			defer ab.proc.stop(nil)
+			r.Layout.Abuser = "own process: " + ab.proc.ready
+		} else {
+			r.Layout.Abuser = "in the load process"
+		}
+		progress("abuser: %s", r.Layout.Abuser)
 	}
 
 	// The honest workers run through every phase; the first phase starts
@@ -199,8 +210,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	var phases []phaseSpan
 	var schedLags []LatencySummary // the load process's own, per phase
+	var serverLags []serverLag     // the server's, per phase
 	runPhase := func(name string) {
 		p := phaseSpan{name: name, start: rec.since(time.Now())}
+		srvBefore, srvSumBefore, _ := adm.schedLatency(ctx)
 		before := schedSnapshot()
 		progress("phase %s: %s", name, cfg.Duration)
 		sleepCtx(ctx, cfg.Duration)
@@ -214,6 +227,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		p.end = rec.since(time.Now())
 		schedLags = append(schedLags, schedBetween(before, schedSnapshot()))
+		srvAfter, srvSumAfter, _ := adm.schedLatency(ctx)
+		serverLags = append(serverLags, newServerLag(srvBefore, srvAfter, srvSumAfter-srvSumBefore))
 		phases = append(phases, p)
 	}
 	if cfg.Scenario == ManyTenants {
@@ -223,7 +238,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if ctx.Err() == nil {
 			abCtx, stopAb := context.WithCancel(ctx)
 			abDone := make(chan struct{})
-			go func() { defer close(abDone); ab.run(abCtx) }()
+			go func() {
+				defer close(abDone)
+				if ab.proc == nil {
+					ab.run(abCtx)
+				} else if err := ab.proc.run(abCtx); err != nil {
+					rec.fail(failCheck, "%v", err)
+				}
+			}()
 			runPhase("abuse")
 			stopAb()
 			<-abDone
@@ -286,6 +308,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		half := phaseSpan{name: p.name, start: p.start + (p.end-p.start)/2, end: p.end}
 		pr.SecondHalfHonestP99ms = classReport(classHonest, half, reqs, nil, nil).Latency.P99ms
 		pr.LoadLag = schedLags[i]
+		pr.ServerLag, pr.ServerLagMeanMs = serverLags[i].summary, serverLags[i].meanMs
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
 		r.Phases = append(r.Phases, pr)

@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"os"
+	"os/exec"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -208,7 +210,27 @@ func TestManyTenantsInProcess(t *testing.T) {
 // limit allows over the time they took, a quota upload got past the rate
 // limits and a slow read was held. The honest tenants stay far below their
 // limits whatever the speed: their think times bound their rate.
+//
+// The attacks run in the load process, or in a child process of their own
+// (Config.AbuserCommand: this test binary, see TestMain), whose counters
+// and records must come back to the report as if they had run here.
 func TestAbuseInProcess(t *testing.T) {
+	t.Run("in the load process", func(t *testing.T) { testAbuse(t, nil) })
+	t.Run("in a child process", func(t *testing.T) {
+		exe, err := os.Executable()
+		if err != nil {
+			t.Skip(err)
+		}
+		testAbuse(t, func(ctx context.Context) *exec.Cmd {
+			cmd := exec.CommandContext(ctx, exe, "-test.run=^$")
+			cmd.Env = append(os.Environ(), envAbuserChild+"=1")
+			cmd.Stderr = os.Stderr
+			return cmd
+		})
+	})
+}
+
+func testAbuse(t *testing.T, command func(context.Context) *exec.Cmd) {
 	const authFailuresPerMinute = 3
 	ts := startServer(t, nil, func(c *server.Config) { c.AuthFailuresPerMinute = authFailuresPerMinute })
 	cfg := tinyConfig(ts, Abuse)
@@ -217,6 +239,7 @@ func TestAbuseInProcess(t *testing.T) {
 	a.AuthFailuresPerMinute = authFailuresPerMinute
 	a.SprayWorkers = 1 // one sprayer makes the auth-failure envelope exact
 	a.QuotaHeadroomBytes = 1
+	cfg.AbuserCommand = command
 	cfg.holdPhase = func(p phaseSpan, _ *recorder, ab *abuser) bool {
 		if p.name != "abuse" {
 			return true
@@ -273,6 +296,14 @@ func TestAbuseInProcess(t *testing.T) {
 	}
 	if ar.HeldPeak == 0 {
 		t.Errorf("no slow read was ever held open")
+	}
+	for _, at := range []string{routeFlood, routeHold, routeQuota, routeSpray} {
+		if attacks[at].Requests == 0 {
+			t.Errorf("no request of the %s attack in the report", at)
+		}
+	}
+	if wantOwn := command != nil; strings.HasPrefix(r.Layout.Abuser, "own process: pid ") != wantOwn {
+		t.Errorf("layout says the abuser ran %q; want its own process: %v", r.Layout.Abuser, wantOwn)
 	}
 	// The run cleaned up after itself (Config.KeepTenants false): every
 	// credential it made is revoked and the abuser's limits record, the

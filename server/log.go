@@ -14,12 +14,19 @@ func setRefusal(c echo.Context, ae *apiError) { c.Set(refusalKey, ae) }
 // requestLog writes one line per request: method, path, status, bytes in
 // and out, duration in milliseconds, client IP, user agent, request id,
 // tenant, credential key (never the secret), and the code and limit of a
-// refusal. Probes, /metrics and /v1/telemetry log at debug level.
+// refusal. Probes, /metrics and /v1/telemetry log at debug level. An
+// authenticated request's answer carries its time so far and its stage
+// times in a Server-Timing header (stageTimes.serverTiming).
 func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
 		st := new(stageTimes)
 		c.Set(stagesKey, st)
+		c.Response().Before(func() {
+			if identityOf(c) != nil {
+				c.Response().Header().Set(headerServerTiming, st.serverTiming(time.Since(start)))
+			}
+		})
 		err := next(c)
 		if err != nil {
 			c.Error(err)

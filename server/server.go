@@ -86,6 +86,13 @@ const (
 	// DefaultMemoryTrimInterval: a pool unused for one interval is dropped
 	// at the next, so memory goes back within two intervals of a burst.
 	DefaultMemoryTrimInterval = 20 * time.Second
+	// maxUnsentBytes is how much of an answer a connection's socket may
+	// hold unsent (limitUnsent). Without a cap, each slow reader of a
+	// large answer made the kernel take up to a whole send buffer (4 MiB)
+	// from the server at once: 320 held reads made the server copy 1.2 GB
+	// into socket memory, outside the memory budget, in the second they
+	// connected, while every other request waited for its CPU.
+	maxUnsentBytes = 256 << 10
 	// trimAfterBytes is how much the heap must have allocated since the
 	// last trim for an idle budget to trigger one.
 	trimAfterBytes = 64 << 20
@@ -303,6 +310,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    s.cfg.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			limitUnsent(c, maxUnsentBytes)
+			return ctx
+		},
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()

@@ -2,6 +2,8 @@ package server
 
 import (
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -57,4 +59,32 @@ func (st *stageTimes) attrs(a []slog.Attr) []slog.Attr {
 		}
 	}
 	return a
+}
+
+// headerServerTiming is the W3C Server-Timing response header.
+const headerServerTiming = "Server-Timing"
+
+// serverTiming is the Server-Timing value of a request that has run for
+// total so far: "total;dur=3.214" then each stage that took any time under
+// its log name without the "t_" prefix ("work_wait;dur=0.5"), durations in
+// milliseconds as the header's dur parameter wants them.
+func (st *stageTimes) serverTiming(total time.Duration) string {
+	var b strings.Builder
+	add := func(name string, d time.Duration) {
+		if b.Len() > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(name)
+		b.WriteString(";dur=")
+		b.WriteString(strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', -1, 64))
+	}
+	add("total", total)
+	if st != nil {
+		for i, d := range st {
+			if d > 0 {
+				add(strings.TrimPrefix(stageNames[i], "t_"), d)
+			}
+		}
+	}
+	return b.String()
 }

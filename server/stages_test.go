@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -64,4 +65,62 @@ func TestRequestLogStages(t *testing.T) {
 func jsonNumber(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// TestServerTimingHeader: an authenticated request's answer carries its
+// time in the server and its stage times in Server-Timing, so a client can
+// tell the server's share of a latency from its own; an answer to a request
+// that did not authenticate carries none.
+func TestServerTimingHeader(t *testing.T) {
+	e := newTestEnv(t)
+	alice := e.credential("alice", "write")
+	x, _ := xet.BuildXorb(randomChunks(67, 2, 10_000), false)
+	f := e.upload(alice, x)
+
+	parse := func(v string) map[string]float64 {
+		m := map[string]float64{}
+		for _, part := range strings.Split(v, ",") {
+			name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			d, ok := strings.CutPrefix(params, "dur=")
+			if !ok {
+				t.Fatalf("Server-Timing %q: metric %q has no dur", v, name)
+			}
+			f, err := strconv.ParseFloat(d, 64)
+			if err != nil || f < 0 {
+				t.Fatalf("Server-Timing %q: metric %q dur %q", v, name, d)
+			}
+			m[name] = f
+		}
+		return m
+	}
+	res := e.do("GET", "/v1/reconstructions/"+f.Hash.String(), alice, nil)
+	if res.Status != 200 {
+		t.Fatalf("reconstruction: %d %s", res.Status, res.Body)
+	}
+	m := parse(res.Header.Get("Server-Timing"))
+	for _, name := range []string{"total", "auth", "index"} {
+		if _, ok := m[name]; !ok {
+			t.Errorf("Server-Timing %q lacks %s", res.Header.Get("Server-Timing"), name)
+		}
+	}
+	if _, ok := m["write"]; ok {
+		t.Errorf("Server-Timing %q has write, a stage a read does not go through", res.Header.Get("Server-Timing"))
+	}
+	sum := 0.0
+	for k, v := range m {
+		if k != "total" {
+			sum += v
+		}
+	}
+	// Stages are parts of the total, rounded down to the microsecond each.
+	if sum > m["total"]+0.001*float64(len(m)) {
+		t.Errorf("Server-Timing %q: stages add up to %.3f ms, more than the total", res.Header.Get("Server-Timing"), sum)
+	}
+
+	for _, tok := range []string{"", "hf_oxt_nobody_0000"} {
+		res := e.do("GET", "/v1/reconstructions/"+f.Hash.String(), tok, nil)
+		if res.Status != 401 || res.Header.Get("Server-Timing") != "" {
+			t.Errorf("token %q: %d, Server-Timing %q; want 401 without it", tok, res.Status, res.Header.Get("Server-Timing"))
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"syscall"
 
 	"gocloud.dev/blob"
@@ -16,6 +17,10 @@ const (
 	typeBinary = "application/octet-stream"
 	typeJSON   = "application/json"
 )
+
+// directMinBytes is the size from which writeObject writes a file://
+// object with O_DIRECT (writeDirect): xorbs, not records.
+const directMinBytes = 1 << 20
 
 // writeObject is the one way the store writes an object: data under key,
 // replacing any object there, or with ifAbsent only when the key is free
@@ -47,11 +52,26 @@ func (s *Store) writeObject(ctx context.Context, key string, data []byte, conten
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w, err := s.bucket.NewWriter(ctx, key, &blob.WriterOptions{ContentType: contentType, IfNotExist: ifAbsent})
+	opts := &blob.WriterOptions{ContentType: contentType, IfNotExist: ifAbsent}
+	var f *os.File // file:// buckets: the temporary file the object is written to
+	if len(data) >= directMinBytes {
+		opts.BeforeWrite = func(as func(any) bool) error {
+			as(&f)
+			return nil
+		}
+	}
+	w, err := s.bucket.NewWriter(ctx, key, opts)
 	if err != nil {
 		return false, fmt.Errorf("write %s: %w", key, bucketErr(err))
 	}
-	if _, err := w.Write(data); err != nil {
+	direct := false
+	if f != nil {
+		direct, err = writeDirect(f, data)
+	}
+	if !direct {
+		_, err = w.Write(data)
+	}
+	if err != nil {
 		cancel() // abort: Close must not store a partial object
 		w.Close()
 		return false, fmt.Errorf("write %s: %w", key, bucketErr(err))
