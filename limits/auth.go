@@ -2,6 +2,7 @@ package limits
 
 import (
 	"net/netip"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -20,10 +21,12 @@ const DefaultAuthFailuresPerMinute = 60
 // it back if the attempt did not fail (AuthAttempt.Refund), like Gate's
 // refunds. So however many attempts from one address race, at most N
 // tokens are checked before N failures are on record, and at most
-// N + N·W/60 within any W. The price: while N attempts from one address
-// are being checked at the same instant, another is refused even if its
-// token is good (checking a token takes microseconds, so this takes a
-// client with more than N requests in flight all authenticating at once).
+// N + N·W/60 within any W. An attempt that finds the bucket empty while
+// attempts of the same address are still being checked is not refused: it
+// waits until they end (a refund lets it in; failures leave it refused).
+// So a client with more than N requests authenticating at once (a busy
+// host, a NAT, a proxy) is never refused for attempts that turn out good,
+// and racing bad tokens still get exactly N checks.
 //
 // A successful authentication does not reset the count (GitLab's ban does).
 // Resetting would let anyone holding one valid token interleave successes
@@ -65,9 +68,48 @@ const DefaultAuthFailuresPerMinute = 60
 type AuthFailures struct {
 	table      *Table
 	rate       Rate
+	pending    [pendingShards]pendingShard // attempts being checked, per address
 	failures   atomic.Uint64
 	refused    atomic.Uint64
 	unrecorded atomic.Uint64
+}
+
+// pendingShards spreads the in-progress counts over this many locks.
+const pendingShards = 64
+
+// pendingShard counts, per address, the attempts Begin admitted that have
+// not ended; a waiter sleeps on cond until one ends. Only addresses with
+// an attempt in progress have an entry, so the map is bounded by the
+// requests in flight.
+type pendingShard struct {
+	mu   sync.Mutex
+	cond sync.Cond
+	n    map[string]int
+}
+
+func (a *AuthFailures) shard(key string) *pendingShard {
+	h := uint32(2166136261)
+	for i := 0; i < len(key); i++ {
+		h = (h ^ uint32(key[i])) * 16777619
+	}
+	ps := &a.pending[h%pendingShards]
+	ps.mu.Lock()
+	if ps.n == nil {
+		ps.n = map[string]int{}
+		ps.cond.L = &ps.mu
+	}
+	return ps
+}
+
+// end ends one attempt of key: its in-progress count drops and waiters
+// look again.
+func (a *AuthFailures) end(key string) {
+	ps := a.shard(key)
+	if ps.n[key]--; ps.n[key] <= 0 {
+		delete(ps.n, key)
+	}
+	ps.cond.Broadcast()
+	ps.mu.Unlock()
 }
 
 // AuthStats is a snapshot of an AuthFailures' counters, for metrics.
@@ -105,23 +147,39 @@ type AuthAttempt struct {
 // spends one unit of the address's allowance before the token is checked,
 // and the caller must end the attempt with Refund or Failed. A refusal's
 // RetryAfter is the exact wait until one more attempt is allowed.
+//
+// When the address's allowance is spent but some of its attempts are still
+// being checked, Begin waits for them to end before it decides: each end
+// of an attempt (Refund or Failed) wakes it to look again.
 func (a *AuthFailures) Begin(ip string, now time.Time) (AuthAttempt, Decision) {
 	key := ipKey(ip)
-	d, spent := a.table.allow(key, a.rate, now, true)
-	if !d.Allowed {
-		a.refused.Add(1)
-		return AuthAttempt{}, d
+	ps := a.shard(key)
+	defer ps.mu.Unlock()
+	for {
+		d, spent := a.table.allow(key, a.rate, now, true)
+		if d.Allowed {
+			ps.n[key]++
+			return AuthAttempt{a: a, key: key, spent: spent}, d
+		}
+		if ps.n[key] == 0 {
+			a.refused.Add(1)
+			return AuthAttempt{}, d
+		}
+		ps.cond.Wait()
 	}
-	return AuthAttempt{a: a, key: key, spent: spent}, d
 }
 
 // Refund ends an attempt that did not fail (the token verified, or it could
 // not be checked for a reason that is not the client's): the unit Begin
 // spent is given back.
 func (at AuthAttempt) Refund() {
-	if at.a != nil && at.spent {
+	if at.a == nil {
+		return
+	}
+	if at.spent {
 		at.a.table.Refund(at.key, at.a.rate)
 	}
+	at.a.end(at.key)
 }
 
 // Failed ends an attempt whose token did not verify, at now: the unit
@@ -134,6 +192,7 @@ func (at AuthAttempt) Failed(now time.Time) Decision {
 		return Decision{Allowed: true}
 	}
 	at.a.failures.Add(1)
+	defer at.a.end(at.key)
 	if at.spent {
 		return Decision{Allowed: true, Limit: at.a.rate}
 	}
