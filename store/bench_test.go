@@ -2,9 +2,14 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"math/rand/v2"
 	"path/filepath"
 	"testing"
+
+	"gocloud.dev/blob"
 )
 
 // BenchmarkObjectWrite writes a 64 MiB object to a file:// bucket (the
@@ -40,4 +45,61 @@ func BenchmarkObjectWrite(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkListKeys lists n owner records (xorb-owners/{xorb}/{tenant},
+// one directory per xorb) of a file:// bucket: with listKeys (one walk of
+// the store's own, filelist.go), and through fileblob with gocloud's
+// iterator (pages of 1,000) and with pages of 100,000. fileblob walks the
+// whole tree again for every page, so the iterator's time per key grows
+// with n.
+//
+//	go test -run '^$' -bench ListKeys -benchtime 3x ./store/
+func BenchmarkListKeys(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{5_000, 20_000} {
+		dir := b.TempDir()
+		bucket, err := OpenBucket(ctx, FileBucketURL(dir))
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer bucket.Close()
+		for i := range n {
+			if err := bucket.WriteAll(ctx, xorbOwnerKey(fmt.Sprintf("%064x", i), "bench"), []byte("{}"), nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		list := map[string]func() (int, error){
+			"listKeys": func() (int, error) {
+				keys, err := listKeys(ctx, bucket, fileBucketDir(FileBucketURL(dir)), prefixXorbOwners)
+				return len(keys), err
+			},
+			"fileblob-pages=100000": func() (int, error) {
+				keys, err := listKeys(ctx, bucket, "", prefixXorbOwners)
+				return len(keys), err
+			},
+			"fileblob-iterator": func() (int, error) {
+				it := bucket.List(&blob.ListOptions{Prefix: prefixXorbOwners})
+				for k := 0; ; k++ {
+					if _, err := it.Next(ctx); err != nil {
+						if errors.Is(err, io.EOF) {
+							return k, nil
+						}
+						return k, err
+					}
+				}
+			},
+		}
+		for _, name := range []string{"fileblob-iterator", "fileblob-pages=100000", "listKeys"} {
+			b.Run(fmt.Sprintf("%s/keys=%d", name, n), func(b *testing.B) {
+				for b.Loop() {
+					got, err := list[name]()
+					if err != nil || got != n {
+						b.Fatalf("listed %d keys (%v), want %d", got, err, n)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/key")
+			})
+		}
+	}
 }

@@ -21,7 +21,7 @@ func bucketObjects(tb testing.TB, bucketURL string) map[string]string {
 		tb.Fatal(err)
 	}
 	defer b.Close()
-	keys, err := listKeys(ctx, b, "")
+	keys, err := listKeys(ctx, b, fileBucketDir(bucketURL), "")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -878,7 +878,7 @@ type sweepable struct {
 // is over.
 func (p *pass) sweep(ctx context.Context) error {
 	for _, prefix := range []string{prefixXorbs, prefixShards, prefixBlobs} {
-		objs, err := listObjects(ctx, p.s.bucket, prefix)
+		objs, err := listObjects(ctx, p.s.bucket, p.s.fileDir(), prefix)
 		if err != nil {
 			return err
 		}
@@ -1065,7 +1065,7 @@ func (p *pass) deleteObjects(ctx context.Context, keys []string) error {
 			owners = prefixShardOwners + strings.TrimPrefix(k, prefixShards) + "/"
 		}
 		if owners != "" {
-			recs, err := listKeys(ctx, p.s.bucket, owners)
+			recs, err := listKeys(ctx, p.s.bucket, p.s.fileDir(), owners)
 			if err != nil {
 				return err
 			}
@@ -1125,15 +1125,21 @@ func (p *pass) tidyTenants(ctx context.Context) error {
 	return nil
 }
 
-// listObjects lists the objects under prefix with their size and time, in
-// large pages (the file:// driver walks its directory again for each page).
-func listObjects(ctx context.Context, b *blob.Bucket, prefix string) ([]*blob.ListObject, error) {
+// listObjects lists the objects under prefix with their size and time,
+// skipping temporary files: a file:// bucket (dir, its directory; "" for
+// other buckets) by a walk of its own (filelist.go), others in large pages.
+func listObjects(ctx context.Context, b *blob.Bucket, dir, prefix string) ([]*blob.ListObject, error) {
+	if dir != "" {
+		if objs, ok, err := listFileObjects(dir, prefix); ok || err != nil {
+			return objs, err
+		}
+	}
 	var out []*blob.ListObject
 	token := blob.FirstPageToken
 	for {
-		page, next, err := b.ListPage(ctx, token, 100_000, &blob.ListOptions{Prefix: prefix})
+		page, next, err := b.ListPage(ctx, token, listPageSize, &blob.ListOptions{Prefix: prefix})
 		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", prefix, err)
+			return nil, fmt.Errorf("list %s: %w", prefix, bucketErr(err))
 		}
 		for _, obj := range page {
 			if !obj.IsDir && !strings.HasSuffix(obj.Key, ".tmp") {

@@ -16,9 +16,10 @@ import (
 // TestGCScaleData writes, into the data directory named by
 // OPENXET_GC_SCALE_DIR, an index and bucket of 100k xorbs (1M chunks), 50k
 // files in 5k shards of 10 tenants, with one file in five released and 1k
-// leftover objects, all generated (not uploaded through HTTP). It is not a
-// CI test; BENCHMARKS.md says how the collection pass over it is measured
-// (`openxet gc --data-dir DIR --gc-grace 0s` under /usr/bin/time -v).
+// leftover xorbs, all generated (not uploaded through HTTP). The xorbs are
+// real but small (10 chunks of 64 bytes), so that reindex can run over the
+// bucket. It is not a CI test; BENCHMARKS.md says how the collection pass,
+// uploads beside it and reindex are measured over it.
 func TestGCScaleData(t *testing.T) {
 	dir := os.Getenv("OPENXET_GC_SCALE_DIR")
 	if dir == "" {
@@ -32,7 +33,7 @@ func TestGCScaleData(t *testing.T) {
 		nShards   = nFiles / filesPer
 		nTenants  = 10
 		leftovers = 1_000
-		objBytes  = 64
+		chunkLen  = 64
 	)
 	ctx := context.Background()
 	old := time.Now().Add(-30 * 24 * time.Hour)
@@ -47,13 +48,15 @@ func TestGCScaleData(t *testing.T) {
 		return xet.Hash(sha256.Sum256([]byte(fmt.Sprintf("%s/%d", kind, i))))
 	}
 	tenant := func(shard int) string { return fmt.Sprintf("tenant%02d", shard%nTenants) }
-	obj := make([]byte, objBytes) // xorbs: a pass never reads one
-	layout := make([]xet.XorbChunk, chunksPer)
-	var streamLen uint32
-	for i := range layout {
-		layout[i].Size = 8 << 10
-		streamLen += 4 << 10
-		layout[i].SerializedEnd = streamLen
+	// xorbOf is xorb i: chunks no other xorb has.
+	xorbOf := func(i int) ([]byte, xet.XorbInfo) {
+		chunks := make([][]byte, chunksPer)
+		for c := range chunks {
+			a := sha256.Sum256(fmt.Appendf(nil, "chunk/%d/%d", i, c))
+			b := sha256.Sum256(a[:])
+			chunks[c] = append(a[:], b[:chunkLen-len(a)]...)
+		}
+		return xet.BuildXorb(chunks, false)
 	}
 	start := time.Now()
 	batch := func(n int, fn func(tx *sql.Tx, i int) error) {
@@ -73,41 +76,33 @@ func TestGCScaleData(t *testing.T) {
 	}
 	// Xorbs with their layouts and owners (the tenant of the file's shard).
 	batch(nXorbs, func(tx *sql.Tx, i int) error {
-		x := hash("xorb", i).String()
-		for c := range layout {
-			layout[c].Hash = hash(fmt.Sprintf("chunk/%d", i), c)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO xorbs(hash, stream_len, chunks) VALUES (?, ?, ?)`, x, int64(streamLen), encodeChunks(layout)); err != nil {
-			return err
-		}
+		body, info := xorbOf(i)
+		x := info.Hash.String()
 		tn := tenant(i / 2 / filesPer)
-		if _, _, err := recordXorbOwner(ctx, tx, tn, x, xorbRecord{size: int64(streamLen), chunks: encodeChunks(layout)}, restoreFacts, Unlimited, old.Unix()); err != nil {
+		if _, _, err := recordXorbOwner(ctx, tx, tn, x, xorbRecord{size: info.StreamLen, chunks: encodeChunks(info.Chunks)}, restoreFacts, Unlimited, old.Unix()); err != nil {
 			return err
 		}
-		if err := s.bucket.WriteAll(ctx, xorbKey(x), obj, nil); err != nil {
+		if err := s.bucket.WriteAll(ctx, xorbKey(x), body, nil); err != nil {
 			return err
 		}
-		rec, _ := json.Marshal(xorbOwnerRecord{Tenant: tn, SizeBytes: int64(streamLen), Created: old.Unix()})
+		rec, _ := json.Marshal(xorbOwnerRecord{Tenant: tn, SizeBytes: info.StreamLen, Created: old.Unix()})
 		return s.bucket.WriteAll(ctx, xorbOwnerKey(x, tn), rec, nil)
 	})
 	t.Logf("xorbs written in %s", time.Since(start))
 	// Shards (real ones: a pass may parse them), registered as PutShard
 	// does: files, the xorbs they name, dedup rows, owners.
-	cas := func(i int) xet.CASInfo {
-		c := xet.CASInfo{Xorb: hash("xorb", i), NumBytesInXorb: chunksPer * (8 << 10), NumBytesOnDisk: streamLen}
-		for k := range chunksPer {
-			c.Chunks = append(c.Chunks, xet.CASChunk{Hash: hash(fmt.Sprintf("chunk/%d", i), k), ByteRangeStart: uint32(k * (8 << 10)), UnpackedBytes: 8 << 10})
-		}
-		return c
+	term := func(i int) (xet.Term, xet.CASInfo) {
+		_, info := xorbOf(i)
+		return xet.Term{Xorb: info.Hash, ChunkEnd: chunksPer, UnpackedBytes: uint32(info.UncompressedSize())}, xet.CASInfoFromXorb(info)
 	}
 	batch(nShards, func(tx *sql.Tx, k int) error {
 		tn := tenant(k)
 		sh := &xet.Shard{}
 		for j := k * filesPer; j < (k+1)*filesPer; j++ {
-			sh.Files = append(sh.Files, xet.FileInfo{Hash: hash("file", j), Terms: []xet.Term{
-				{Xorb: hash("xorb", 2*j), ChunkEnd: chunksPer, UnpackedBytes: chunksPer * (8 << 10)},
-				{Xorb: hash("xorb", 2*j+1), ChunkEnd: chunksPer, UnpackedBytes: chunksPer * (8 << 10)}}})
-			sh.Xorbs = append(sh.Xorbs, cas(2*j), cas(2*j+1))
+			t0, c0 := term(2 * j)
+			t1, c1 := term(2*j + 1)
+			sh.Files = append(sh.Files, xet.FileInfo{Hash: hash("file", j), Terms: []xet.Term{t0, t1}})
+			sh.Xorbs = append(sh.Xorbs, c0, c1)
 		}
 		body := sh.MarshalUpload()
 		parsed, err := xet.ParseShard(body)
@@ -133,11 +128,16 @@ func TestGCScaleData(t *testing.T) {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO file_releases(tenant, hash, released) VALUES (?, ?, ?)`, tn, hash("file", j).String(), old.UnixNano()); err != nil {
 			return err
 		}
+		rec, _ := json.Marshal(fileReleaseRecord{Tenant: tn, File: hash("file", j).String(), Released: old.UnixNano()})
+		if err := s.bucket.WriteAll(ctx, fileReleaseKey(tn, hash("file", j).String()), rec, nil); err != nil {
+			return err
+		}
 		_, err := releaseFileRow(ctx, tx, tn, hash("file", j).String())
 		return err
 	})
 	for i := range leftovers {
-		if err := s.bucket.WriteAll(ctx, xorbKey(hash("leftover", i).String()), obj, nil); err != nil {
+		body, info := xorbOf(nXorbs + i)
+		if err := s.bucket.WriteAll(ctx, xorbKey(info.Hash.String()), body, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

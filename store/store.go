@@ -5,11 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -370,22 +368,21 @@ func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows
 	return rows, dbErr(err)
 }
 
-// listKeys returns every key under prefix, skipping temporary files.
-func listKeys(ctx context.Context, b *blob.Bucket, prefix string) ([]string, error) {
-	var keys []string
-	it := b.List(&blob.ListOptions{Prefix: prefix})
-	for {
-		obj, err := it.Next(ctx)
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			return nil, fmt.Errorf("list %s: %w", prefix, bucketErr(err))
-		}
-		if obj.IsDir || strings.HasSuffix(obj.Key, ".tmp") {
-			continue
-		}
-		keys = append(keys, obj.Key)
+// listPageSize is the page size of bucket listings that are not file://
+// (filelist.go lists those). S3 answers at most 1,000 keys a request
+// whatever the page size.
+const listPageSize = 100_000
+
+// listKeys returns every key under prefix, skipping temporary files; dir
+// is the bucket's directory when it is file:// (fileBucketDir), else "".
+func listKeys(ctx context.Context, b *blob.Bucket, dir, prefix string) ([]string, error) {
+	objs, err := listObjects(ctx, b, dir, prefix)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(objs))
+	for i, obj := range objs {
+		keys[i] = obj.Key
 	}
 	return keys, nil
 }
