@@ -19,50 +19,18 @@ trust, absolute MB/s drift with the machine. Needs the MinIO binary of
 import argparse
 import json
 import os
-import re
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_transfer import free_port, run_driver  # noqa: E402
+from bench_transfer import run_driver, serve  # noqa: E402
 from test_s3 import Minio, Postgres, _minio_binary, _pg_bin  # noqa: E402
-
-
-def serve(binary, data_dir, flags, env, admin=None, errlog=subprocess.DEVNULL):
-    """Start `openxet serve` and wait until it is ready; returns (process,
-    url, admin token, a write token of tenant bench). The first node of an
-    index prints the admin token; pass it as admin to the others."""
-    port = free_port()
-    proc = subprocess.Popen([binary, "serve", "--data-dir", data_dir, "--listen", f"127.0.0.1:{port}",
-                             "--log-level", "warn", "--memory-budget", "512MiB", *flags],
-                            stdout=subprocess.PIPE, stderr=errlog, text=True, env={**os.environ, **env})
-    if admin is None:
-        for line in proc.stdout:
-            m = re.search(r"store it now\): (\S+)", line)
-            if m:
-                admin = m.group(1)
-                break
-        else:
-            sys.exit("openxet serve printed no admin token")
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            urllib.request.urlopen(url + "/readyz", timeout=1)
-            break
-        except Exception:
-            time.sleep(0.05)
-    req = urllib.request.Request(url + "/api/openxet/v1/admin/credentials", method="POST",
-                                 data=json.dumps({"tenant": "bench", "scopes": ["write"]}).encode(),
-                                 headers={"Authorization": "Bearer " + admin, "Content-Type": "application/json"})
-    return proc, url, admin, json.load(urllib.request.urlopen(req))["token"]
 
 
 def load(opts, binary, work, minio, pg, procs):
@@ -74,7 +42,7 @@ def load(opts, binary, work, minio, pg, procs):
         urls, admin = [], None
         for i in range(n):
             p, url, admin, _ = serve(binary, os.path.join(work, f"n{len(figures)}-{i}"),
-                                     ["--index", index, "--bucket", bucket], minio.env(), admin)
+                                     ["--index", index, "--bucket", bucket, "--memory-budget", "512MiB"], minio.env(), admin)
             procs.append(p)
             urls.append(url)
         r = subprocess.run([binary, "load", "--scenario", "many_tenants", "--server", ",".join(urls),

@@ -53,6 +53,35 @@ def run_driver(args, env):
     return out["result"], dt
 
 
+def serve(binary, data_dir, flags, env, admin=None, errlog=subprocess.DEVNULL):
+    """Start `openxet serve` and wait until it is ready; returns (process,
+    url, admin token, a write token of tenant bench). The first node of an
+    index prints the admin token; pass it as admin to the others."""
+    port = free_port()
+    proc = subprocess.Popen([binary, "serve", "--data-dir", data_dir, "--listen", f"127.0.0.1:{port}",
+                             "--log-level", "warn", *flags],
+                            stdout=subprocess.PIPE, stderr=errlog, text=True, env={**os.environ, **env})
+    if admin is None:
+        for line in proc.stdout:
+            m = re.search(r"store it now\): (\S+)", line)
+            if m:
+                admin = m.group(1)
+                break
+        else:
+            sys.exit("openxet serve printed no admin token")
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(600):
+        try:
+            urllib.request.urlopen(url + "/readyz", timeout=1)
+            break
+        except Exception:
+            time.sleep(0.05)
+    req = urllib.request.Request(url + "/api/openxet/v1/admin/credentials", method="POST",
+                                 data=json.dumps({"tenant": "bench", "scopes": ["write"]}).encode(),
+                                 headers={"Authorization": "Bearer " + admin, "Content-Type": "application/json"})
+    return proc, url, admin, json.load(urllib.request.urlopen(req))["token"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=512, help="MiB of random data per run")
@@ -63,27 +92,8 @@ def main():
     binary = opts.binary or os.path.join(work, "openxet")
     if not opts.binary:
         subprocess.run(["go", "build", "-o", binary, "."], cwd=ROOT, check=True)
-    data_dir, port = os.path.join(work, "data"), free_port()
-    srv = subprocess.Popen([binary, "serve", "--data-dir", data_dir, "--listen", f"127.0.0.1:{port}", "--log-level", "warn"],
-                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    srv, url, _, token = serve(binary, os.path.join(work, "data"), [], {})
     try:
-        admin = None
-        for line in srv.stdout:
-            m = re.search(r"store it now\): (\S+)", line)
-            if m:
-                admin = m.group(1)
-                break
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(url + "/readyz", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.05)
-        req = urllib.request.Request(url + "/api/openxet/v1/admin/credentials", method="POST",
-                                     data=json.dumps({"tenant": "bench", "scopes": ["write"]}).encode(),
-                                     headers={"Authorization": "Bearer " + admin, "Content-Type": "application/json"})
-        token = json.load(urllib.request.urlopen(req))["token"]
         size = opts.mib << 20
         results = {"openxet": {"upload": [], "download": []}, "local": {"upload": [], "download": []}}
         cpu = {"upload": [], "download": []}  # server CPU seconds per GiB
