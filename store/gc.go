@@ -1137,7 +1137,7 @@ func (p *pass) tidyTenants(ctx context.Context) error {
 // other buckets) by a walk of its own (filelist.go), others in large pages.
 func listObjects(ctx context.Context, b *blob.Bucket, dir, prefix string) ([]*blob.ListObject, error) {
 	if dir != "" {
-		if objs, ok, err := listFileObjects(dir, prefix); ok || err != nil {
+		if objs, ok, err := listFileObjects(ctx, dir, prefix); ok || err != nil {
 			return objs, err
 		}
 	}
