@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -59,12 +60,15 @@ var errEscapedName = errors.New("escaped name")
 // dir in key order (as S3 lists them), without temporary files and
 // metadata sidecars; ok is false when the walk met an escaped name and the caller
 // must list through fileblob instead.
-func listFileObjects(dir, prefix string) (objs []*blob.ListObject, ok bool, err error) {
+func listFileObjects(ctx context.Context, dir, prefix string) (objs []*blob.ListObject, ok bool, err error) {
 	root := dir
 	if i := strings.LastIndex(prefix, "/"); i >= 0 {
 		root = filepath.Join(dir, filepath.FromSlash(prefix[:i]))
 	}
 	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err != nil {
 			if errors.Is(err, fs.ErrNotExist) {
 				return nil // no such prefix, or a directory removed since its parent was read

@@ -137,3 +137,22 @@ func TestFileBucketDir(t *testing.T) {
 		}
 	}
 }
+
+// A listing stops when its context is done, as gocloud's does.
+func TestListFileBucketCancelled(t *testing.T) {
+	dir := t.TempDir()
+	url := FileBucketURL(dir)
+	b, err := OpenBucket(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.WriteAll(context.Background(), prefixShards+"s", []byte("x"), nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if keys, err := listKeys(ctx, b, fileBucketDir(url), prefixShards); !errors.Is(err, context.Canceled) {
+		t.Fatalf("listKeys with a cancelled context: %v, %v; want context.Canceled", keys, err)
+	}
+}
