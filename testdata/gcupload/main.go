@@ -23,11 +23,9 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -37,12 +35,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
+	"openxet/testproc"
 	"openxet/xet"
 )
 
@@ -129,16 +127,16 @@ func run(bin, data, scratch, logFile string, clients, chunks int, warmup, phase 
 		return "", err
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	admin, err := readToken(out)
+	admin, err := testproc.ReadAdminToken(out)
 	if err != nil {
 		return "", err
 	}
 	go io.Copy(io.Discard, out)
 	base := "http://" + addr
-	if err := waitReady(base); err != nil {
+	if err := testproc.WaitReady(base, time.Minute); err != nil {
 		return "", err
 	}
-	tok, err := createCredential(base, admin, "honest")
+	tok, err := testproc.CreateCredential(base, admin, "honest")
 	if err != nil {
 		return "", err
 	}
@@ -359,47 +357,4 @@ func loadavg() string {
 		return "unknown"
 	}
 	return strings.Join(strings.Fields(string(b))[:3], " ")
-}
-
-var tokenRE = regexp.MustCompile(`hf_oxt_[A-Za-z0-9_]+`)
-
-func readToken(r io.Reader) (string, error) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		if m := tokenRE.FindString(sc.Text()); m != "" {
-			return m, nil
-		}
-	}
-	return "", errors.New("the server printed no admin token")
-}
-
-func waitReady(base string) error {
-	for range 600 {
-		if res, err := http.Get(base + "/readyz"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return errors.New("server not ready")
-}
-
-func createCredential(base, admin, tenant string) (string, error) {
-	body, _ := json.Marshal(map[string]any{"tenant": tenant, "scopes": []string{"write"}})
-	req, _ := http.NewRequest("POST", base+"/api/openxet/v1/admin/credentials", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+admin)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	var v struct {
-		Token string `json:"token"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&v); err != nil || v.Token == "" {
-		return "", fmt.Errorf("create credential: %d %v", res.StatusCode, err)
-	}
-	return v.Token, nil
 }

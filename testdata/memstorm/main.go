@@ -13,9 +13,7 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -25,12 +23,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"openxet/testproc"
 	"openxet/xet"
 )
 
@@ -74,13 +72,13 @@ func run(bin, budget, share string, tenants, creds, xorbMiB, rounds int, settle 
 		return err
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	admin, err := readToken(out)
+	admin, err := testproc.ReadAdminToken(out)
 	if err != nil {
 		return err
 	}
 	go io.Copy(io.Discard, out)
 	base := "http://" + addr
-	if err := waitReady(base); err != nil {
+	if err := testproc.WaitReady(base, 10*time.Second); err != nil {
 		return err
 	}
 	pid := cmd.Process.Pid
@@ -88,7 +86,7 @@ func run(bin, budget, share string, tenants, creds, xorbMiB, rounds int, settle 
 	var tokens []string
 	for t := range tenants {
 		for range creds {
-			tok, err := createCredential(base, admin, fmt.Sprintf("storm%d", t))
+			tok, err := testproc.CreateCredential(base, admin, fmt.Sprintf("storm%d", t))
 			if err != nil {
 				return err
 			}
@@ -150,49 +148,6 @@ func run(bin, budget, share string, tenants, creds, xorbMiB, rounds int, settle 
 		fmt.Printf("RSS %3.0f s after the storm: %d MiB\n", t.Seconds(), rss(pid, "VmRSS")>>20)
 	}
 	return nil
-}
-
-var tokenRE = regexp.MustCompile(`hf_oxt_[A-Za-z0-9_]+`)
-
-func readToken(r io.Reader) (string, error) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		if m := tokenRE.FindString(sc.Text()); m != "" {
-			return m, nil
-		}
-	}
-	return "", fmt.Errorf("the server printed no admin token")
-}
-
-func waitReady(base string) error {
-	for range 200 {
-		if res, err := http.Get(base + "/readyz"); err == nil {
-			res.Body.Close()
-			if res.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("server not ready")
-}
-
-func createCredential(base, admin, tenant string) (string, error) {
-	body, _ := json.Marshal(map[string]any{"tenant": tenant, "scopes": []string{"write"}})
-	req, _ := http.NewRequest("POST", base+"/api/openxet/v1/admin/credentials", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+admin)
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer res.Body.Close()
-	var v struct {
-		Token string `json:"token"`
-	}
-	if err := json.NewDecoder(res.Body).Decode(&v); err != nil || v.Token == "" {
-		return "", fmt.Errorf("create credential: %d %v", res.StatusCode, err)
-	}
-	return v.Token, nil
 }
 
 // upload posts one xorb, retrying 503, and returns the number of retries.
