@@ -72,7 +72,13 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 func pgLocation(index string) (dsn, schema string, err error) {
 	u, err := url.Parse(index)
 	if err != nil {
-		return "", "", fmt.Errorf("index URL: %w", err)
+		// url.Error quotes the whole URL, password included: keep only
+		// what is wrong with it.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return "", "", fmt.Errorf("index URL: not a valid URL: %w", err)
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,6 +63,9 @@ func TestPostgresLocation(t *testing.T) {
 		if _, _, err := pgLocation(bad); err == nil {
 			t.Errorf("%s: accepted", bad)
 		}
+	}
+	if _, _, err := pgLocation("postgres://u:secret@h:port/db"); err == nil || strings.Contains(err.Error(), "secret") {
+		t.Fatalf("an unparsable URL: %v", err)
 	}
 	if r := redactIndex("postgres://u:secret@h/db"); r != "postgres://u:xxxxx@h/db" {
 		t.Fatalf("redacted %q", r)
