@@ -339,7 +339,13 @@ type pgLock struct {
 	conn *sql.Conn
 }
 
+// release unlocks before it closes: PostgreSQL drops a session's locks
+// only once its backend has seen the connection close, which can be after
+// a reindex started right behind this Close has asked for the lock.
 func (l pgLock) release() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l.conn.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`)
 	l.conn.Close()
 	l.db.Close()
 }

@@ -230,3 +230,29 @@ func TestPostgresDownIsUnavailable(t *testing.T) {
 		t.Fatalf("write with the index down: %v", err)
 	}
 }
+
+// A closed store's shared lock is gone when Close returns, so a reindex
+// started right behind it is not refused. PostgreSQL drops a session's
+// locks only when the backend of a closed connection exits, which can be
+// after Close has returned; a connection opened beforehand looks at once.
+func TestPostgresCloseReleasesTheLockAtOnce(t *testing.T) {
+	ctx := context.Background()
+	srv := pgtest.Start(t)
+	index := srv.NewIndex(t)
+	bucket := fileBucket(t.TempDir())
+	watch := mustOpenIndex(t, index, bucket)
+	held := func() (n int) {
+		if err := watch.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid <> pg_backend_pid()`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	base := held() // watch's own lock is on a connection of its own
+	for i := range 30 {
+		s := mustOpenIndex(t, index, bucket)
+		s.Close()
+		if n := held(); n != base {
+			t.Fatalf("round %d: %d advisory locks held right after Close, want %d", i, n, base)
+		}
+	}
+}
