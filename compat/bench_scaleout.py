@@ -29,7 +29,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_transfer import run_driver, serve  # noqa: E402
+from bench_transfer import cpu_seconds, run_driver, serve  # noqa: E402
 from test_s3 import Minio, Postgres, _minio_binary, _pg_bin  # noqa: E402
 
 
@@ -90,27 +90,33 @@ def main():
         targets = {}
         p, url, _, tok = serve(binary, os.path.join(work, "embedded"), [], {})
         procs.append(p)
-        targets["sqlite+file"] = (url, tok)
+        targets["sqlite+file"] = (url, tok, p.pid)
         p, url, _, tok = serve(binary, os.path.join(work, "node"),
                             ["--index", pg.index_url(), "--bucket", minio.bucket_url(minio.create_bucket())], minio.env())
         procs.append(p)
-        targets["postgres+s3"] = (url, tok)
+        targets["postgres+s3"] = (url, tok, p.pid)
         size = opts.mib << 20
         results = {t: {"upload": [], "download": []} for t in targets}
+        cpu = {t: {"upload": [], "download": []} for t in targets}  # the server's CPU seconds per GiB
         for run in range(opts.runs):
             src = os.path.join(work, f"src-{run}.bin")
             with open(src, "wb") as f:
                 f.write(__import__("hashlib").shake_128(f"scaleout-{run}".encode()).digest(size))
             order = list(targets) if run % 2 == 0 else list(reversed(targets))
             for target in order:
-                url, tok = targets[target]
+                url, tok, pid = targets[target]
                 env = dict(os.environ, HF_XET_TELEMETRY_ENABLED="false", HF_HOME=os.path.join(work, "hfhome"),
                            HF_XET_CACHE=os.path.join(work, f"cache-{target}-{run}-up"))
+                c0 = cpu_seconds(pid)
                 up, dt_up = run_driver({"op": "upload_files", "paths": [src], "endpoint": url, "token": tok}, env)
+                c1 = cpu_seconds(pid)
                 env["HF_XET_CACHE"] = os.path.join(work, f"cache-{target}-{run}-down")
                 dst = os.path.join(work, f"dst-{run}.bin")
                 _, dt_down = run_driver({"op": "download_files", "endpoint": url, "token": tok,
                                          "files": [{"dest": dst, "hash": up[0]["hash"], "file_size": size}]}, env)
+                c2 = cpu_seconds(pid)
+                cpu[target]["upload"].append(round((c1 - c0) / (size / 2**30), 2))
+                cpu[target]["download"].append(round((c2 - c1) / (size / 2**30), 2))
                 if os.path.getsize(dst) != size:
                     raise RuntimeError("short download")
                 os.remove(dst)
@@ -124,7 +130,12 @@ def main():
             print(f"{t:12} {med[t]['upload']:>10} {med[t]['download']:>10}")
         a, b = med["postgres+s3"], med["sqlite+file"]
         print(f"{'ratio':12} {a['upload'] / b['upload']:>10.2f} {a['download'] / b['download']:>10.2f}")
-        print(json.dumps({"mib": opts.mib, "runs": opts.runs, "raw": results, "median": med}))
+        cpu_med = {t: {op: round(statistics.median(v), 2) for op, v in ops.items()} for t, ops in cpu.items()}
+        for t in targets:
+            print(f"{t:12} server CPU s per GiB: upload {cpu_med[t]['upload']} (runs {cpu[t]['upload']}), "
+                  f"download {cpu_med[t]['download']} (runs {cpu[t]['download']})")
+        print(json.dumps({"mib": opts.mib, "runs": opts.runs, "raw": results, "median": med,
+                          "server_cpu_s_per_gib": {"raw": cpu, "median": cpu_med}}))
     finally:
         for p in procs:
             p.send_signal(signal.SIGTERM)

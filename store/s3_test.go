@@ -5,9 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/aws/smithy-go"
@@ -193,5 +198,84 @@ func TestS3Settings(t *testing.T) {
 	_, err := Open(ctx, Config{IndexPath: testIndex(t, t.TempDir()), BucketURL: srv.BucketURL(bucket)})
 	if err == nil || errors.Is(err, ErrUnavailable) {
 		t.Fatalf("open with a wrong secret key: %v, want a non-retryable error", err)
+	}
+}
+
+// TestS3PlainHTTPWritesAreUnsignedWithChecksum: over a plain-HTTP endpoint
+// a write is signed as UNSIGNED-PAYLOAD (no SHA-256 pass over the body) and
+// carries its CRC32, which the S3 server checks: a body changed on the way
+// is refused and leaves no object.
+func TestS3PlainHTTPWritesAreUnsignedWithChecksum(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t)
+	srv.Setenv(t)
+	bucket := srv.CreateBucket(t)
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var puts []http.Header
+	corrupt := false
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			mu.Lock()
+			puts = append(puts, r.Header.Clone())
+			if corrupt {
+				body, _ := io.ReadAll(r.Body)
+				body[len(body)/2] ^= 1
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	defer front.Close()
+	q := url.Values{"endpoint": {front.URL}, "region": {s3test.Region}, "use_path_style": {"true"}}
+	s := mustOpen(t, t.TempDir(), "s3://"+bucket+"?"+q.Encode())
+
+	data := bytes.Repeat([]byte("openxet "), 1<<17) // 1 MiB
+	if _, err := s.writeObject(ctx, "xorbs/default/plain", data, typeBinary, true); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	h := puts[len(puts)-1]
+	mu.Unlock()
+	if got := h.Get("X-Amz-Content-Sha256"); got != "UNSIGNED-PAYLOAD" {
+		t.Errorf("x-amz-content-sha256 %q, want UNSIGNED-PAYLOAD", got)
+	}
+	if h.Get("X-Amz-Checksum-Crc32") == "" {
+		t.Errorf("no x-amz-checksum-crc32 header in %v", h)
+	}
+	if got, err := s.bucket.ReadAll(ctx, "xorbs/default/plain"); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("read back %d bytes, %v", len(got), err)
+	}
+
+	mu.Lock()
+	corrupt = true
+	mu.Unlock()
+	if _, err := s.writeObject(ctx, "xorbs/default/bent", data, typeBinary, true); err == nil {
+		t.Fatal("a body changed on the way was stored")
+	}
+	if ok, err := s.bucket.Exists(ctx, "xorbs/default/bent"); err != nil || ok {
+		t.Fatalf("object of the refused write: exists %v, %v", ok, err)
+	}
+
+	// Without the CRC32 the signed SHA-256 stays the body's check.
+	mu.Lock()
+	corrupt = false
+	mu.Unlock()
+	q.Set("request_checksum_calculation", "when_required")
+	s = mustOpen(t, t.TempDir(), "s3://"+bucket+"?"+q.Encode())
+	if _, err := s.writeObject(ctx, "xorbs/default/signed", data, typeBinary, true); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	h = puts[len(puts)-1]
+	mu.Unlock()
+	if got := h.Get("X-Amz-Content-Sha256"); len(got) != 64 || h.Get("X-Amz-Checksum-Crc32") != "" {
+		t.Errorf("with request_checksum_calculation=when_required: x-amz-content-sha256 %q, crc32 %q; want the body's SHA-256 and no CRC32",
+			got, h.Get("X-Amz-Checksum-Crc32"))
 	}
 }
