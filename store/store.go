@@ -205,7 +205,7 @@ func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (
 		q.Set("_txlock", "immediate")
 	}
 	dsn := "file:" + path + "?" + q.Encode()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := openSQLite(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w", path, err)
 	}
