@@ -565,10 +565,7 @@ func (s *Server) getFetch(c echo.Context) error {
 	h.Set(echo.HeaderContentLength, fmt.Sprint(length))
 	h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/*", start, end))
 	c.Response().WriteHeader(http.StatusPartialContent)
-	// Both sides are wrapped so that CopyBuffer uses buf, the memory this
-	// request reserved, instead of a WriterTo/ReaderFrom with a buffer of
-	// its own (the blob reader's WriteTo allocates 1MiB per call).
-	written, err := io.CopyBuffer(struct{ io.Writer }{c.Response()}, struct{ io.Reader }{r}, buf)
+	written, err := s.sendShared(c, r, buf)
 	s.metrics.servedBytes.Add(float64(written))
 	if err != nil {
 		s.log.Warn("fetch aborted", "xorb", g.Xorb, "written", written, "err", err)

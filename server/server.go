@@ -312,7 +312,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
 			limitUnsent(c, maxUnsentBytes)
-			return ctx
+			return withConn(ctx, c)
 		},
 	}
 	errc := make(chan error, 1)

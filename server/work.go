@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,12 +16,25 @@ import (
 // writing the answer or waiting for memory. The caller releases it, as soon
 // as the section ends and by defer on every other path.
 func (s *Server) workSlot(c echo.Context) (work.Slot, error) {
+	return s.timedSlot(c, s.work.Acquire)
+}
+
+// answerSlot is workSlot for the next piece of an answer already under
+// way (sendShared): it waits in the same turn until a slot is granted or
+// the request ends, never 503, since the answer's status is sent.
+func (s *Server) answerSlot(c echo.Context) (work.Slot, error) {
+	return s.timedSlot(c, s.work.AcquireUntilDone)
+}
+
+// timedSlot takes a slot for the request's tenant with acquire and counts
+// the wait in the request's work_wait stage and the wait histogram.
+func (s *Server) timedSlot(c echo.Context, acquire func(context.Context, string) (work.Slot, error)) (work.Slot, error) {
 	tenant := ""
 	if id := identityOf(c); id != nil {
 		tenant = id.Tenant
 	}
 	start := time.Now()
-	slot, err := s.work.Acquire(c.Request().Context(), tenant)
+	slot, err := acquire(c.Request().Context(), tenant)
 	stagesOf(c).since(stageWork, start)
 	s.workWait.Observe(time.Since(start).Seconds())
 	return slot, err

@@ -122,6 +122,17 @@ func (s *Slot) Release() {
 // returns a *BusyError; if ctx ends first it returns ctx.Err() and gives up
 // its place. ctx is not consulted when a slot is granted at once.
 func (p *Pool) Acquire(ctx context.Context, tenantKey string) (Slot, error) {
+	return p.acquire(ctx, tenantKey, true)
+}
+
+// AcquireUntilDone is Acquire without Config.Wait: it waits in the same
+// order until a slot is granted or ctx ends. It is for work that cannot be
+// refused any more, such as the next piece of an answer already under way.
+func (p *Pool) AcquireUntilDone(ctx context.Context, tenantKey string) (Slot, error) {
+	return p.acquire(ctx, tenantKey, false)
+}
+
+func (p *Pool) acquire(ctx context.Context, tenantKey string, bounded bool) (Slot, error) {
 	p.mu.Lock()
 	t := p.tenant(tenantKey)
 	if p.held < p.slots && t.held < p.tenantCap && t.waiters == 0 {
@@ -145,13 +156,17 @@ func (p *Pool) Acquire(ctx context.Context, tenantKey string) (Slot, error) {
 	p.mu.Unlock()
 
 	start := time.Now()
-	timer := time.NewTimer(p.wait)
-	defer timer.Stop()
+	var expired <-chan time.Time // nil: never
+	if bounded {
+		timer := time.NewTimer(p.wait)
+		defer timer.Stop()
+		expired = timer.C
+	}
 	timedOut := false
 	select {
 	case <-tk.ready:
 		return Slot{t: tk, gen: gen}, nil
-	case <-timer.C:
+	case <-expired:
 		timedOut = true
 	case <-ctx.Done():
 	}

@@ -461,3 +461,45 @@ func TestIdleEntriesAreBounded(t *testing.T) {
 	}
 	checkIdle(t, p)
 }
+
+// AcquireUntilDone waits past Config.Wait, in the same order as Acquire,
+// until its slot is granted or its ctx ends; it never counts as busy.
+func TestAcquireUntilDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := New(Config{Slots: 1, TenantShare: 1, Wait: time.Second})
+		h := mustAcquire(t, p, "x")
+		ch := make(chan outcome, 1)
+		go func() {
+			start := time.Now()
+			s, err := p.AcquireUntilDone(t.Context(), "a")
+			ch <- outcome{s, err, time.Since(start)}
+		}()
+		advance(time.Hour)
+		if !pending(ch) {
+			t.Fatal("AcquireUntilDone gave up while the slot was held")
+		}
+		h.Release()
+		o := <-ch
+		if o.err != nil || o.elapsed != time.Hour {
+			t.Fatalf("AcquireUntilDone = %v after %v, want granted after 1h", o.err, o.elapsed)
+		}
+		o.s.Release()
+
+		h = mustAcquire(t, p, "x")
+		ctx, cancel := context.WithCancel(t.Context())
+		go func() {
+			s, err := p.AcquireUntilDone(ctx, "a")
+			ch <- outcome{s, err, 0}
+		}()
+		synctest.Wait()
+		cancel()
+		if o := <-ch; !errors.Is(o.err, context.Canceled) {
+			t.Fatalf("AcquireUntilDone after its ctx ended = %v, want context.Canceled", o.err)
+		}
+		h.Release()
+		if st := p.Stats(); st.Busy != 0 || st.Canceled != 1 {
+			t.Errorf("Stats = %+v, want Busy 0, Canceled 1", st)
+		}
+		checkIdle(t, p)
+	})
+}

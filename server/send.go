@@ -1,0 +1,111 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+)
+
+// connKey is the request context key of the request's net.Conn (set by the
+// http.Server's ConnContext).
+type connKey struct{}
+
+// withConn returns ctx carrying c, for sendShared.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+const (
+	// sharedPieceMin is the least room for which sendShared copies a piece
+	// under a work slot; below it (a slow reader's socket that drained a
+	// little), the piece is small enough to copy without one.
+	sharedPieceMin = 64 << 10
+	// waitPiece is what sendShared writes, without a slot, to a socket with
+	// no room: the write waits until the reader makes room.
+	waitPiece = 4 << 10
+)
+
+// sendShared copies r to the answer, as io.CopyBuffer with buf would, but
+// the copying of a large answer is shared among tenants like their other
+// CPU work: each piece of at least sharedPieceMin bytes is read and written
+// under a work slot of the request's tenant (AcquireUntilDone: the answer
+// is under way, so it waits its turn rather than fail), and only when the
+// socket takes the whole piece without blocking (socketRoom), so a slot is
+// never held while a slow reader keeps the socket full. Smaller pieces, and
+// the write that waits for a full socket to drain, hold no slot.
+//
+// Without this, 320 reads of a large xorb opened at once by one tenant
+// filled their sockets in the same instant: the server's CPU copied about
+// 100 MB while every other tenant's request waited behind those 320
+// goroutines (BENCHMARKS.md, "Pinned layout", round 4). Where the socket
+// cannot tell its room (TLS, not Linux), it is a plain copy.
+func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, error) {
+	w := c.Response()
+	// Both sides are wrapped so that CopyBuffer uses buf, the memory this
+	// request reserved, instead of a WriterTo/ReaderFrom with a buffer of
+	// its own (the blob reader's WriteTo allocates 1MiB per call).
+	plain := func(written int64) (int64, error) {
+		n, err := io.CopyBuffer(struct{ io.Writer }{w}, struct{ io.Reader }{r}, buf)
+		return written + n, err
+	}
+	conn, _ := c.Request().Context().Value(connKey{}).(net.Conn)
+	sock := roomOf(conn)
+	if sock == nil || len(buf) < sharedPieceMin {
+		return plain(0)
+	}
+	flush := http.NewResponseController(w)
+	var written int64
+	for {
+		room, capacity, ok := sock.measure()
+		if !ok {
+			return plain(written)
+		}
+		var n int
+		var err error
+		if room >= min(sharedPieceMin, capacity/2) && room > 0 {
+			slot, aerr := s.answerSlot(c)
+			if aerr != nil {
+				return written, aerr
+			}
+			n, err = s.sendPiece(w, r, buf[:min(room, len(buf))])
+			slot.Release()
+		} else {
+			// Flushed through net/http's buffers, so that the write reaches
+			// the socket and waits there while it is full.
+			n, err = s.sendPiece(w, r, buf[:max(min(room, len(buf)), waitPiece)])
+			if err == nil && n > 0 {
+				err = flush.Flush()
+			}
+		}
+		written += int64(n)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return written, nil
+			}
+			return written, err
+		}
+	}
+}
+
+// sendPiece reads up to len(p) bytes from r and writes them to w. It
+// returns io.EOF, with the bytes it wrote, once r is done.
+func (s *Server) sendPiece(w io.Writer, r io.Reader, p []byte) (int, error) {
+	n, rerr := io.ReadFull(r, p)
+	if n > 0 {
+		if _, err := w.Write(p[:n]); err != nil {
+			return 0, err
+		}
+	}
+	switch {
+	case rerr == nil:
+		return n, nil
+	case errors.Is(rerr, io.ErrUnexpectedEOF), errors.Is(rerr, io.EOF):
+		return n, io.EOF
+	default:
+		return n, rerr
+	}
+}
