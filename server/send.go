@@ -21,12 +21,9 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 
 const (
 	// sharedPieceMin is the least room for which sendShared copies a piece
-	// under a work slot; below it (a slow reader's socket that drained a
-	// little), the piece is small enough to copy without one.
+	// under a work slot, and the piece it writes without one to a socket
+	// with less room (a slow reader's, that drained a little).
 	sharedPieceMin = 64 << 10
-	// waitPiece is what sendShared writes, without a slot, to a socket with
-	// no room: the write waits until the reader makes room.
-	waitPiece = 4 << 10
 )
 
 // sendShared copies r to the answer, as io.CopyBuffer with buf would, but
@@ -74,9 +71,13 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 			n, err = s.sendPiece(w, r, buf[:min(room, len(buf))])
 			slot.Release()
 		} else {
+			// A socket with less room takes a piece of sharedPieceMin
+			// without a slot: the write waits there for the reader to make
+			// room. (Pieces of just the room left would trickle out a few
+			// KiB per call, each woken as soon as the reader took a little.)
 			// Flushed through net/http's buffers, so that the write reaches
-			// the socket and waits there while it is full.
-			n, err = s.sendPiece(w, r, buf[:max(min(room, len(buf)), waitPiece)])
+			// the socket and waits there, not in the next slot.
+			n, err = s.sendPiece(w, r, buf[:min(sharedPieceMin, len(buf))])
 			if err == nil && n > 0 {
 				err = flush.Flush()
 			}
