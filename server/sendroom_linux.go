@@ -19,12 +19,8 @@ type socketRoom struct {
 // roomOf returns the socketRoom of c, or nil when c is not a plain TCP
 // connection (TLS adds records and buffers of its own).
 func roomOf(c net.Conn) *socketRoom {
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return nil
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
+	rc := tcpSyscallConn(c)
+	if rc == nil {
 		return nil
 	}
 	return &socketRoom{rc}

@@ -4,6 +4,7 @@ package server
 
 import (
 	"net"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,12 +20,8 @@ func limitUnsent(c net.Conn, unsentBytes int) bool {
 	if nc, ok := c.(interface{ NetConn() net.Conn }); ok {
 		c = nc.NetConn()
 	}
-	tc, ok := c.(*net.TCPConn)
-	if !ok {
-		return false
-	}
-	rc, err := tc.SyscallConn()
-	if err != nil {
+	rc := tcpSyscallConn(c)
+	if rc == nil {
 		return false
 	}
 	var serr error
@@ -34,4 +31,17 @@ func limitUnsent(c net.Conn, unsentBytes int) bool {
 		return false
 	}
 	return serr == nil
+}
+
+// tcpSyscallConn is the raw socket of a plain TCP connection, or nil.
+func tcpSyscallConn(c net.Conn) syscall.RawConn {
+	tc, ok := c.(*net.TCPConn)
+	if !ok {
+		return nil
+	}
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }
