@@ -44,14 +44,3 @@ func (h *Hub) raw(c echo.Context) error {
 	http.ServeContent(c.Response(), c.Request(), "", time.Time{}, blob)
 	return nil
 }
-
-// repoTypeOfPath is the repo type a file or page path names by its prefix.
-func repoTypeOfPath(p string) string {
-	switch {
-	case strings.HasPrefix(p, "/datasets/"):
-		return "dataset"
-	case strings.HasPrefix(p, "/spaces/"):
-		return "space"
-	}
-	return "model"
-}

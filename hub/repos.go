@@ -121,6 +121,17 @@ func revision(c echo.Context) string {
 	return strings.TrimPrefix(rev, "refs/heads/")
 }
 
+// repoTypeOfPath is the repo type a file or page path names by its prefix.
+func repoTypeOfPath(p string) string {
+	switch {
+	case strings.HasPrefix(p, "/datasets/"):
+		return "dataset"
+	case strings.HasPrefix(p, "/spaces/"):
+		return "space"
+	}
+	return "model"
+}
+
 // repoID reads the repo of a request and checks that the caller may see it.
 // A repo of another tenant is reported as not found.
 func (h *Hub) repoID(c echo.Context, typ string) (store.RepoID, error) {
@@ -804,14 +815,7 @@ func (h *Hub) commit(c echo.Context) error {
 // GET (xet files reconstructed on the server), or the xet file info for the
 // JS client.
 func (h *Hub) resolve(c echo.Context) error {
-	typ := "model"
-	p := c.Request().URL.Path
-	if strings.HasPrefix(p, "/datasets/") {
-		typ = "dataset"
-	} else if strings.HasPrefix(p, "/spaces/") {
-		typ = "space"
-	}
-	r, err := h.repoID(c, typ)
+	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path))
 	if err != nil {
 		return err
 	}
@@ -875,15 +879,9 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 	if !ok {
 		return refusal.Wrap(refusal.ErrNotFound, "no such route")
 	}
-	typ := "model"
-	if strings.HasPrefix(c.Request().URL.Path, "/datasets/") {
-		typ = "dataset"
-	} else if strings.HasPrefix(c.Request().URL.Path, "/spaces/") {
-		typ = "space"
-	}
 	c.SetParamNames("ns", "name")
 	c.SetParamValues(c.Param("ns"), name)
-	r, err := h.repoID(c, typ)
+	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path))
 	if err != nil {
 		return err
 	}
