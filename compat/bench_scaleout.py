@@ -29,7 +29,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_transfer import cpu_seconds, run_driver, serve  # noqa: E402
+from bench_transfer import round_trip, serve, write_source  # noqa: E402
 from test_s3 import Minio, Postgres, _minio_binary, _pg_bin  # noqa: E402
 
 
@@ -99,29 +99,15 @@ def main():
         results = {t: {"upload": [], "download": []} for t in targets}
         cpu = {t: {"upload": [], "download": []} for t in targets}  # the server's CPU seconds per GiB
         for run in range(opts.runs):
-            src = os.path.join(work, f"src-{run}.bin")
-            with open(src, "wb") as f:
-                f.write(__import__("hashlib").shake_128(f"scaleout-{run}".encode()).digest(size))
+            src = write_source(os.path.join(work, f"src-{run}.bin"), f"scaleout-{run}", size)
             order = list(targets) if run % 2 == 0 else list(reversed(targets))
             for target in order:
                 url, tok, pid = targets[target]
-                env = dict(os.environ, HF_XET_TELEMETRY_ENABLED="false", HF_HOME=os.path.join(work, "hfhome"),
-                           HF_XET_CACHE=os.path.join(work, f"cache-{target}-{run}-up"))
-                c0 = cpu_seconds(pid)
-                up, dt_up = run_driver({"op": "upload_files", "paths": [src], "endpoint": url, "token": tok}, env)
-                c1 = cpu_seconds(pid)
-                env["HF_XET_CACHE"] = os.path.join(work, f"cache-{target}-{run}-down")
-                dst = os.path.join(work, f"dst-{run}.bin")
-                _, dt_down = run_driver({"op": "download_files", "endpoint": url, "token": tok,
-                                         "files": [{"dest": dst, "hash": up[0]["hash"], "file_size": size}]}, env)
-                c2 = cpu_seconds(pid)
-                cpu[target]["upload"].append(round((c1 - c0) / (size / 2**30), 2))
-                cpu[target]["download"].append(round((c2 - c1) / (size / 2**30), 2))
-                if os.path.getsize(dst) != size:
-                    raise RuntimeError("short download")
-                os.remove(dst)
-                results[target]["upload"].append(size / dt_up / 1e6)
-                results[target]["download"].append(size / dt_down / 1e6)
+                up, down, cpu_up, cpu_down = round_trip(work, f"{target}-{run}", src, size, url, tok, pid)
+                cpu[target]["upload"].append(round(cpu_up, 2))
+                cpu[target]["download"].append(round(cpu_down, 2))
+                results[target]["upload"].append(up)
+                results[target]["download"].append(down)
             os.remove(src)
         med = {t: {op: round(statistics.median(v), 1) for op, v in ops.items()} for t, ops in results.items()}
         print(f"hf_xet, {opts.mib} MiB random data, median of {opts.runs} interleaved runs (MB/s, includes client start-up and hashing)")

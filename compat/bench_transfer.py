@@ -12,6 +12,7 @@ is reported as CPU seconds per GiB transferred.
 """
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -82,6 +83,34 @@ def serve(binary, data_dir, flags, env, admin=None, errlog=subprocess.DEVNULL):
     return proc, url, admin, json.load(urllib.request.urlopen(req))["token"]
 
 
+def write_source(path, seed, size):
+    """Write size bytes derived from seed (random-looking, reproducible) to path."""
+    with open(path, "wb") as f:
+        f.write(hashlib.shake_128(seed.encode()).digest(size))
+    return path
+
+
+def round_trip(work, tag, src, size, endpoint, tok, pid):
+    """Upload src with the stock client and download it back, each with a
+    fresh cache; returns MB/s up and down, then the CPU seconds per GiB that
+    process pid (the server) spent on each."""
+    env = dict(os.environ, HF_XET_TELEMETRY_ENABLED="false", HF_HOME=os.path.join(work, "hfhome"),
+               HF_XET_CACHE=os.path.join(work, f"cache-{tag}-up"))
+    c0 = cpu_seconds(pid)
+    up, dt_up = run_driver({"op": "upload_files", "paths": [src], "endpoint": endpoint, "token": tok}, env)
+    c1 = cpu_seconds(pid)
+    env["HF_XET_CACHE"] = os.path.join(work, f"cache-{tag}-down")
+    dst = os.path.join(work, f"dst-{tag}.bin")
+    _, dt_down = run_driver({"op": "download_files", "endpoint": endpoint, "token": tok,
+                             "files": [{"dest": dst, "hash": up[0]["hash"], "file_size": size}]}, env)
+    c2 = cpu_seconds(pid)
+    if os.path.getsize(dst) != size:
+        raise RuntimeError("short download")
+    os.remove(dst)
+    gib = size / 2**30
+    return size / dt_up / 1e6, size / dt_down / 1e6, (c1 - c0) / gib, (c2 - c1) / gib
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=512, help="MiB of random data per run")
@@ -98,29 +127,14 @@ def main():
         results = {"openxet": {"upload": [], "download": []}, "local": {"upload": [], "download": []}}
         cpu = {"upload": [], "download": []}  # server CPU seconds per GiB
         for run in range(opts.runs):
-            src = os.path.join(work, f"src-{run}.bin")
-            with open(src, "wb") as f:
-                h = __import__("hashlib").shake_128(f"bench-{run}".encode())
-                f.write(h.digest(size))
+            src = write_source(os.path.join(work, f"src-{run}.bin"), f"bench-{run}", size)
             for target, endpoint, tok in (("openxet", url, token), ("local", "local://" + os.path.join(work, f"local-{run}"), None)):
-                env = dict(os.environ, HF_XET_TELEMETRY_ENABLED="false", HF_XET_CACHE=os.path.join(work, f"cache-{target}-{run}-up"),
-                           HF_HOME=os.path.join(work, "hfhome"))
-                c0 = cpu_seconds(srv.pid)
-                up, dt_up = run_driver({"op": "upload_files", "paths": [src], "endpoint": endpoint, "token": tok}, env)
-                c1 = cpu_seconds(srv.pid)
-                env["HF_XET_CACHE"] = os.path.join(work, f"cache-{target}-{run}-down")
-                dst = os.path.join(work, f"dst-{target}-{run}.bin")
-                _, dt_down = run_driver({"op": "download_files", "endpoint": endpoint, "token": tok,
-                                         "files": [{"dest": dst, "hash": up[0]["hash"], "file_size": size}]}, env)
-                c2 = cpu_seconds(srv.pid)
+                up, down, cpu_up, cpu_down = round_trip(work, f"{target}-{run}", src, size, endpoint, tok, srv.pid)
                 if target == "openxet":
-                    cpu["upload"].append((c1 - c0) / (size / 2**30))
-                    cpu["download"].append((c2 - c1) / (size / 2**30))
-                if os.path.getsize(dst) != size:
-                    raise RuntimeError("short download")
-                os.remove(dst)
-                results[target]["upload"].append(size / dt_up / 1e6)
-                results[target]["download"].append(size / dt_down / 1e6)
+                    cpu["upload"].append(cpu_up)
+                    cpu["download"].append(cpu_down)
+                results[target]["upload"].append(up)
+                results[target]["download"].append(down)
             os.remove(src)
         summary = {t: {op: round(statistics.median(v), 1) for op, v in ops.items()} for t, ops in results.items()}
         print(f"hf_xet 1.8.0, {opts.mib} MiB random data, median of {opts.runs} runs (MB/s, includes client start-up and hashing)")
