@@ -32,8 +32,8 @@ const (
 // under a work slot of the request's tenant (AcquireUntilDone: the answer
 // is under way, so it waits its turn rather than fail), and only when the
 // socket takes the whole piece without blocking (socketRoom), so a slot is
-// never held while a slow reader keeps the socket full. Smaller pieces, and
-// the write that waits for a full socket to drain, hold no slot.
+// never held while a slow reader keeps the socket full. A socket with less
+// room gets a piece of sharedPieceMin without a slot, which waits there.
 //
 // Without this, 320 reads of a large xorb opened at once by one tenant
 // filled their sockets in the same instant: the server's CPU copied about
@@ -68,7 +68,7 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 			if aerr != nil {
 				return written, aerr
 			}
-			n, err = s.sendPiece(w, r, buf[:min(room, len(buf))])
+			n, err = sendPiece(w, r, buf[:min(room, len(buf))])
 			slot.Release()
 		} else {
 			// A socket with less room takes a piece of sharedPieceMin
@@ -77,7 +77,7 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 			// KiB per call, each woken as soon as the reader took a little.)
 			// Flushed through net/http's buffers, so that the write reaches
 			// the socket and waits there, not in the next slot.
-			n, err = s.sendPiece(w, r, buf[:min(sharedPieceMin, len(buf))])
+			n, err = sendPiece(w, r, buf[:min(sharedPieceMin, len(buf))])
 			if err == nil && n > 0 {
 				err = flush.Flush()
 			}
@@ -94,7 +94,7 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 
 // sendPiece reads up to len(p) bytes from r and writes them to w. It
 // returns io.EOF, with the bytes it wrote, once r is done.
-func (s *Server) sendPiece(w io.Writer, r io.Reader, p []byte) (int, error) {
+func sendPiece(w io.Writer, r io.Reader, p []byte) (int, error) {
 	n, rerr := io.ReadFull(r, p)
 	if n > 0 {
 		if _, err := w.Write(p[:n]); err != nil {
