@@ -197,8 +197,12 @@ func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (
 		return nil, fmt.Errorf("index directory: %w", err)
 	}
 	q := url.Values{}
-	q.Add("_pragma", "journal_mode(WAL)")
+	// The pragmas run in this order when a connection opens: busy_timeout
+	// first, so that switching to WAL, which locks the file, waits for
+	// another process opening it at the same time instead of failing at
+	// once with SQLITE_BUSY.
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", max(busy.Milliseconds(), 1)))
+	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
 	if writes {
