@@ -19,6 +19,28 @@ func benchXorb(b *testing.B) ([]byte, XorbInfo) {
 	return BuildXorb(chunks, false)
 }
 
+// stockChunkSizes are the chunk sizes, in order, of a xorb the stock
+// client cut from random data (testdata/multi): content-defined, 8–128 KiB,
+// many under 32 KiB.
+var stockChunkSizes = []int{55091, 50714, 46563, 14683, 15039, 15287, 8857, 29858, 26175, 47019,
+	58011, 100236, 83564, 29749, 33554, 24721, 28787, 20143, 16238, 22862, 131072, 17599, 36047,
+	9731, 131072, 122758, 8314, 12492, 74291, 130509, 118017}
+
+// stockSizedChunks cuts about 64 MiB of random data into stockChunkSizes,
+// repeated.
+func stockSizedChunks() [][]byte {
+	data := randBytes(98, 64<<20)
+	var chunks [][]byte
+	for off, i := 0, 0; ; i++ {
+		n := stockChunkSizes[i%len(stockChunkSizes)]
+		if off+n > len(data) {
+			return chunks
+		}
+		chunks = append(chunks, data[off:off+n])
+		off += n
+	}
+}
+
 // BenchmarkParseXorb and BenchmarkBlake3Raw run over the same bytes, so
 // their MB/s compare the full validation with bare hashing.
 func BenchmarkParseXorb(b *testing.B) {
@@ -28,6 +50,59 @@ func BenchmarkParseXorb(b *testing.B) {
 	for b.Loop() {
 		if _, err := ParseXorb(body, info.Hash); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// The same with the stock client's chunk sizes: most chunks end in a part
+// of a 16 KiB group, which the wide kernel hashes as a whole group.
+func BenchmarkParseXorbStockSizes(b *testing.B) {
+	body, info := BuildXorb(stockSizedChunks(), false)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := ParseXorb(body, info.Hash); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Keyed BLAKE3 alone, each chunk hashed once, through zeebo/blake3 (AVX2)
+// and through the wide kernel (AVX-512, where the CPU has it).
+func BenchmarkChunkHashers(b *testing.B) {
+	for _, set := range []struct {
+		name   string
+		chunks [][]byte
+	}{{"64KiB", func() [][]byte {
+		body := randBytes(99, 64<<20)
+		var c [][]byte
+		for off := 0; off < len(body); off += 64 << 10 {
+			c = append(c, body[off:off+64<<10])
+		}
+		return c
+	}()}, {"stock_sizes", stockSizedChunks()}} {
+		var total int64
+		for _, c := range set.chunks {
+			total += int64(len(c))
+		}
+		for _, wide := range []bool{false, true} {
+			name := set.name + "/zeebo"
+			if wide {
+				if !wideBLAKE3 {
+					continue
+				}
+				name = set.name + "/wide"
+			}
+			b.Run(name, func(b *testing.B) {
+				kh := newKeyedHasherWide(&dataKey, wide)
+				b.SetBytes(total)
+				b.ReportAllocs()
+				for b.Loop() {
+					for _, c := range set.chunks {
+						kh.sum(c)
+					}
+				}
+			})
 		}
 	}
 }

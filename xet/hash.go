@@ -4,8 +4,6 @@ import (
 	"encoding/binary"
 	"slices"
 	"strconv"
-
-	"github.com/zeebo/blake3"
 )
 
 // Hash is a 32-byte Xet hash (chunk, xorb, file, range or shard hash) in raw
@@ -107,24 +105,6 @@ var (
 	verificationKey = [32]byte{127, 24, 87, 214, 206, 86, 237, 102, 18, 127, 249, 19, 231, 165, 195, 243,
 		164, 205, 38, 213, 181, 219, 73, 230, 65, 36, 152, 127, 40, 251, 148, 195}
 )
-
-// keyedHasher is a reusable BLAKE3 hasher for one key. Not safe for
-// concurrent use; each call of an exported function makes its own.
-type keyedHasher struct{ h *blake3.Hasher }
-
-func newKeyedHasher(key *[32]byte) keyedHasher {
-	// NewKeyed fails only for a key that is not 32 bytes long.
-	h, _ := blake3.NewKeyed(key[:])
-	return keyedHasher{h}
-}
-
-func (k keyedHasher) sum(data []byte) Hash {
-	k.h.Reset()
-	_, _ = k.h.Write(data)
-	var out Hash
-	k.h.Sum(out[:0])
-	return out
-}
 
 func keyedSum(key *[32]byte, data []byte) Hash {
 	return newKeyedHasher(key).sum(data)

@@ -1,0 +1,115 @@
+package xet
+
+import (
+	"encoding/binary"
+
+	"github.com/zeebo/blake3"
+	"golang.org/x/sys/cpu"
+	"lukechampine.com/blake3/guts"
+)
+
+// wideBLAKE3 reports whether keyed hashes go through guts' AVX-512 kernel,
+// which hashes 16 BLAKE3 chunks (16 KiB) at once: 3.0–3.1 GB/s on one core
+// of the reference machine against 2.0 GB/s for zeebo/blake3's AVX2
+// (BENCHMARKS.md, "Xorb validation against raw BLAKE3"). Without AVX-512
+// the hashes go through zeebo/blake3. Set once, from the CPU.
+var wideBLAKE3 = cpu.X86.HasAVX512F
+
+// wideMinBytes is the shortest input the wide kernel hashes: it always
+// hashes a whole group, which costs about what zeebo/blake3 spends on
+// 9–10 KiB (BenchmarkChunkHashers).
+const wideMinBytes = 10 << 10
+
+// groupBytes is what one call of the wide kernel hashes: guts.MaxSIMD
+// BLAKE3 chunks, a complete subtree of the BLAKE3 tree when it starts at a
+// multiple of itself.
+const groupBytes = guts.MaxSIMD * guts.ChunkSize
+
+// keyedHasher is a reusable BLAKE3 hasher for one key. Not safe for
+// concurrent use; each call of an exported function makes its own.
+type keyedHasher struct {
+	h    *blake3.Hasher // streaming writes (h.Write), and sum of short inputs
+	wide *wideKeyed     // with wideBLAKE3: sum of inputs of wideMinBytes or more
+}
+
+// wideKeyed hashes whole inputs with guts' 16-chunk kernel.
+type wideKeyed struct {
+	key [8]uint32 // the key as BLAKE3 words
+	// tail holds an input's last, partial group: the kernel reads a whole
+	// group, and the input's slice may end sooner. Made on first use.
+	tail *[groupBytes]byte
+}
+
+func newKeyedHasher(key *[32]byte) keyedHasher {
+	return newKeyedHasherWide(key, wideBLAKE3)
+}
+
+func newKeyedHasherWide(key *[32]byte, wide bool) keyedHasher {
+	// NewKeyed fails only for a key that is not 32 bytes long.
+	h, _ := blake3.NewKeyed(key[:])
+	k := keyedHasher{h: h}
+	if wide {
+		k.wide = new(wideKeyed)
+		for i := range k.wide.key {
+			k.wide.key[i] = binary.LittleEndian.Uint32(key[4*i:])
+		}
+	}
+	return k
+}
+
+func (k keyedHasher) sum(data []byte) Hash {
+	if k.wide != nil && len(data) >= wideMinBytes {
+		return k.wide.sum(data)
+	}
+	k.h.Reset()
+	_, _ = k.h.Write(data)
+	var out Hash
+	k.h.Sum(out[:0])
+	return out
+}
+
+// sum builds the BLAKE3 tree from complete groups the way the reference
+// implementation builds it from chunks: a stack of subtree roots, two of
+// one height merged as soon as a later group follows them, the last
+// group's node folded into the stack from the top, and the final node
+// compressed as the root.
+func (w *wideKeyed) sum(data []byte) Hash {
+	const flags = guts.FlagKeyedHash
+	var stack [54][8]uint32 // 2^54 groups is more than a slice can hold
+	depth := 0
+	var counter, groups uint64
+	for len(data) > groupBytes {
+		cv := guts.ChainingValue(guts.CompressBuffer((*[groupBytes]byte)(data), groupBytes, &w.key, counter, flags))
+		data = data[groupBytes:]
+		counter += guts.MaxSIMD
+		groups++
+		for t := groups; t&1 == 0; t >>= 1 {
+			depth--
+			cv = guts.ChainingValue(guts.ParentNode(stack[depth], cv, &w.key, flags))
+		}
+		stack[depth] = cv
+		depth++
+	}
+	var last *[groupBytes]byte
+	if len(data) == groupBytes {
+		last = (*[groupBytes]byte)(data)
+	} else {
+		if w.tail == nil {
+			w.tail = new([groupBytes]byte)
+		}
+		last = w.tail
+		copy(last[:], data)
+	}
+	n := guts.CompressBuffer(last, len(data), &w.key, counter, flags)
+	for depth > 0 {
+		depth--
+		n = guts.ParentNode(stack[depth], guts.ChainingValue(n), &w.key, flags)
+	}
+	n.Flags |= guts.FlagRoot
+	words := guts.CompressNode(n)
+	var out Hash
+	for i := range 8 {
+		binary.LittleEndian.PutUint32(out[4*i:], words[i])
+	}
+	return out
+}
