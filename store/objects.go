@@ -47,8 +47,16 @@ const directMinBytes = 1 << 20
 // buckets the check and the rename also hold an exclusive lock on the file
 // IndexPath+".objects.lock", which every process opening the index opens.
 func (s *Store) writeObject(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool) (written bool, err error) {
+	return s.writeObjectCRC(ctx, key, data, contentType, ifAbsent, nil)
+}
+
+// writeObjectCRC is writeObject for data whose CRC-32 (IEEE) the caller
+// already has (crc nil: it has not): an S3 write sends it as the request
+// checksum instead of the SDK computing it in a pass of its own. Other
+// buckets ignore it.
+func (s *Store) writeObjectCRC(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool, crc *uint32) (written bool, err error) {
 	if s.s3 != nil && plainKey(key) {
-		return s.s3.put(ctx, key, data, contentType, ifAbsent) // s3.go: one PutObject, no copy
+		return s.s3.put(ctx, key, data, contentType, ifAbsent, crc) // s3.go: one PutObject, no copy
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -3,6 +3,8 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/url"
@@ -42,6 +44,10 @@ import (
 //     (CRC32, about 10 GB/s) is still sent and checked by the server; a URL
 //     that turns it off (request_checksum_calculation=when_required) keeps
 //     the signed SHA-256.
+//   - A xorb's CRC32 is the one ParseXorb computed chunk by chunk while the
+//     bytes were in the CPU's cache (xet.XorbInfo.StreamCRC32); the write
+//     sends it, and the SDK skips its own pass over the cold body (about a
+//     tenth of an S3 upload's CPU). The service still checks it.
 
 // s3DefaultParams are the URL parameters OpenBucket adds to an s3:// URL
 // that does not set them.
@@ -71,6 +77,9 @@ type s3Writer struct {
 	// opts are the options of every PutObject (unsignedPayload over a
 	// plain-HTTP endpoint).
 	opts []func(*s3.Options)
+	// knownCRC: a write whose CRC32 the caller has sends it (not when the
+	// URL sets request_checksum_calculation=when_required).
+	knownCRC bool
 	// conflictWait is how long a create-if-absent write waits before it
 	// retries after 409 ConditionalRequestConflict (another conditional
 	// write of the key in progress), times the attempt.
@@ -91,7 +100,8 @@ func newS3Writer(b *blob.Bucket, bucketURL string) (*s3Writer, error) {
 	}
 	// Without the CRC32 (request_checksum_calculation=when_required) the
 	// signature's SHA-256 is the only check of the body, and it stays.
-	if strings.HasPrefix(strings.ToLower(q.Get("endpoint")), "http://") && !strings.EqualFold(q.Get("request_checksum_calculation"), "when_required") {
+	w.knownCRC = !strings.EqualFold(q.Get("request_checksum_calculation"), "when_required")
+	if strings.HasPrefix(strings.ToLower(q.Get("endpoint")), "http://") && w.knownCRC {
 		w.opts = append(w.opts, s3.WithAPIOptions(unsignedPayload))
 	}
 	if v := q.Get("ssetype"); v != "" {
@@ -121,13 +131,19 @@ func plainKey(key string) bool {
 }
 
 // put writes data under key; with ifAbsent only when no object is there
-// (If-None-Match: *), and written reports which.
-func (w *s3Writer) put(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool) (written bool, err error) {
+// (If-None-Match: *), and written reports which. crc, when not nil, is
+// data's CRC-32 (IEEE), sent as the request checksum.
+func (w *s3Writer) put(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool, crc *uint32) (written bool, err error) {
 	in := &s3.PutObjectInput{
 		Bucket:        aws.String(w.bucket),
 		Key:           aws.String(key),
 		ContentType:   aws.String(contentType),
 		ContentLength: aws.Int64(int64(len(data))),
+	}
+	if crc != nil && w.knownCRC {
+		var b [4]byte
+		binary.BigEndian.PutUint32(b[:], *crc)
+		in.ChecksumCRC32 = aws.String(base64.StdEncoding.EncodeToString(b[:]))
 	}
 	if ifAbsent {
 		in.IfNoneMatch = aws.String("*")

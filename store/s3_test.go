@@ -3,8 +3,11 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -205,43 +208,83 @@ func TestS3Settings(t *testing.T) {
 // a write is signed as UNSIGNED-PAYLOAD (no SHA-256 pass over the body) and
 // carries its CRC32, which the S3 server checks: a body changed on the way
 // is refused and leaves no object.
+// s3Front is a proxy in front of a MinIO that records the headers of each
+// PUT and, while corrupt is set, flips a bit of its body on the way.
+type s3Front struct {
+	url     string
+	mu      sync.Mutex
+	puts    []http.Header
+	paths   []string // of puts
+	corrupt bool
+}
+
+func startS3Front(t *testing.T, srv *s3test.Server) *s3Front {
+	t.Helper()
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &s3Front{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut {
+			f.mu.Lock()
+			f.puts = append(f.puts, r.Header.Clone())
+			f.paths = append(f.paths, r.URL.Path)
+			if f.corrupt {
+				body, _ := io.ReadAll(r.Body)
+				body[len(body)/2] ^= 1
+				r.Body = io.NopCloser(bytes.NewReader(body))
+			}
+			f.mu.Unlock()
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(front.Close)
+	f.url = front.URL
+	return f
+}
+
+func (f *s3Front) lastPut() http.Header {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.puts[len(f.puts)-1]
+}
+
+// putOf returns the headers of the last PUT of a path ending in suffix.
+func (f *s3Front) putOf(t *testing.T, suffix string) http.Header {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := len(f.paths) - 1; i >= 0; i-- {
+		if strings.HasSuffix(f.paths[i], suffix) {
+			return f.puts[i]
+		}
+	}
+	t.Fatalf("no PUT of …%s among %v", suffix, f.paths)
+	return nil
+}
+
+func (f *s3Front) setCorrupt(v bool) {
+	f.mu.Lock()
+	f.corrupt = v
+	f.mu.Unlock()
+}
+
 func TestS3PlainHTTPWritesAreUnsignedWithChecksum(t *testing.T) {
 	ctx := context.Background()
 	srv := s3test.Start(t)
 	srv.Setenv(t)
 	bucket := srv.CreateBucket(t)
-	target, err := url.Parse(srv.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var puts []http.Header
-	corrupt := false
-	proxy := httputil.NewSingleHostReverseProxy(target)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPut {
-			mu.Lock()
-			puts = append(puts, r.Header.Clone())
-			if corrupt {
-				body, _ := io.ReadAll(r.Body)
-				body[len(body)/2] ^= 1
-				r.Body = io.NopCloser(bytes.NewReader(body))
-			}
-			mu.Unlock()
-		}
-		proxy.ServeHTTP(w, r)
-	}))
-	defer front.Close()
-	q := url.Values{"endpoint": {front.URL}, "region": {s3test.Region}, "use_path_style": {"true"}}
+	front := startS3Front(t, srv)
+	q := url.Values{"endpoint": {front.url}, "region": {s3test.Region}, "use_path_style": {"true"}}
 	s := mustOpen(t, t.TempDir(), "s3://"+bucket+"?"+q.Encode())
 
 	data := bytes.Repeat([]byte("openxet "), 1<<17) // 1 MiB
 	if _, err := s.writeObject(ctx, "xorbs/default/plain", data, typeBinary, true); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	h := puts[len(puts)-1]
-	mu.Unlock()
+	h := front.lastPut()
 	if got := h.Get("X-Amz-Content-Sha256"); got != "UNSIGNED-PAYLOAD" {
 		t.Errorf("x-amz-content-sha256 %q, want UNSIGNED-PAYLOAD", got)
 	}
@@ -252,9 +295,7 @@ func TestS3PlainHTTPWritesAreUnsignedWithChecksum(t *testing.T) {
 		t.Fatalf("read back %d bytes, %v", len(got), err)
 	}
 
-	mu.Lock()
-	corrupt = true
-	mu.Unlock()
+	front.setCorrupt(true)
 	if _, err := s.writeObject(ctx, "xorbs/default/bent", data, typeBinary, true); err == nil {
 		t.Fatal("a body changed on the way was stored")
 	}
@@ -263,19 +304,56 @@ func TestS3PlainHTTPWritesAreUnsignedWithChecksum(t *testing.T) {
 	}
 
 	// Without the CRC32 the signed SHA-256 stays the body's check.
-	mu.Lock()
-	corrupt = false
-	mu.Unlock()
+	front.setCorrupt(false)
 	q.Set("request_checksum_calculation", "when_required")
 	s = mustOpen(t, t.TempDir(), "s3://"+bucket+"?"+q.Encode())
 	if _, err := s.writeObject(ctx, "xorbs/default/signed", data, typeBinary, true); err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	h = puts[len(puts)-1]
-	mu.Unlock()
+	h = front.lastPut()
 	if got := h.Get("X-Amz-Content-Sha256"); len(got) != 64 || h.Get("X-Amz-Checksum-Crc32") != "" {
 		t.Errorf("with request_checksum_calculation=when_required: x-amz-content-sha256 %q, crc32 %q; want the body's SHA-256 and no CRC32",
 			got, h.Get("X-Amz-Checksum-Crc32"))
+	}
+}
+
+// A xorb's write sends the CRC32 ParseXorb computed, and the service checks
+// it: a wrong one stores nothing. With request_checksum_calculation=
+// when_required no CRC32 is sent, known or not.
+func TestS3XorbWriteSendsTheParsedCRC(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.Start(t)
+	srv.Setenv(t)
+	bucket := srv.CreateBucket(t)
+	front := startS3Front(t, srv)
+	q := url.Values{"endpoint": {front.url}, "region": {s3test.Region}, "use_path_style": {"true"}}
+	s := mustOpen(t, t.TempDir(), "s3://"+bucket+"?"+q.Encode())
+
+	body, info := xet.BuildXorb([][]byte{bytes.Repeat([]byte("chunk one "), 7000), bytes.Repeat([]byte("two "), 9000)}, true)
+	if _, err := s.PutXorb(ctx, "alice", info, body, -1); err != nil {
+		t.Fatal(err)
+	}
+	var want [4]byte
+	binary.BigEndian.PutUint32(want[:], crc32.ChecksumIEEE(body))
+	if got := front.putOf(t, xorbKey(info.Hash.String())).Get("X-Amz-Checksum-Crc32"); got != base64.StdEncoding.EncodeToString(want[:]) {
+		t.Errorf("xorb write: x-amz-checksum-crc32 %q, want %q", got, base64.StdEncoding.EncodeToString(want[:]))
+	}
+
+	wrong := info.StreamCRC32 ^ 1
+	key := "xorbs/default/wrongcrc"
+	if _, err := s.writeObjectCRC(ctx, key, body, typeBinary, true, &wrong); err == nil {
+		t.Fatal("a write with a wrong CRC32 was stored")
+	}
+	if ok, err := s.bucket.Exists(ctx, key); err != nil || ok {
+		t.Fatalf("object of the refused write: exists %v, %v", ok, err)
+	}
+
+	q.Set("request_checksum_calculation", "when_required")
+	s = mustOpen(t, t.TempDir(), "s3://"+bucket+"?"+q.Encode())
+	if _, err := s.writeObjectCRC(ctx, key, body, typeBinary, true, &wrong); err != nil {
+		t.Fatal(err)
+	}
+	if got := front.lastPut().Get("X-Amz-Checksum-Crc32"); got != "" {
+		t.Errorf("with request_checksum_calculation=when_required: x-amz-checksum-crc32 %q, want none", got)
 	}
 }

@@ -151,7 +151,7 @@ func (s *Store) xorbRow(ctx context.Context, h string) (xorbRecord, bool, error)
 func (s *Store) storeXorbObject(ctx context.Context, info xet.XorbInfo, stream []byte) (xorbRecord, error) {
 	key := xorbKey(info.Hash.String())
 	mine := xorbRecord{size: info.StreamLen, chunks: encodeChunks(info.Chunks)}
-	written, err := s.writeObject(ctx, key, stream, typeBinary, true)
+	written, err := s.writeObjectCRC(ctx, key, stream, typeBinary, true, &info.StreamCRC32)
 	if err != nil || written {
 		return mine, err
 	}

@@ -3,6 +3,7 @@ package xet
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"hash/crc32"
 	"testing"
 )
 
@@ -30,6 +31,9 @@ func TestFixtures(t *testing.T) {
 				if info.HadFooter || info.StreamLen != int64(len(body)) {
 					t.Errorf("xorb %s: HadFooter %v StreamLen %d of %d (%s uploads no footer)",
 						h, info.HadFooter, info.StreamLen, len(body), fx.client)
+				}
+				if info.StreamCRC32 != crc32.ChecksumIEEE(body) {
+					t.Errorf("xorb %s: StreamCRC32 %08x, CRC-32 of the body %08x", h, info.StreamCRC32, crc32.ChecksumIEEE(body))
 				}
 				lists[h], streams[h] = info.Chunks, body
 				t.Logf("xorb %s: %d bytes, %d chunks, %d uncompressed, schemes %v",

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"slices"
 	"strings"
 	"testing"
@@ -94,6 +95,9 @@ func fuzzXorb(t *testing.T, body []byte) {
 		if info.StreamLen != int64(info.Chunks[len(info.Chunks)-1].SerializedEnd) || info.StreamLen > int64(len(body)) ||
 			info.HadFooter != (info.StreamLen < int64(len(body))) {
 			t.Fatalf("StreamLen %d, body %d, HadFooter %v", info.StreamLen, len(body), info.HadFooter)
+		}
+		if want := crc32.ChecksumIEEE(body[:info.StreamLen]); info.StreamCRC32 != want {
+			t.Fatalf("StreamCRC32 %08x, the stream's CRC-32 is %08x", info.StreamCRC32, want)
 		}
 		var unc uint64
 		var prevEnd uint32

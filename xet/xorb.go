@@ -2,6 +2,7 @@ package xet
 
 import (
 	"encoding/binary"
+	"hash/crc32"
 	"strconv"
 
 	"github.com/pierrec/lz4/v4"
@@ -63,6 +64,12 @@ type XorbInfo struct {
 	// HadFooter reports that the upload carried a V0/V1 metadata footer
 	// (clients before hf_xet 1.1.4).
 	HadFooter bool
+	// StreamCRC32 is the CRC-32 (IEEE) of the chunk stream, body[:StreamLen]:
+	// the integrity checksum of the object's write to S3. ParseXorb sums
+	// each chunk right after hashing it, while its bytes are in the CPU's
+	// cache, which costs a quarter of a separate pass over the whole body
+	// later (BENCHMARKS.md, "S3 request checksum").
+	StreamCRC32 uint32
 }
 
 // UncompressedSize returns the total uncompressed bytes of the xorb.
@@ -199,9 +206,11 @@ func parseXorb(body []byte, each func(i int, data []byte)) (XorbInfo, error) {
 		if each != nil {
 			each(len(chunks), data)
 		}
+		chunkOff := off
 		off = dataOff + csize
 		unpacked += uint64(usize)
 		h := kh.sum(data)
+		info.StreamCRC32 = crc32.Update(info.StreamCRC32, crc32.IEEETable, body[chunkOff:off])
 		agg.Add(Leaf{Hash: h, Size: uint64(usize)})
 		if len(chunks) == MaxXorbChunks {
 			return XorbInfo{}, xorbErr(off, "more than "+strconv.Itoa(MaxXorbChunks)+" chunks")
@@ -335,5 +344,6 @@ func BuildXorb(chunks [][]byte, compress bool) ([]byte, XorbInfo) {
 	}
 	info.Hash = AggregatedHash(chunkLeaves(info.Chunks))
 	info.StreamLen = int64(len(body))
+	info.StreamCRC32 = crc32.ChecksumIEEE(body)
 	return body, info
 }
