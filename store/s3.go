@@ -23,7 +23,8 @@ import (
 // What openxet does differently for s3:// buckets, and why:
 //
 //   - Writes are one PutObject each, the body read in place from the
-//     caller's slice (s3Writer). gocloud's writer goes through the AWS
+//     caller's slice (s3Writer) and written to the socket from there in
+//     one call (s3body.go). gocloud's writer goes through the AWS
 //     transfer manager, which copies the first 16 MiB of every object into
 //     a buffer of its own and, above that, allocates (concurrency+1) part
 //     buffers: a 64 MiB xorb cost another 65 MiB of heap (45 MiB with 5 MiB
@@ -100,6 +101,9 @@ func newS3Writer(b *blob.Bucket, bucketURL string) (*s3Writer, error) {
 	}
 	// Without the CRC32 (request_checksum_calculation=when_required) the
 	// signature's SHA-256 is the only check of the body, and it stays.
+	if h := newInPlaceHTTP(w.client.Options().HTTPClient); h != nil {
+		w.opts = append(w.opts, func(o *s3.Options) { o.HTTPClient = h })
+	}
 	w.knownCRC = !strings.EqualFold(q.Get("request_checksum_calculation"), "when_required")
 	if strings.HasPrefix(strings.ToLower(q.Get("endpoint")), "http://") && w.knownCRC {
 		w.opts = append(w.opts, s3.WithAPIOptions(unsignedPayload))
@@ -156,7 +160,7 @@ func (w *s3Writer) put(ctx context.Context, key string, data []byte, contentType
 	}
 	for attempt := 1; ; attempt++ {
 		in.Body = bytes.NewReader(data)
-		_, err := w.client.PutObject(ctx, in, w.opts...)
+		_, err := w.client.PutObject(withPutBody(ctx, data), in, w.opts...)
 		if err == nil {
 			return true, nil
 		}
