@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -355,5 +356,36 @@ func TestS3XorbWriteSendsTheParsedCRC(t *testing.T) {
 	}
 	if got := front.lastPut().Get("X-Amz-Checksum-Crc32"); got != "" {
 		t.Errorf("with request_checksum_calculation=when_required: x-amz-checksum-crc32 %q, want none", got)
+	}
+}
+
+// Over HTTPS the xorb's write also carries the parsed CRC32 (in a header,
+// not the SDK's trailing checksum), the body goes out whole, and a wrong
+// CRC32 stores nothing.
+func TestS3XorbWriteOverHTTPS(t *testing.T) {
+	ctx := context.Background()
+	srv := s3test.StartTLS(t)
+	srv.Setenv(t)
+	bucket := srv.CreateBucket(t)
+	s := mustOpen(t, t.TempDir(), srv.BucketURL(bucket))
+
+	chunks := [][]byte{make([]byte, 200<<10), make([]byte, 90<<10)}
+	for _, c := range chunks {
+		rand.Read(c)
+	}
+	body, info := xet.BuildXorb(chunks, false)
+	if _, err := s.PutXorb(ctx, "alice", info, body, -1); err != nil {
+		t.Fatal(err)
+	}
+	key := xorbKey(info.Hash.String())
+	if got, err := s.bucket.ReadAll(ctx, key); err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("read back %d of %d bytes, %v", len(got), len(body), err)
+	}
+	wrong := info.StreamCRC32 ^ 1
+	if _, err := s.writeObjectCRC(ctx, "xorbs/default/wrongcrc", body, typeBinary, true, &wrong); err == nil {
+		t.Fatal("a write with a wrong CRC32 was stored")
+	}
+	if ok, err := s.bucket.Exists(ctx, "xorbs/default/wrongcrc"); err != nil || ok {
+		t.Fatalf("object of the refused write: exists %v, %v", ok, err)
 	}
 }

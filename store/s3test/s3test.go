@@ -69,12 +69,17 @@ func Binary() string {
 
 // Server is one running MinIO server.
 type Server struct {
-	// Endpoint is the server's base URL, http://127.0.0.1:<port>.
+	// Endpoint is the server's base URL, http://127.0.0.1:<port>
+	// (https:// from StartTLS).
 	Endpoint string
+	// CAFile is the PEM file of the certificate a StartTLS server presents
+	// ("" for Start); Env points AWS_CA_BUNDLE at it.
+	CAFile string
 	// AccessKey and SecretKey are its root credentials.
 	AccessKey, SecretKey string
 
 	client *s3.Client
+	http   *http.Client // trusts CAFile
 	cmd    *exec.Cmd
 	out    *testproc.Buffer
 	exited chan struct{}
@@ -88,7 +93,13 @@ const startWait = 2 * time.Minute
 
 // Start starts a MinIO server for tb and stops it when tb ends. It skips
 // tb when the binary is absent (see the package comment).
-func Start(tb testing.TB) *Server {
+func Start(tb testing.TB) *Server { return startServer(tb, false) }
+
+// StartTLS is Start with MinIO serving HTTPS, with a certificate for
+// 127.0.0.1 made for this server (CAFile).
+func StartTLS(tb testing.TB) *Server { return startServer(tb, true) }
+
+func startServer(tb testing.TB, tls bool) *Server {
 	tb.Helper()
 	bin := Binary()
 	if bin == "" {
@@ -100,7 +111,7 @@ func Start(tb testing.TB) *Server {
 	}
 	var lastErr error
 	for range 3 { // a free port may be taken by someone else before MinIO binds it
-		s, err := start(tb, bin)
+		s, err := start(tb, bin, tls)
 		if err == nil {
 			return s
 		}
@@ -110,7 +121,7 @@ func Start(tb testing.TB) *Server {
 	return nil
 }
 
-func start(tb testing.TB, bin string) (*Server, error) {
+func start(tb testing.TB, bin string, tls bool) (*Server, error) {
 	tb.Helper()
 	dir := tb.TempDir()
 	api, console := freeAddr(tb), freeAddr(tb)
@@ -118,8 +129,16 @@ func start(tb testing.TB, bin string) (*Server, error) {
 		Endpoint:  "http://" + api,
 		AccessKey: "oxt" + randomHex(8),
 		SecretKey: randomHex(20),
+		http:      http.DefaultClient,
 		out:       &testproc.Buffer{},
 		exited:    make(chan struct{}),
+	}
+	if tls {
+		var err error
+		if s.CAFile, s.http, err = writeCertificate(filepath.Join(dir, "certs")); err != nil {
+			return nil, err
+		}
+		s.Endpoint = "https://" + api
 	}
 	// Only 127.0.0.1, no console, no update checks, no call-home, no
 	// certificates or configuration from the user's home, and nothing
@@ -162,6 +181,7 @@ func start(tb testing.TB, bin string) (*Server, error) {
 		BaseEndpoint: aws.String(s.Endpoint),
 		UsePathStyle: true,
 		Credentials:  credentials.NewStaticCredentialsProvider(s.AccessKey, s.SecretKey, ""),
+		HTTPClient:   s.http,
 	})
 	return s, nil
 }
@@ -171,7 +191,7 @@ func start(tb testing.TB, bin string) (*Server, error) {
 func (s *Server) waitReady() error {
 	deadline := time.Now().Add(startWait)
 	for {
-		res, err := http.Get(s.Endpoint + "/minio/health/ready")
+		res, err := s.http.Get(s.Endpoint + "/minio/health/ready")
 		if err == nil {
 			res.Body.Close()
 			if res.StatusCode == http.StatusOK {
@@ -229,8 +249,9 @@ func (s *Server) BucketURL(bucket string) string {
 }
 
 // Env is the environment a process needs to reach the server with the
-// AWS SDK: the root credentials, and no shared configuration files or
-// instance metadata lookups of the machine running the tests.
+// AWS SDK: the root credentials, the certificate to trust (StartTLS), and
+// no shared configuration files or instance metadata lookups of the
+// machine running the tests.
 func (s *Server) Env() []string {
 	return []string{
 		"AWS_ACCESS_KEY_ID=" + s.AccessKey,
@@ -240,6 +261,7 @@ func (s *Server) Env() []string {
 		"AWS_CONFIG_FILE=" + os.DevNull,
 		"AWS_SHARED_CREDENTIALS_FILE=" + os.DevNull,
 		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_CA_BUNDLE=" + s.CAFile,
 	}
 }
 
