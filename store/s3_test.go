@@ -246,6 +246,19 @@ func startS3Front(t *testing.T, srv *s3test.Server) *s3Front {
 	return f
 }
 
+// storeBehindFront opens a store on a new bucket of a new MinIO, reached
+// through an s3Front; q is the bucket URL's query, to open it again with
+// other parameters.
+func storeBehindFront(t *testing.T) (s *Store, front *s3Front, bucket string, q url.Values) {
+	t.Helper()
+	srv := s3test.Start(t)
+	srv.Setenv(t)
+	bucket = srv.CreateBucket(t)
+	front = startS3Front(t, srv)
+	q = url.Values{"endpoint": {front.url}, "region": {s3test.Region}, "use_path_style": {"true"}}
+	return mustOpen(t, t.TempDir(), "s3://"+bucket+"?"+q.Encode()), front, bucket, q
+}
+
 func (f *s3Front) lastPut() http.Header {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -274,12 +287,7 @@ func (f *s3Front) setCorrupt(v bool) {
 
 func TestS3PlainHTTPWritesAreUnsignedWithChecksum(t *testing.T) {
 	ctx := context.Background()
-	srv := s3test.Start(t)
-	srv.Setenv(t)
-	bucket := srv.CreateBucket(t)
-	front := startS3Front(t, srv)
-	q := url.Values{"endpoint": {front.url}, "region": {s3test.Region}, "use_path_style": {"true"}}
-	s := mustOpen(t, t.TempDir(), "s3://"+bucket+"?"+q.Encode())
+	s, front, bucket, q := storeBehindFront(t)
 
 	data := bytes.Repeat([]byte("openxet "), 1<<17) // 1 MiB
 	if _, err := s.writeObject(ctx, "xorbs/default/plain", data, typeBinary, true); err != nil {
@@ -323,12 +331,7 @@ func TestS3PlainHTTPWritesAreUnsignedWithChecksum(t *testing.T) {
 // when_required no CRC32 is sent, known or not.
 func TestS3XorbWriteSendsTheParsedCRC(t *testing.T) {
 	ctx := context.Background()
-	srv := s3test.Start(t)
-	srv.Setenv(t)
-	bucket := srv.CreateBucket(t)
-	front := startS3Front(t, srv)
-	q := url.Values{"endpoint": {front.url}, "region": {s3test.Region}, "use_path_style": {"true"}}
-	s := mustOpen(t, t.TempDir(), "s3://"+bucket+"?"+q.Encode())
+	s, front, bucket, q := storeBehindFront(t)
 
 	body, info := xet.BuildXorb([][]byte{bytes.Repeat([]byte("chunk one "), 7000), bytes.Repeat([]byte("two "), 9000)}, true)
 	if _, err := s.PutXorb(ctx, "alice", info, body, -1); err != nil {

@@ -45,10 +45,14 @@ func stockSizedChunks() [][]byte {
 // their MB/s compare the full validation with bare hashing.
 func BenchmarkParseXorb(b *testing.B) {
 	body, info := benchXorb(b)
+	benchParseXorb(b, body, info.Hash)
+}
+
+func benchParseXorb(b *testing.B, body []byte, h Hash) {
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := ParseXorb(body, info.Hash); err != nil {
+		if _, err := ParseXorb(body, h); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -58,13 +62,7 @@ func BenchmarkParseXorb(b *testing.B) {
 // of a 16 KiB group, which the wide kernel hashes as a whole group.
 func BenchmarkParseXorbStockSizes(b *testing.B) {
 	body, info := BuildXorb(stockSizedChunks(), false)
-	b.SetBytes(int64(len(body)))
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ParseXorb(body, info.Hash); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchParseXorb(b, body, info.Hash)
 }
 
 // Keyed BLAKE3 alone, each chunk hashed once, through zeebo/blake3 (AVX2)
