@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 
 	"github.com/labstack/echo/v4"
 )
@@ -55,6 +56,10 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 		return plain(0)
 	}
 	flush := http.NewResponseController(w)
+	piece := func(p []byte) (int, error) { return sendPiece(w, r, p) }
+	if f, rf := fileSource(r), readerFrom(w); f != nil && rf != nil {
+		piece = func(p []byte) (int, error) { return sendFilePiece(c.Response(), rf, f, len(p)) }
+	}
 	var written int64
 	for {
 		room, capacity, ok := sock.measure()
@@ -68,7 +73,7 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 			if aerr != nil {
 				return written, aerr
 			}
-			n, err = sendPiece(w, r, buf[:min(room, len(buf))])
+			n, err = piece(buf[:min(room, len(buf))])
 			slot.Release()
 		} else {
 			// A socket with less room takes a piece of sharedPieceMin
@@ -77,7 +82,7 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 			// KiB per call, each woken as soon as the reader took a little.)
 			// Flushed through net/http's buffers, so that the write reaches
 			// the socket and waits there, not in the next slot.
-			n, err = sendPiece(w, r, buf[:min(sharedPieceMin, len(buf))])
+			n, err = piece(buf[:min(sharedPieceMin, len(buf))])
 			if err == nil && n > 0 {
 				err = flush.Flush()
 			}
@@ -109,4 +114,58 @@ func sendPiece(w io.Writer, r io.Reader, p []byte) (int, error) {
 	default:
 		return n, rerr
 	}
+}
+
+// fileSource returns the file section behind r when r reads a range of a
+// file:// bucket's object (gocloud's fileblob reader: the file, seeked to
+// the range, under an io.LimitedReader of its length), else nil.
+func fileSource(r io.Reader) *io.LimitedReader {
+	a, ok := r.(interface{ As(any) bool })
+	if !ok {
+		return nil
+	}
+	var under io.Reader
+	if !a.As(&under) {
+		return nil
+	}
+	if lr, ok := under.(*io.LimitedReader); ok {
+		if _, ok := lr.R.(*os.File); ok {
+			return lr
+		}
+	}
+	return nil
+}
+
+// readerFrom returns net/http's own ReadFrom of the answer w (which hands
+// an *os.File section to the socket with sendfile and counts the bytes
+// against the Content-Length), or nil.
+func readerFrom(w *echo.Response) io.ReaderFrom {
+	rf, _ := w.Writer.(io.ReaderFrom)
+	return rf
+}
+
+// sendFilePiece sends up to n bytes of the file section f through rf with
+// sendfile: the kernel copies them from the page cache to the socket, and
+// they never pass through the request's buffer. It returns io.EOF, with
+// the bytes it sent, once f is done.
+func sendFilePiece(w *echo.Response, rf io.ReaderFrom, f *io.LimitedReader, n int) (int, error) {
+	if f.N <= 0 {
+		return 0, io.EOF
+	}
+	// One LimitedReader straight over the file: net's sendfile looks
+	// through one, not two.
+	p := &io.LimitedReader{R: f.R, N: min(int64(n), f.N)}
+	want := p.N
+	sent, err := rf.ReadFrom(p)
+	f.N -= sent
+	w.Size += sent
+	switch {
+	case err != nil:
+		return int(sent), err
+	case sent < want:
+		return int(sent), io.ErrUnexpectedEOF // the object is shorter than its index says
+	case f.N == 0:
+		return int(sent), io.EOF
+	}
+	return int(sent), nil
 }
