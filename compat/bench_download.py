@@ -23,7 +23,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from bench_transfer import cpu_seconds, run_driver, serve, write_source  # noqa: E402
+from bench_transfer import client_env, cpu_seconds, run_driver, serve, write_source  # noqa: E402
 
 
 def children_cpu():
@@ -47,15 +47,13 @@ def main():
             name = f"{i}:{os.path.basename(b)}"
             p, url, _, tok = serve(b, os.path.join(work, f"data-{i}"), [], {})
             procs.append(p)
-            env = dict(os.environ, HF_XET_TELEMETRY_ENABLED="false", HF_HOME=os.path.join(work, "hfhome"),
-                       HF_XET_CACHE=os.path.join(work, f"cache-up-{i}"))
+            env = client_env(work, f"cache-up-{i}")
             up, _ = run_driver({"op": "upload_files", "paths": [src], "endpoint": url, "token": tok}, env)
             targets[name] = (p, url, tok, up[0]["hash"])
         figures = {t: {"MB_per_s": [], "client_cpu_s_per_gib": [], "server_cpu_s_per_gib": []} for t in targets}
         for run in range(opts.runs):
             for t, (p, url, tok, h) in targets.items():
-                env = dict(os.environ, HF_XET_TELEMETRY_ENABLED="false", HF_HOME=os.path.join(work, "hfhome"),
-                           HF_XET_CACHE=os.path.join(work, f"cache-{run}-{t}"))
+                env = client_env(work, f"cache-{run}-{t}")
                 dst = os.path.join(work, "dst.bin")
                 c0, s0, t0 = children_cpu(), cpu_seconds(p.pid), time.time()
                 run_driver({"op": "download_files", "endpoint": url, "token": tok,

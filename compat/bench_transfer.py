@@ -90,16 +90,22 @@ def write_source(path, seed, size):
     return path
 
 
+def client_env(work, cache):
+    """The environment of one stock-client run: no telemetry, and HF_HOME and
+    the xet cache (directory cache) under work."""
+    return dict(os.environ, HF_XET_TELEMETRY_ENABLED="false", HF_HOME=os.path.join(work, "hfhome"),
+                HF_XET_CACHE=os.path.join(work, cache))
+
+
 def round_trip(work, tag, src, size, endpoint, tok, pid):
     """Upload src with the stock client and download it back, each with a
     fresh cache; returns MB/s up and down, then the CPU seconds per GiB that
     process pid (the server) spent on each."""
-    env = dict(os.environ, HF_XET_TELEMETRY_ENABLED="false", HF_HOME=os.path.join(work, "hfhome"),
-               HF_XET_CACHE=os.path.join(work, f"cache-{tag}-up"))
+    env = client_env(work, f"cache-{tag}-up")
     c0 = cpu_seconds(pid)
     up, dt_up = run_driver({"op": "upload_files", "paths": [src], "endpoint": endpoint, "token": tok}, env)
     c1 = cpu_seconds(pid)
-    env["HF_XET_CACHE"] = os.path.join(work, f"cache-{tag}-down")
+    env = client_env(work, f"cache-{tag}-down")
     dst = os.path.join(work, f"dst-{tag}.bin")
     _, dt_down = run_driver({"op": "download_files", "endpoint": endpoint, "token": tok,
                              "files": [{"dest": dst, "hash": up[0]["hash"], "file_size": size}]}, env)
