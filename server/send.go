@@ -58,7 +58,7 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 	flush := http.NewResponseController(w)
 	piece := func(p []byte) (int, error) { return sendPiece(w, r, p) }
 	if f, rf := fileSource(r), readerFrom(w); f != nil && rf != nil {
-		piece = func(p []byte) (int, error) { return sendFilePiece(c.Response(), rf, f, len(p)) }
+		piece = func(p []byte) (int, error) { return sendFilePiece(w, rf, f, len(p)) }
 	}
 	var written int64
 	for {

@@ -99,11 +99,11 @@ func newS3Writer(b *blob.Bucket, bucketURL string) (*s3Writer, error) {
 	if !b.As(&w.client) {
 		return nil, fmt.Errorf("bucket %s: no S3 client", u.Host)
 	}
-	// Without the CRC32 (request_checksum_calculation=when_required) the
-	// signature's SHA-256 is the only check of the body, and it stays.
 	if h := newInPlaceHTTP(w.client.Options().HTTPClient); h != nil {
 		w.opts = append(w.opts, func(o *s3.Options) { o.HTTPClient = h })
 	}
+	// Without the CRC32 (request_checksum_calculation=when_required) the
+	// signature's SHA-256 is the only check of the body, and it stays.
 	w.knownCRC = !strings.EqualFold(q.Get("request_checksum_calculation"), "when_required")
 	if strings.HasPrefix(strings.ToLower(q.Get("endpoint")), "http://") && w.knownCRC {
 		w.opts = append(w.opts, s3.WithAPIOptions(unsignedPayload))
