@@ -4,18 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -26,92 +17,10 @@ import (
 	"testing/synctest"
 	"time"
 
+	"openxet/testcert"
 	"openxet/testproc"
 	"openxet/xet"
 )
-
-// testCA is a throwaway certificate authority for TLS tests.
-type testCA struct {
-	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
-	pemFile string // the CA certificate, for clients to trust
-}
-
-func newTestCA(t *testing.T) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "openxet test CA"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	p := filepath.Join(t.TempDir(), "ca.pem")
-	writePEM(t, p, "CERTIFICATE", der)
-	return &testCA{cert: cert, key: key, pemFile: p}
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	// Write beside and rename, as certificate tools do, so a reader never
-	// sees half a file.
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// issue writes a server certificate for localhost and 127.0.0.1 with the
-// given serial, and its key, to certFile and keyFile.
-func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(serial),
-		Subject:      pkix.Name{CommonName: "localhost"},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kder, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writePEM(t, keyFile, "PRIVATE KEY", kder)
-	writePEM(t, certFile, "CERTIFICATE", der)
-}
-
-// client trusts only the test CA and opens a new connection per request,
-// so each request sees the certificate served at that moment.
-func (ca *testCA) client() *http.Client {
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}, DisableKeepAlives: true}}
-}
 
 func serialOf(t *testing.T, r *certReloader) int64 {
 	t.Helper()
@@ -127,10 +36,10 @@ func serialOf(t *testing.T, r *certReloader) int64 {
 // broken pair keeps the previous certificate and says so in the log, and a
 // later good pair is picked up.
 func TestCertReloaderFollowsFileChanges(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testcert.NewCA(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	ca.issue(t, 100, certFile, keyFile)
+	ca.Issue(t, 100, certFile, keyFile)
 	var logs bytes.Buffer
 	r, err := newCertReloader(certFile, keyFile, slog.New(slog.NewTextHandler(&logs, nil)))
 	if err != nil {
@@ -148,12 +57,12 @@ func TestCertReloaderFollowsFileChanges(t *testing.T) {
 		log     string
 	}{
 		{"first", nil, 0, 100, ""},
-		{"renewed, not looked at yet", func() { ca.issue(t, 101, certFile, keyFile) }, certCheckInterval - time.Second, 100, ""},
+		{"renewed, not looked at yet", func() { ca.Issue(t, 101, certFile, keyFile) }, certCheckInterval - time.Second, 100, ""},
 		{"renewed, looked at", nil, time.Second, 101, "tls certificate reloaded"},
 		{"unchanged", nil, certCheckInterval, 101, ""},
 		{"key replaced by garbage", func() { os.WriteFile(keyFile, []byte("not a key"), 0o600) }, certCheckInterval, 101, "previous one stays in use"},
 		{"key missing", func() { os.Remove(keyFile) }, certCheckInterval, 101, "server.tls_key"},
-		{"good pair again", func() { ca.issue(t, 102, certFile, keyFile) }, certCheckInterval, 102, "tls certificate reloaded"},
+		{"good pair again", func() { ca.Issue(t, 102, certFile, keyFile) }, certCheckInterval, 102, "tls certificate reloaded"},
 	}
 	for _, st := range steps {
 		logs.Reset()
@@ -173,10 +82,10 @@ func TestCertReloaderFollowsFileChanges(t *testing.T) {
 // TestCertReloaderOnSignal: each value on the signal channel loads the
 // pair again, without waiting for the check interval.
 func TestCertReloaderOnSignal(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testcert.NewCA(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	ca.issue(t, 200, certFile, keyFile)
+	ca.Issue(t, 200, certFile, keyFile)
 	synctest.Test(t, func(t *testing.T) {
 		r, err := newCertReloader(certFile, keyFile, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
@@ -189,7 +98,7 @@ func TestCertReloaderOnSignal(t *testing.T) {
 			r.watch(ctx, hup)
 			close(done)
 		}()
-		ca.issue(t, 201, certFile, keyFile)
+		ca.Issue(t, 201, certFile, keyFile)
 		if got := serialOf(t, r); got != 200 {
 			t.Fatalf("before the signal: serial %d, want 200 (the interval has not passed)", got)
 		}
@@ -207,12 +116,12 @@ func TestCertReloaderOnSignal(t *testing.T) {
 // that does not match, stops start-up with exit 2 naming the keys, before
 // the data directory is touched.
 func TestServeRefusesBadTLSConfig(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testcert.NewCA(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	ca.issue(t, 1, certFile, keyFile)
+	ca.Issue(t, 1, certFile, keyFile)
 	otherCert, otherKey := filepath.Join(dir, "other.pem"), filepath.Join(dir, "other.key")
-	ca.issue(t, 2, otherCert, otherKey)
+	ca.Issue(t, 2, otherCert, otherKey)
 	data := filepath.Join(t.TempDir(), "data")
 	cases := []struct {
 		name string
@@ -335,17 +244,17 @@ func TestServeSurvivesSIGHUPWithoutTLS(t *testing.T) {
 // the certificate is renewed and the process gets SIGHUP, new connections
 // see the new certificate; `openxet healthcheck` finds the server.
 func TestServeOverHTTPS(t *testing.T) {
-	ca := newTestCA(t)
+	ca := testcert.NewCA(t)
 	dir := t.TempDir()
 	certFile, keyFile := filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
-	ca.issue(t, 300, certFile, keyFile)
+	ca.Issue(t, 300, certFile, keyFile)
 	addr := freeAddr(t)
 	cmd, logs, outs := startServeLogged(t, "--data-dir", filepath.Join(dir, "data"), "--listen", addr, "--tls-cert", certFile, "--tls-key", keyFile)
 	if l := logs.wait(t, "openxet serving"); !strings.Contains(l, "addr=https://"+addr) {
 		t.Fatalf("serving line %q does not name https://%s", l, addr)
 	}
 	base := "https://localhost:" + strings.Split(addr, ":")[1]
-	client := ca.client()
+	client := ca.Client()
 	get := func(method, path, token string, body []byte) (*http.Response, []byte) {
 		t.Helper()
 		req, _ := http.NewRequest(method, base+path, bytes.NewReader(body))
@@ -390,7 +299,7 @@ func TestServeOverHTTPS(t *testing.T) {
 		t.Fatalf("healthcheck --url with an unknown CA: %d %q", code, errOut)
 	}
 
-	ca.issue(t, 301, certFile, keyFile)
+	ca.Issue(t, 301, certFile, keyFile)
 	cmd.Process.Signal(syscall.SIGHUP)
 	if l := logs.wait(t, "tls certificate reloaded"); !strings.Contains(l, "reason=SIGHUP") || !strings.Contains(l, "serial=301") {
 		t.Fatalf("reload line %q", l)

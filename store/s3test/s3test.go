@@ -29,6 +29,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"openxet/testcert"
 	"openxet/testproc"
 )
 
@@ -72,8 +73,8 @@ type Server struct {
 	// Endpoint is the server's base URL, http://127.0.0.1:<port>
 	// (https:// from StartTLS).
 	Endpoint string
-	// CAFile is the PEM file of the certificate a StartTLS server presents
-	// ("" for Start); Env points AWS_CA_BUNDLE at it.
+	// CAFile is the PEM file of the CA that issued the certificate a
+	// StartTLS server presents ("" for Start); Env points AWS_CA_BUNDLE at it.
 	CAFile string
 	// AccessKey and SecretKey are its root credentials.
 	AccessKey, SecretKey string
@@ -96,7 +97,7 @@ const startWait = 2 * time.Minute
 func Start(tb testing.TB) *Server { return startServer(tb, false) }
 
 // StartTLS is Start with MinIO serving HTTPS, with a certificate for
-// 127.0.0.1 made for this server (CAFile).
+// 127.0.0.1 from a CA made for this server (CAFile).
 func StartTLS(tb testing.TB) *Server { return startServer(tb, true) }
 
 func startServer(tb testing.TB, tls bool) *Server {
@@ -134,10 +135,15 @@ func start(tb testing.TB, bin string, tls bool) (*Server, error) {
 		exited:    make(chan struct{}),
 	}
 	if tls {
-		var err error
-		if s.CAFile, s.http, err = writeCertificate(filepath.Join(dir, "certs")); err != nil {
+		// MinIO serves the certificate and key it finds in its certs
+		// directory.
+		certs := filepath.Join(dir, "certs")
+		if err := os.MkdirAll(certs, 0o700); err != nil {
 			return nil, err
 		}
+		ca := testcert.NewCA(tb)
+		ca.Issue(tb, 1, filepath.Join(certs, "public.crt"), filepath.Join(certs, "private.key"))
+		s.CAFile, s.http = ca.PEMFile, ca.Client()
 		s.Endpoint = "https://" + api
 	}
 	// Only 127.0.0.1, no console, no update checks, no call-home, no
