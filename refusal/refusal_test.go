@@ -1,6 +1,7 @@
 package refusal
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
@@ -53,4 +54,30 @@ func TestWrap(t *testing.T) {
 	if got := Message(err, ErrBadRequest); got != `limit "x" is bad` {
 		t.Errorf("Message: %q", got)
 	}
+}
+
+// FuzzAppendJSON: AppendJSON writes the bytes json.Marshal writes for Body,
+// whatever the strings (escapes, invalid UTF-8, U+2028) and whichever
+// fields collide with the refusal's own keys.
+func FuzzAppendJSON(f *testing.F) {
+	f.Add("rate_limited", "credential rate limit reached", "slow down <&>", "credential", "limit", int64(3), "r1", false)
+	f.Add("quota_exceeded", "over\x00\x1f\"\\\u2028\u2029", "", "\xff\xfe", "hint", int64(-1), "", true)
+	f.Add("c", "m", "h", "v", "request_id", int64(1<<62), "id\t\n\r\b\f", true)
+	f.Fuzz(func(t *testing.T, code, msg, hint, str, key string, n int64, id string, hub bool) {
+		for _, fields := range []map[string]any{
+			nil,
+			{key: str},
+			{key: n, "other": str},
+			{"error": n, "message": int(n), "code": str, key: []string{str}},
+		} {
+			e := &Error{Status: 429, Code: code, Message: msg, Hint: hint, Fields: fields}
+			want, err := json.Marshal(e.Body(id, hub))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.AppendJSON(nil, id, hub); string(got) != string(want) {
+				t.Fatalf("fields %v, id %q, hub %v:\n got %s\nwant %s", fields, id, hub, got, want)
+			}
+		}
+	})
 }

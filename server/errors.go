@@ -221,25 +221,28 @@ func quotaExceeded(tenant string, quota, usage, size int64, cause error) *apiErr
 }
 
 func rateLimited(rl *limits.RateError) *apiError {
+	// Strings joined without fmt: a flood's refusals are this server's
+	// most frequent answer (BenchmarkRefusedRequest).
 	d := rl.Decision
 	secs := limits.RetryAfterSeconds(d.RetryAfter)
 	quota, window := d.Limit.Policy()
-	policy := fmt.Sprintf(`"%s";q=%d;w=%d`, rl.Limit, max(quota, 1), limits.RetryAfterSeconds(window))
-	hint := fmt.Sprintf("slow down and retry in %d s (Retry-After)", secs)
+	s := strconv.Itoa(secs)
+	policy := `"` + rl.Limit + `";q=` + strconv.Itoa(max(quota, 1)) + ";w=" + strconv.Itoa(limits.RetryAfterSeconds(window))
+	hint := "slow down and retry in " + s + " s (Retry-After)"
 	switch rl.Limit {
 	case "in_flight":
-		policy = fmt.Sprintf(`"in_flight";q=%d;qu="concurrent-requests"`, max(d.Limit.Burst, 1))
-		hint = fmt.Sprintf("wait for requests in progress to finish before sending more; retry in %d s", secs)
+		policy = `"in_flight";q=` + strconv.Itoa(max(d.Limit.Burst, 1)) + `;qu="concurrent-requests"`
+		hint = "wait for requests in progress to finish before sending more; retry in " + s + " s"
 	case "auth_failures":
-		hint = fmt.Sprintf("too many failed authentications from this address; check the token and retry in %d s", secs)
+		hint = "too many failed authentications from this address; check the token and retry in " + s + " s"
 	}
 	return &apiError{Status: 429, Code: "rate_limited", RetryAfter: secs, Cause: rl,
-		Message: fmt.Sprintf("%s rate limit reached", strings.ReplaceAll(rl.Limit, "_", " ")),
+		Message: strings.ReplaceAll(rl.Limit, "_", " ") + " rate limit reached",
 		Hint:    hint,
 		Fields:  map[string]any{"limit": rl.Limit},
 		Headers: map[string]string{
 			"RateLimit-Policy": policy,
-			"RateLimit":        fmt.Sprintf(`"%s";r=%d;t=%d`, rl.Limit, max(d.Remaining, 0), secs),
+			"RateLimit":        `"` + rl.Limit + `";r=` + strconv.Itoa(max(d.Remaining, 0)) + ";t=" + s,
 		}}
 }
 
@@ -279,7 +282,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.NoContent(ae.Status)
 		return
 	}
-	writeJSON(c, ae.Status, ae.Body(requestIDOf(c), hub))
+	b := append(ae.AppendJSON(make([]byte, 0, 512), requestIDOf(c), hub), '\n')
+	h.Set(echo.HeaderContentLength, strconv.Itoa(len(b)))
+	c.Blob(ae.Status, echo.MIMEApplicationJSON, b)
 }
 
 // isHubPath reports whether a path belongs to the Hub API, where refusals

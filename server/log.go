@@ -32,6 +32,12 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err)
 		}
 		req, res := c.Request(), c.Response()
+		s.metrics.requests.WithLabelValues(routeLabel(c), statusClass(res.Status)).Inc()
+		s.metrics.duration.WithLabelValues(routeLabel(c)).Observe(time.Since(start).Seconds())
+		level := logLevel(req.URL.Path, res.Status)
+		if !s.log.Enabled(req.Context(), level) {
+			return nil // the record's attributes cost more than the rest of a refusal
+		}
 		attrs := []slog.Attr{
 			slog.String("method", req.Method),
 			slog.String("path", req.URL.Path),
@@ -53,9 +59,7 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 				attrs = append(attrs, slog.Any("limit", l))
 			}
 		}
-		s.metrics.requests.WithLabelValues(routeLabel(c), statusClass(res.Status)).Inc()
-		s.metrics.duration.WithLabelValues(routeLabel(c)).Observe(time.Since(start).Seconds())
-		s.log.LogAttrs(req.Context(), logLevel(req.URL.Path, res.Status), "request", attrs...)
+		s.log.LogAttrs(req.Context(), level, "request", attrs...)
 		return nil
 	}
 }
