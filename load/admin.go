@@ -100,6 +100,9 @@ const (
 	metricReserved = "openxet_memory_reserved_bytes"
 	metricBudget   = "openxet_memory_budget_bytes"
 	metricCPUs     = "openxet_process_cpus"
+	// metricCPUSeconds is the server process's CPU time, user and system
+	// (from /proc, in 10 ms ticks).
+	metricCPUSeconds = "process_cpu_seconds_total"
 	// metricSchedLatency is how long the server's goroutines waited,
 	// runnable, for a CPU (runtime/metrics /sched/latencies:seconds).
 	metricSchedLatency = "go_sched_latencies_seconds"
@@ -148,6 +151,17 @@ func (a *admin) scrape(ctx context.Context) (map[string]float64, error) {
 		return err
 	})
 	return out, err
+}
+
+// cpuSeconds reads the server process's CPU time so far; ok is false when
+// the server does not export it.
+func (a *admin) cpuSeconds(ctx context.Context) (secs float64, ok bool) {
+	m, err := a.scrape(ctx)
+	if err != nil {
+		return 0, false
+	}
+	secs, ok = m[metricCPUSeconds]
+	return secs, ok
 }
 
 // serverCPUs reads the CPU list the server reports it may run on (the cpus

@@ -81,3 +81,20 @@ go_sched_latencies_seconds_count %d
 		t.Errorf("lag from a missing snapshot: %+v", l.summary)
 	}
 }
+
+// TestServerCPUSeconds reads the server process's CPU time from its
+// metrics, and reports none when the server does not export it.
+func TestServerCPUSeconds(t *testing.T) {
+	var body atomic.Value
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body.Load().(string)) }))
+	defer hs.Close()
+	adm := &admin{metrics: hs.URL, token: "x", hc: hs.Client()}
+	body.Store("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.34\n")
+	if secs, ok := adm.cpuSeconds(context.Background()); !ok || secs != 12.34 {
+		t.Errorf("cpuSeconds: %v, %v; want 12.34, true", secs, ok)
+	}
+	body.Store("# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 1\n")
+	if secs, ok := adm.cpuSeconds(context.Background()); ok {
+		t.Errorf("a server without the counter: %v, %v; want not ok", secs, ok)
+	}
+}

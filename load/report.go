@@ -142,6 +142,14 @@ type PhaseReport struct {
 	// one CPU, a request waits its turn like this at every step.
 	ServerLag       *LatencySummary `json:"server_lag,omitempty"`
 	ServerLagMeanMs float64         `json:"server_lag_mean_ms,omitempty"`
+	// ServerCPUSeconds is the CPU time the server process (the first node)
+	// spent in the phase, user and system, from its
+	// process_cpu_seconds_total; ServerBusy is that over the phase's
+	// length: the share of one CPU it kept busy. Both 0 when the server
+	// does not export it. On a server pinned to one CPU, every request
+	// queues behind that share.
+	ServerCPUSeconds float64 `json:"server_cpu_s,omitempty"`
+	ServerBusy       float64 `json:"server_busy,omitempty"`
 }
 
 // ClassReport is what one class of requests (honest or abuser) got in a
@@ -573,6 +581,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(&b, "\n%s: the load generator's goroutines waited for a CPU p99 %.1f ms, max %.1f ms (several such waits are in every latency above)", p.Name, p.LoadLag.P99ms, p.LoadLag.Maxms)
 		if l := p.ServerLag; l != nil {
 			fmt.Fprintf(&b, "\n%s: the server's goroutines waited for a CPU %d times, mean %.2f ms, p99 under %.1f ms", p.Name, l.Count, p.ServerLagMeanMs, l.P99ms)
+		}
+		if p.ServerCPUSeconds > 0 {
+			fmt.Fprintf(&b, "\n%s: the server used %.1f CPU seconds, %.0f %% of one CPU", p.Name, p.ServerCPUSeconds, 100*p.ServerBusy)
 		}
 		if st := stagesText(p.Honest.ServerStages); st != "" {
 			fmt.Fprintf(&b, "\n%s: honest requests' server stages, p99 ms: %s", p.Name, st)

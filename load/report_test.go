@@ -62,6 +62,7 @@ func sampleReport() *Report {
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
 		if p.name == "abuse" {
 			pr.ServerLag, pr.ServerLagMeanMs = &LatencySummary{Count: 1200, P50ms: 0.08, P95ms: 0.9, P99ms: 10.5, Maxms: 117}, 0.42
+			pr.ServerCPUSeconds, pr.ServerBusy = 1.8, 0.45
 		}
 		r.Phases = append(r.Phases, pr)
 	}
@@ -127,6 +128,7 @@ func TestWriteText(t *testing.T) {
 		"the server's own time (Server-Timing): p99 4.0 ms vs 2.0 ms (×2.00)",
 		"abuse: honest requests' server stages, p99 ms: index 2.0",
 		"abuse: the server's goroutines waited for a CPU 1200 times, mean 0.42 ms, p99 under 10.5 ms",
+		"abuse: the server used 1.8 CPU seconds, 45 % of one CPU",
 		"429 rate_limited/credential ×1",
 		"peak RSS 300MiB, budget 512MiB, limit 768MiB (budget + 256MiB overhead)",
 		"result: OK",

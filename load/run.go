@@ -211,8 +211,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var phases []phaseSpan
 	var schedLags []LatencySummary // the load process's own, per phase
 	var serverLags []serverLag     // the server's, per phase
+	var serverCPU []float64        // the server's CPU seconds per phase, -1 unknown
 	runPhase := func(name string) {
 		p := phaseSpan{name: name, start: rec.since(time.Now())}
+		cpuBefore, cpuOK := adm.cpuSeconds(ctx)
 		srvBefore, srvSumBefore, _ := adm.schedLatency(ctx)
 		before := schedSnapshot()
 		progress("phase %s: %s", name, cfg.Duration)
@@ -229,6 +231,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		schedLags = append(schedLags, schedBetween(before, schedSnapshot()))
 		srvAfter, srvSumAfter, _ := adm.schedLatency(ctx)
 		serverLags = append(serverLags, newServerLag(srvBefore, srvAfter, srvSumAfter-srvSumBefore))
+		cpuAfter, cpuAfterOK := adm.cpuSeconds(ctx)
+		if cpuOK && cpuAfterOK {
+			serverCPU = append(serverCPU, cpuAfter-cpuBefore)
+		} else {
+			serverCPU = append(serverCPU, -1)
+		}
 		phases = append(phases, p)
 	}
 	if cfg.Scenario == ManyTenants {
@@ -309,6 +317,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		pr.SecondHalfHonestP99ms = classReport(classHonest, half, reqs, nil, nil).Latency.P99ms
 		pr.LoadLag = schedLags[i]
 		pr.ServerLag, pr.ServerLagMeanMs = serverLags[i].summary, serverLags[i].meanMs
+		if serverCPU[i] >= 0 && pr.DurationSeconds > 0 {
+			pr.ServerCPUSeconds = serverCPU[i]
+			pr.ServerBusy = serverCPU[i] / pr.DurationSeconds
+		}
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
 		r.Phases = append(r.Phases, pr)
