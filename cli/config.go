@@ -62,6 +62,7 @@ type Config struct {
 	AuthFailuresPerMinute       int
 	DefaultTenantQuota          int64 // < 0: unlimited
 	LimitsCacheTTL              time.Duration
+	RefusalPause                time.Duration
 
 	// GoMemoryLimit is the soft memory limit serve gives the Go runtime
 	// (runtime/debug.SetMemoryLimit): MemoryBudget + GoMemoryLimitOverhead,
@@ -277,6 +278,7 @@ var settings = []setting{
 		return err
 	}},
 	{"limits.cache_ttl", "10s", "how long a node trusts cached tenant limits and usage (at most 10s)", durationSetter(func(c *Config) *time.Duration { return &c.LimitsCacheTTL }, 0)},
+	{"limits.refusal_pause", "1s", "after a 429 rate_limited for a request rate or failed authentications, how long that keep-alive connection goes unread (at most the answer's Retry-After and the time the limit's bucket takes to refill; at most 10s; 0 never)", durationSetter(func(c *Config) *time.Duration { return &c.RefusalPause }, 0)},
 
 	{"server.tls_cert", "", "PEM certificate chain file: serve HTTPS without a proxy (with server.tls_key; reloaded on SIGHUP or when the file changes)", func(c *Config, v string) error { c.TLSCert = v; return nil }},
 	{"server.tls_key", "", "PEM private key file of server.tls_cert", func(c *Config, v string) error { c.TLSKey = v; return nil }},
@@ -514,6 +516,10 @@ func (c *Config) fillDerived() {
 	}
 }
 
+// maxRefusalPause bounds limits.refusal_pause: a graceful shutdown ends
+// the pauses, but nothing should hold a connection unread for long.
+const maxRefusalPause = 10 * time.Second
+
 // Validate checks the rules that tie keys together.
 func (c Config) Validate() error {
 	var errs []error
@@ -525,6 +531,9 @@ func (c Config) Validate() error {
 	}
 	if c.LimitsCacheTTL > 10*time.Second {
 		errs = append(errs, errors.New("config limits.cache_ttl: must be at most 10s (design §5)"))
+	}
+	if c.RefusalPause > maxRefusalPause {
+		errs = append(errs, fmt.Errorf("config limits.refusal_pause: must be at most %s (a shutdown waits for paused connections)", maxRefusalPause))
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("config server.tls_cert, server.tls_key: set both (HTTPS) or neither (HTTP)"))

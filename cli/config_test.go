@@ -114,6 +114,7 @@ func TestInvalidValues(t *testing.T) {
 		"limits.auth_failures_per_minute":       "0",
 		"limits.default_tenant_quota":           "lots",
 		"limits.cache_ttl":                      "1m",
+		"limits.refusal_pause":                  "11s",
 		"server.tls_cert":                       "/etc/openxet/cert.pem", // without server.tls_key
 		"server.tls_key":                        "/etc/openxet/key.pem",  // without server.tls_cert
 		"server.metrics_tenants":                "1001",

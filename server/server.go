@@ -12,6 +12,8 @@ import (
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -46,6 +48,10 @@ type Config struct {
 	Budget                budget.Config
 	// Work sizes the node's work slots; zero fields take work's defaults.
 	Work work.Config
+	// RefusalPause is how long a connection whose request a request-rate
+	// limit refused goes unread after the answer (pauseRefused), at most
+	// the answer's Retry-After; 0: never paused.
+	RefusalPause time.Duration
 
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
@@ -125,6 +131,12 @@ type Server struct {
 	publicURL string
 
 	trimAllocs uint64 // heap bytes allocated at the last trim (trimMemory)
+
+	// paused counts the connections pauseRefused holds now; shuttingDown
+	// closes when Serve starts shutting down, which ends every pause.
+	paused       atomic.Int64
+	shuttingDown chan struct{}
+	endPauses    func()
 }
 
 // New builds the server; it does no I/O.
@@ -172,7 +184,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 		readTerms: st.FileTerms,
 		work:      work.New(cfg.Work),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
+
+		shuttingDown: make(chan struct{}),
 	}
+	s.endPauses = sync.OnceFunc(func() { close(s.shuttingDown) })
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
@@ -200,7 +215,7 @@ func (s *Server) routes() *echo.Echo {
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.IPExtractor = ipExtractor(s.cfg.TrustedProxies)
-	e.Use(s.requestID, s.requestLog, s.recoverPanics)
+	e.Use(s.pauseRefused, s.requestID, s.requestLog, s.recoverPanics)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
@@ -315,6 +330,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return withConn(ctx, c)
 		},
 	}
+	hs.RegisterOnShutdown(s.endPauses)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	trimCtx, stopTrim := context.WithCancel(ctx)
