@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -28,7 +29,12 @@ import (
 //
 // Not paused: in-flight refusals (a slot frees when any request of the
 // credential ends, not on a clock), connections that close after the
-// answer, and HTTP/2, where a handler's wait holds back no other request.
+// answer, HTTP/2, where a handler's wait holds back no other request, and
+// requests that came through a proxy (from a trusted proxy, or carrying
+// forwarding headers): a proxy's keep-alive connection carries other
+// clients' requests too, and pausing it would make them wait for one
+// client's refusal. A client that adds such a header to escape the pause
+// only gets what every client got before pauses existed.
 func (s *Server) pauseRefused(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		err := next(c)
@@ -72,11 +78,35 @@ func (s *Server) refusalPause(c echo.Context) time.Duration {
 		return 0
 	}
 	req := c.Request()
-	if req.ProtoMajor != 1 || req.Close || hasToken(c.Response().Header().Get("Connection"), "close") {
+	if req.ProtoMajor != 1 || req.Close || hasToken(c.Response().Header().Get("Connection"), "close") || s.proxied(req) {
 		return 0
 	}
 	_, window := rl.Decision.Limit.Policy()
 	return min(s.cfg.RefusalPause, time.Duration(ae.RetryAfter)*time.Second, window)
+}
+
+// proxied reports whether req came through a proxy: from an address in
+// server.trusted_proxies, or with a header a proxy adds.
+func (s *Server) proxied(req *http.Request) bool {
+	for _, h := range []string{"X-Forwarded-For", "Forwarded", "X-Real-Ip"} {
+		if req.Header.Get(h) != "" {
+			return true
+		}
+	}
+	if len(s.cfg.TrustedProxies) == 0 {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(req.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	for _, p := range s.cfg.TrustedProxies {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // hasToken reports whether a comma-separated header value lists token

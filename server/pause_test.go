@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -155,7 +156,10 @@ func gauge(t *testing.T, e *testEnv, name string) float64 {
 // RefusalPause, at most its Retry-After and at most the time the limit's
 // bucket takes to refill; nothing else.
 func TestRefusalPauseApplies(t *testing.T) {
-	e := newTestEnv(t, func(c *Config) { c.RefusalPause = 5 * time.Second })
+	e := newTestEnv(t, func(c *Config) {
+		c.RefusalPause = 5 * time.Second
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}
+	})
 	now := time.Now()
 	// refused is the refusal of a key of rate r once its bucket is empty.
 	refused := func(limit string, r limits.Rate) *apiError {
@@ -189,6 +193,10 @@ func TestRefusalPauseApplies(t *testing.T) {
 		{"the answer closes the connection", refused(limits.LimitCredential, slow), nil, "close", 0},
 		{"the client closes the connection", refused(limits.LimitCredential, slow), func(r *http.Request) { r.Close = true }, "", 0},
 		{"HTTP/2", refused(limits.LimitCredential, slow), func(r *http.Request) { r.ProtoMajor, r.ProtoMinor = 2, 0 }, "", 0},
+		{"through a proxy (X-Forwarded-For)", refused(limits.LimitCredential, slow), func(r *http.Request) { r.Header.Set("X-Forwarded-For", "198.51.100.7") }, "", 0},
+		{"through a proxy (Forwarded)", refused(limits.LimitCredential, slow), func(r *http.Request) { r.Header.Set("Forwarded", "for=198.51.100.7") }, "", 0},
+		{"from a trusted proxy", refused(limits.LimitCredential, slow), func(r *http.Request) { r.RemoteAddr = "[::ffff:10.1.2.3]:4000" }, "", 0},
+		{"from an address that is not a trusted proxy", refused(limits.LimitCredential, slow), func(r *http.Request) { r.RemoteAddr = "10.9.0.1:4000" }, "", 5 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := httptest.NewRequest(http.MethodGet, "/v1/chunks/default/x", nil)
