@@ -7,11 +7,16 @@ import (
 	"unicode/utf8"
 )
 
-// AppendJSON appends the refusal's body, exactly the bytes json.Marshal
-// writes for Body(requestID, hub) (keys sorted, HTML-safe escapes), to
-// dst. It exists because refusals are the answer a flood gets most: it
-// writes the common fields (strings and integers) without reflection or a
-// map, and hands any other field value to encoding/json.
+// AppendJSON appends the JSON body a refusal carries to dst. On CAS and
+// admin routes "error" is the code; on Hub routes it is the sentence the
+// stock clients print (hub true), and the code moves to "code". "message"
+// and "hint" (when set) follow, then Fields, which win over those keys, and
+// request_id, which wins over a field of its name ("" leaves it out).
+//
+// The bytes are what json.Marshal writes for that object as a map (keys
+// sorted, HTML-safe escapes), without reflection or a map: refusals are
+// the answer a flood gets most. Field values other than strings and
+// integers go through encoding/json.
 func (e *Error) AppendJSON(dst []byte, requestID string, hub bool) []byte {
 	var keys [8]string
 	ks := append(keys[:0], "error", "message")
@@ -37,8 +42,6 @@ func (e *Error) AppendJSON(dst []byte, requestID string, hub bool) []byte {
 		}
 		dst = appendString(dst, k)
 		dst = append(dst, ':')
-		// As in Body: the request id wins over a field of its name, a
-		// field over the refusal's own keys.
 		if k == "request_id" && requestID != "" {
 			dst = appendString(dst, requestID)
 			continue

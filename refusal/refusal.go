@@ -57,26 +57,6 @@ func Message(err error, kind error) string {
 	return s
 }
 
-// Body is the JSON a refusal carries: on CAS and admin routes "error" is
-// the code; on Hub routes it is the sentence the stock clients print (hub
-// true), and the code moves to "code". requestID "" leaves out request_id.
-func (e *Error) Body(requestID string, hub bool) map[string]any {
-	m := map[string]any{"error": e.Code, "message": e.Message}
-	if hub {
-		m["error"], m["code"] = e.HubText(), e.Code
-	}
-	if e.Hint != "" {
-		m["hint"] = e.Hint
-	}
-	for k, v := range e.Fields {
-		m[k] = v
-	}
-	if requestID != "" {
-		m["request_id"] = requestID
-	}
-	return m
-}
-
 // HubText is the message and hint as one text, for the Hub clients:
 // huggingface_hub prints X-Error-Message (and the body's "error" when it
 // differs), @huggingface/hub prints the body's "error" and appends ". URL:
