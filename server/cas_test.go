@@ -126,12 +126,19 @@ func (e *testEnv) rawRequest(method, path, token string, headers ...string) resp
 		e.t.Fatal(err)
 	}
 	defer conn.Close()
+	return e.rawRequestOn(conn, bufio.NewReader(conn), method, path, token, headers...)
+}
+
+// rawRequestOn is rawRequest on an open connection, whose answers br
+// reads, so that a test can send several requests on one connection.
+func (e *testEnv) rawRequestOn(conn net.Conn, br *bufio.Reader, method, path, token string, headers ...string) response {
+	e.t.Helper()
 	fmt.Fprintf(conn, "%s %s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n", method, path, token)
 	for _, h := range headers {
 		fmt.Fprintf(conn, "%s\r\n", h)
 	}
 	fmt.Fprint(conn, "\r\n")
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	res, err := http.ReadResponse(br, nil)
 	if err != nil {
 		e.t.Fatal(err)
 	}

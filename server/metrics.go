@@ -36,7 +36,7 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	st := func(name, help string, f func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}
-	st("openxet_paused_connections", "Connections left unread for a while after a request-rate refusal (server.RefusalPause), now.", func() float64 { return float64(s.paused.Load()) })
+	st("openxet_paused_connections", "Keep-alive connections left unread after a request-rate refusal (limits.refusal_pause), now.", func() float64 { return float64(s.paused.Load()) })
 	st("openxet_memory_reserved_bytes", "Bytes of the memory budget reserved now.", func() float64 { return float64(s.budget.Stats().ReservedBytes) })
 	st("openxet_memory_reserved_high_water_bytes", "Highest reserved bytes seen.", func() float64 { return float64(s.budget.Stats().HighWaterBytes) })
 	st("openxet_memory_budget_bytes", "The memory budget.", func() float64 { return float64(s.cfg.Budget.TotalBytes) })

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/net/http/httpguts"
 
 	"openxet/limits"
 )
@@ -78,7 +78,7 @@ func (s *Server) refusalPause(c echo.Context) time.Duration {
 		return 0
 	}
 	req := c.Request()
-	if req.ProtoMajor != 1 || req.Close || hasToken(c.Response().Header().Get("Connection"), "close") || s.proxied(req) {
+	if req.ProtoMajor != 1 || req.Close || httpguts.HeaderValuesContainsToken(c.Response().Header().Values("Connection"), "close") || s.proxied(req) {
 		return 0
 	}
 	_, window := rl.Decision.Limit.Policy()
@@ -103,17 +103,6 @@ func (s *Server) proxied(req *http.Request) bool {
 	addr := ap.Addr().Unmap()
 	for _, p := range s.cfg.TrustedProxies {
 		if p.Contains(addr) {
-			return true
-		}
-	}
-	return false
-}
-
-// hasToken reports whether a comma-separated header value lists token
-// (case-insensitive).
-func hasToken(v, token string) bool {
-	for f := range strings.SplitSeq(v, ",") {
-		if strings.EqualFold(strings.TrimSpace(f), token) {
 			return true
 		}
 	}

@@ -25,10 +25,10 @@ func starvedCredential(pause time.Duration) func(*Config) {
 	}
 }
 
-// keepAliveConn is one HTTP/1.1 connection to the test server that sends
-// requests one at a time and reads their answers.
+// keepAliveConn is one HTTP/1.1 connection to the test server, on which
+// get sends requests one at a time.
 type keepAliveConn struct {
-	t    *testing.T
+	e    *testEnv
 	conn net.Conn
 	br   *bufio.Reader
 }
@@ -41,32 +41,14 @@ func dialKeepAlive(t *testing.T, e *testEnv) *keepAliveConn {
 	}
 	t.Cleanup(func() { conn.Close() })
 	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	return &keepAliveConn{t: t, conn: conn, br: bufio.NewReader(conn)}
+	return &keepAliveConn{e: e, conn: conn, br: bufio.NewReader(conn)}
 }
 
-// get sends GET path with token and returns the answer's status and
-// headers once its body is read.
-func (k *keepAliveConn) get(path, token string, headers ...string) (int, http.Header) {
-	k.t.Helper()
-	req := "GET " + path + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token + "\r\n"
-	for _, h := range headers {
-		req += h + "\r\n"
-	}
-	if _, err := k.conn.Write([]byte(req + "\r\n")); err != nil {
-		k.t.Fatal(err)
-	}
-	res, err := http.ReadResponse(k.br, nil)
-	if err != nil {
-		k.t.Fatalf("no answer: %v", err)
-	}
-	defer res.Body.Close()
-	var buf [4096]byte
-	for {
-		if _, err := res.Body.Read(buf[:]); err != nil {
-			break
-		}
-	}
-	return res.StatusCode, res.Header
+// get sends GET path with token and returns the answer once its body is
+// read.
+func (k *keepAliveConn) get(path, token string) response {
+	k.e.t.Helper()
+	return k.e.rawRequestOn(k.conn, k.br, "GET", path, token)
 }
 
 // TestRefusalPausesTheConnection: a request-rate refusal is answered at
@@ -80,17 +62,17 @@ func TestRefusalPausesTheConnection(t *testing.T) {
 	tok := e.credential("flooder", "read")
 	path := "/v1/chunks/default/" + xet.Hash{9}.String()
 	k := dialKeepAlive(t, e)
-	if code, _ := k.get(path, tok); code != http.StatusNotFound {
-		t.Fatalf("first request: %d, want 404 (a dedup miss, admitted)", code)
+	if r := k.get(path, tok); r.Status != http.StatusNotFound {
+		t.Fatalf("first request: %d, want 404 (a dedup miss, admitted)", r.Status)
 	}
-	code, h := k.get(path, tok)
+	r := k.get(path, tok)
 	refused := time.Now()
-	if code != http.StatusTooManyRequests || h.Get("Retry-After") != "1000" {
-		t.Fatalf("second request: %d, Retry-After %q; want 429 and 1000", code, h.Get("Retry-After"))
+	if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "1000" {
+		t.Fatalf("second request: %d, Retry-After %q; want 429 and 1000", r.Status, r.Header.Get("Retry-After"))
 	}
-	code, _ = k.get(path, tok)
-	if waited := time.Since(refused); code != http.StatusTooManyRequests || waited < pause {
-		t.Fatalf("third request on the paused connection: %d after %v; want 429 after at least %v", code, waited, pause)
+	r = k.get(path, tok)
+	if waited := time.Since(refused); r.Status != http.StatusTooManyRequests || waited < pause {
+		t.Fatalf("third request on the paused connection: %d after %v; want 429 after at least %v", r.Status, waited, pause)
 	}
 }
 
@@ -113,8 +95,8 @@ func TestRefusalPauseEndsAtShutdown(t *testing.T) {
 	k := dialKeepAlive(t, e)
 	path := "/v1/chunks/default/" + xet.Hash{9}.String()
 	k.get(path, tok)
-	if code, _ := k.get(path, tok); code != http.StatusTooManyRequests {
-		t.Fatalf("second request: %d, want 429", code)
+	if r := k.get(path, tok); r.Status != http.StatusTooManyRequests {
+		t.Fatalf("second request: %d, want 429", r.Status)
 	}
 	// The answer is flushed before the pause is counted: wait for it.
 	for deadline := time.Now().Add(time.Minute); e.srv.paused.Load() != 1; {
