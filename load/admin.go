@@ -108,23 +108,35 @@ const (
 	metricSchedLatency = "go_sched_latencies_seconds"
 )
 
-// schedLatency reads the server's scheduling latency histogram as a
+// serverClock is what the run reads from the server at each phase's start
+// and end, in one scrape: its scheduling latency histogram as a
 // runtime/metrics histogram (bucket i counts the waits in [Buckets[i],
-// Buckets[i+1]) seconds) and the sum of the waits in seconds; nil when the
-// server does not export it.
-func (a *admin) schedLatency(ctx context.Context) (h *metrics.Float64Histogram, sum float64, err error) {
+// Buckets[i+1]) seconds; nil when the server does not export it) with the
+// sum of the waits in seconds, and the CPU time it has used (cpuOK false
+// when it does not export that).
+type serverClock struct {
+	sched    *metrics.Float64Histogram
+	schedSum float64
+	cpu      float64
+	cpuOK    bool
+}
+
+func (a *admin) clock(ctx context.Context) (c serverClock, err error) {
 	err = a.readMetrics(ctx, func(r io.Reader) error {
 		p := expfmt.NewTextParser(model.UTF8Validation)
 		fams, err := p.TextToMetricFamilies(r)
 		if err != nil {
 			return fmt.Errorf("parse metrics: %w", err)
 		}
+		if ms := fams[metricCPUSeconds].GetMetric(); len(ms) == 1 && ms[0].GetCounter() != nil {
+			c.cpu, c.cpuOK = ms[0].GetCounter().GetValue(), true
+		}
 		ms := fams[metricSchedLatency].GetMetric()
 		if len(ms) != 1 || ms[0].GetHistogram() == nil {
 			return nil
 		}
 		ph := ms[0].GetHistogram()
-		h = &metrics.Float64Histogram{Buckets: []float64{0}}
+		h := &metrics.Float64Histogram{Buckets: []float64{0}}
 		var prev uint64
 		for _, b := range ph.GetBucket() {
 			if math.IsInf(b.GetUpperBound(), 1) {
@@ -136,10 +148,10 @@ func (a *admin) schedLatency(ctx context.Context) (h *metrics.Float64Histogram, 
 		}
 		h.Buckets = append(h.Buckets, math.Inf(1))
 		h.Counts = append(h.Counts, ph.GetSampleCount()-prev)
-		sum = ph.GetSampleSum()
+		c.sched, c.schedSum = h, ph.GetSampleSum()
 		return nil
 	})
-	return h, sum, err
+	return c, err
 }
 
 // scrape reads the server's metrics and returns the value of each gauge or
@@ -151,17 +163,6 @@ func (a *admin) scrape(ctx context.Context) (map[string]float64, error) {
 		return err
 	})
 	return out, err
-}
-
-// cpuSeconds reads the server process's CPU time so far; ok is false when
-// the server does not export it.
-func (a *admin) cpuSeconds(ctx context.Context) (secs float64, ok bool) {
-	m, err := a.scrape(ctx)
-	if err != nil {
-		return 0, false
-	}
-	secs, ok = m[metricCPUSeconds]
-	return secs, ok
 }
 
 // serverCPUs reads the CPU list the server reports it may run on (the cpus

@@ -68,7 +68,7 @@ func schedBetween(from, to *metrics.Float64Histogram) LatencySummary {
 }
 
 // serverLag is the server's own scheduling latency over a phase, from its
-// go_sched_latencies_seconds histogram (admin.schedLatency).
+// go_sched_latencies_seconds histogram (admin.clock).
 type serverLag struct {
 	summary *LatencySummary // nil when the server does not export it
 	meanMs  float64

@@ -35,11 +35,12 @@ func TestSchedBetween(t *testing.T) {
 	}
 }
 
-// TestServerLag reads the server's scheduling latency histogram from its
-// metrics at two times and summarizes the waits between them: counts per
-// bucket, percentiles at bucket bounds, the mean from the sums.
-func TestServerLag(t *testing.T) {
-	page := func(c1, c2, c3, total int, sum float64) string {
+// TestServerClock reads the server's scheduling latency histogram and CPU
+// time from its metrics at two times and summarizes the waits between
+// them: counts per bucket, percentiles at bucket bounds, the mean from the
+// sums; a server that exports neither gives no histogram and no CPU time.
+func TestServerClock(t *testing.T) {
+	page := func(c1, c2, c3, total int, sum, cpu float64) string {
 		return fmt.Sprintf(`# TYPE go_sched_latencies_seconds histogram
 go_sched_latencies_seconds_bucket{le="0.001"} %d
 go_sched_latencies_seconds_bucket{le="0.01"} %d
@@ -47,7 +48,9 @@ go_sched_latencies_seconds_bucket{le="0.1"} %d
 go_sched_latencies_seconds_bucket{le="+Inf"} %d
 go_sched_latencies_seconds_sum %g
 go_sched_latencies_seconds_count %d
-`, c1, c2, c3, total, sum, total)
+# TYPE process_cpu_seconds_total counter
+process_cpu_seconds_total %g
+`, c1, c2, c3, total, sum, total, cpu)
 	}
 	var body atomic.Value
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body.Load().(string)) }))
@@ -55,46 +58,32 @@ go_sched_latencies_seconds_count %d
 	adm := &admin{metrics: hs.URL, token: "x", hc: hs.Client()}
 	ctx := context.Background()
 
-	body.Store(page(10, 10, 10, 10, 0.001))
-	from, sum0, err := adm.schedLatency(ctx)
-	if err != nil || from == nil {
-		t.Fatalf("schedLatency: %v, %v", from, err)
+	body.Store(page(10, 10, 10, 10, 0.001, 12.34))
+	from, err := adm.clock(ctx)
+	if err != nil || from.sched == nil {
+		t.Fatalf("clock: %+v, %v", from, err)
+	}
+	if !from.cpuOK || from.cpu != 12.34 {
+		t.Errorf("CPU time: %v, %v; want 12.34, true", from.cpu, from.cpuOK)
 	}
 	// 100 more waits: 90 under 1 ms, 9 under 10 ms, 1 under 100 ms,
 	// 0.2 s in all.
-	body.Store(page(100, 109, 110, 110, 0.201))
-	to, sum1, err := adm.schedLatency(ctx)
+	body.Store(page(100, 109, 110, 110, 0.201, 13))
+	to, err := adm.clock(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := newServerLag(from, to, sum1-sum0)
+	l := newServerLag(from.sched, to.sched, to.schedSum-from.schedSum)
 	want := LatencySummary{Count: 100, P50ms: 1, P95ms: 10, P99ms: 10, Maxms: 100}
 	if l.summary == nil || *l.summary != want || math.Abs(l.meanMs-2) > 1e-9 {
 		t.Errorf("server lag %+v mean %v ms; want %+v mean 2 ms", l.summary, l.meanMs, want)
 	}
 
 	body.Store("# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 1\n")
-	if h, _, err := adm.schedLatency(ctx); err != nil || h != nil {
-		t.Errorf("a server without the histogram: %v, %v; want nil, nil", h, err)
+	if c, err := adm.clock(ctx); err != nil || c.sched != nil || c.cpuOK {
+		t.Errorf("a server without the histogram and the counter: %+v, %v; want neither", c, err)
 	}
-	if l := newServerLag(nil, to, 1); l.summary != nil {
+	if l := newServerLag(nil, to.sched, 1); l.summary != nil {
 		t.Errorf("lag from a missing snapshot: %+v", l.summary)
-	}
-}
-
-// TestServerCPUSeconds reads the server process's CPU time from its
-// metrics, and reports none when the server does not export it.
-func TestServerCPUSeconds(t *testing.T) {
-	var body atomic.Value
-	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body.Load().(string)) }))
-	defer hs.Close()
-	adm := &admin{metrics: hs.URL, token: "x", hc: hs.Client()}
-	body.Store("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.34\n")
-	if secs, ok := adm.cpuSeconds(context.Background()); !ok || secs != 12.34 {
-		t.Errorf("cpuSeconds: %v, %v; want 12.34, true", secs, ok)
-	}
-	body.Store("# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 1\n")
-	if secs, ok := adm.cpuSeconds(context.Background()); ok {
-		t.Errorf("a server without the counter: %v, %v; want not ok", secs, ok)
 	}
 }

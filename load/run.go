@@ -214,8 +214,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var serverCPU []float64        // the server's CPU seconds per phase, -1 unknown
 	runPhase := func(name string) {
 		p := phaseSpan{name: name, start: rec.since(time.Now())}
-		cpuBefore, cpuOK := adm.cpuSeconds(ctx)
-		srvBefore, srvSumBefore, _ := adm.schedLatency(ctx)
+		srvBefore, _ := adm.clock(ctx)
 		before := schedSnapshot()
 		progress("phase %s: %s", name, cfg.Duration)
 		sleepCtx(ctx, cfg.Duration)
@@ -229,11 +228,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		p.end = rec.since(time.Now())
 		schedLags = append(schedLags, schedBetween(before, schedSnapshot()))
-		srvAfter, srvSumAfter, _ := adm.schedLatency(ctx)
-		serverLags = append(serverLags, newServerLag(srvBefore, srvAfter, srvSumAfter-srvSumBefore))
-		cpuAfter, cpuAfterOK := adm.cpuSeconds(ctx)
-		if cpuOK && cpuAfterOK {
-			serverCPU = append(serverCPU, cpuAfter-cpuBefore)
+		srvAfter, _ := adm.clock(ctx)
+		serverLags = append(serverLags, newServerLag(srvBefore.sched, srvAfter.sched, srvAfter.schedSum-srvBefore.schedSum))
+		if srvBefore.cpuOK && srvAfter.cpuOK {
+			serverCPU = append(serverCPU, srvAfter.cpu-srvBefore.cpu)
 		} else {
 			serverCPU = append(serverCPU, -1)
 		}
