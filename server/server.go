@@ -136,7 +136,6 @@ type Server struct {
 	// closes when Serve starts shutting down, which ends every pause.
 	paused       atomic.Int64
 	shuttingDown chan struct{}
-	endPauses    func()
 }
 
 // New builds the server; it does no I/O.
@@ -187,7 +186,6 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 
 		shuttingDown: make(chan struct{}),
 	}
-	s.endPauses = sync.OnceFunc(func() { close(s.shuttingDown) })
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
@@ -330,7 +328,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			return withConn(ctx, c)
 		},
 	}
-	hs.RegisterOnShutdown(s.endPauses)
+	hs.RegisterOnShutdown(sync.OnceFunc(func() { close(s.shuttingDown) }))
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	trimCtx, stopTrim := context.WithCancel(ctx)
