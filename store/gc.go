@@ -150,7 +150,7 @@ func (s *Store) Collect(ctx context.Context, cfg GCConfig) (GCReport, error) {
 	if err != nil && !p.hookErr && !cfg.DryRun && !errors.Is(err, ErrCollectorBusy) {
 		// Stopped (cancelled, bucket error): what is done is consistent;
 		// give the lease back so the next pass need not wait for it.
-		s.wdb.ExecContext(context.WithoutCancel(ctx), `DELETE FROM gc_lease WHERE id = 1 AND holder = ?`, p.holder)
+		s.exec(context.WithoutCancel(ctx), `DELETE FROM gc_lease WHERE id = 1 AND holder = ?`, p.holder)
 	}
 	return p.rep, err
 }
@@ -217,7 +217,7 @@ func (p *pass) run(ctx context.Context) error {
 		}
 	}
 	if !p.cfg.DryRun {
-		_, err := p.s.wdb.ExecContext(ctx, `DELETE FROM gc_lease WHERE id = 1 AND holder = ?`, p.holder)
+		err := p.s.exec(ctx, `DELETE FROM gc_lease WHERE id = 1 AND holder = ?`, p.holder)
 		if err != nil {
 			return fmt.Errorf("release the collector lease: %w", err)
 		}
@@ -1126,7 +1126,7 @@ func (c *layoutCache) drop(h xet.Hash) {
 
 // tidyTenants drops every tenant row nothing holds any more.
 func (p *pass) tidyTenants(ctx context.Context) error {
-	if _, err := p.s.wdb.ExecContext(ctx, `DELETE FROM tenants WHERE `+tidyTenantsWhere); err != nil {
+	if err := p.s.exec(ctx, `DELETE FROM tenants WHERE `+tidyTenantsWhere); err != nil {
 		return fmt.Errorf("tidy tenants: %w", err)
 	}
 	return nil

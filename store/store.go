@@ -327,6 +327,16 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return s.txOnce(ctx, fn)
 }
 
+// exec runs one write statement as its own transaction (inTx): on
+// PostgreSQL it runs again when a concurrent transaction wins, as every
+// write must (two nodes starting at once both write the lifecycle epoch).
+func (s *Store) exec(ctx context.Context, q string, args ...any) error {
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, q, args...)
+		return err
+	})
+}
+
 // txOnce runs fn in one transaction on a connection of the write pool,
 // waiting for that connection at most the busy timeout.
 func (s *Store) txOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {

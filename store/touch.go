@@ -44,7 +44,7 @@ type fileRegistrationRecord struct {
 // it never saw (an index rebuilt by reindex, or one made before the
 // lifecycle existed) get a whole grace period from then.
 func (s *Store) openLifecycle(ctx context.Context) error {
-	_, err := s.wdb.ExecContext(ctx, `INSERT INTO gc_state(name, value) VALUES ('epoch', ?) ON CONFLICT DO NOTHING`, s.now().Unix())
+	err := s.exec(ctx, `INSERT INTO gc_state(name, value) VALUES ('epoch', ?) ON CONFLICT DO NOTHING`, s.now().Unix())
 	if err != nil {
 		return fmt.Errorf("index lifecycle state: %w", err)
 	}
