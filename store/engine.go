@@ -277,15 +277,25 @@ func (s *Store) pgTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		if time.Since(start) > s.busy {
 			return fmt.Errorf("index busy: %d attempts in %v: %w", attempt+1, s.busy, err) // ErrUnavailable (pgErr)
 		}
-		// Back off with jitter so that the nodes that lost do not meet again.
-		d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := backOff(ctx, attempt); err != nil {
+			return err
 		}
+	}
+}
+
+// backOff waits before attempt+1 of something a concurrent writer made
+// fail: a random time up to 1 ms doubled with each attempt (at most 64 ms),
+// so that the writers that lost do not meet again. It returns ctx's error
+// if ctx ends first.
+func backOff(ctx context.Context, attempt int) error {
+	d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(attempt, 6)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 	_ "gocloud.dev/blob/memblob"  // mem:// buckets (tests)
 	_ "gocloud.dev/blob/s3blob"   // s3:// buckets
 	"gocloud.dev/gcerrors"
-	_ "modernc.org/sqlite" // database/sql driver "sqlite"
+	"modernc.org/sqlite" // also the database/sql driver "sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // Config says where the index and the bucket are.
@@ -218,11 +219,32 @@ func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (
 		return db, nil
 	}
 	db.SetMaxOpenConns(1)
-	if err := migrate(ctx, db, ""); err != nil {
+	if err := migrateSQLite(ctx, db, busy); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrate index %s: %w", path, dbErr(err))
 	}
 	return db, nil
+}
+
+// migrateSQLite runs the migrations on a new SQLite write pool, again
+// while SQLite answers SQLITE_BUSY, within the busy timeout. Opening a
+// connection answers that at once, without waiting in the busy handler,
+// while another process's last connection to the file is closing (it holds
+// the file exclusively to checkpoint and remove the WAL) or while a
+// connection recovers the WAL after a crash: a server starting as another
+// process stops.
+func migrateSQLite(ctx context.Context, db *sql.DB, busy time.Duration) error {
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		err := migrate(ctx, db, "")
+		var se *sqlite.Error
+		if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Since(start) > busy {
+			return err
+		}
+		if err := backOff(ctx, attempt); err != nil {
+			return err
+		}
+	}
 }
 
 // lockIndex takes a shared (servers) or exclusive (reindex) advisory lock on
