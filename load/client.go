@@ -83,7 +83,7 @@ func (c *client) do(parent context.Context, w who, method, url, token string, bo
 	res, err := c.hc.Do(req)
 	if err == nil {
 		a.status, a.header = res.StatusCode, res.Header
-		a.body, err = io.ReadAll(io.LimitReader(res.Body, 256<<20))
+		a.body, err = readBody(res)
 		res.Body.Close()
 		if err != nil {
 			a.status = 0
@@ -106,6 +106,21 @@ func (c *client) do(parent context.Context, w who, method, url, token string, bo
 	c.rec.request(reqRecord{start: c.rec.since(start), dur: a.dur, bytes: n, tenant: w.tenant, node: int16(w.node), status: int16(a.status), class: w.class, route: w.route, code: a.code,
 		timing: a.header.Get("Server-Timing")})
 	return a
+}
+
+// readBody reads a whole answer, at most 256MiB: into a slice of its
+// Content-Length when it has one, so that a large fetch is not copied again
+// and again as the slice grows.
+func readBody(res *http.Response) ([]byte, error) {
+	const most = 256 << 20
+	if n := res.ContentLength; n > 0 && n <= most {
+		b := make([]byte, n)
+		if _, err := io.ReadFull(res.Body, b); err != nil {
+			return nil, err
+		}
+		return b, nil
+	}
+	return io.ReadAll(io.LimitReader(res.Body, most))
 }
 
 // refusalCode reads the error code of a refusal body (design §7), with the

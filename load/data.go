@@ -34,41 +34,51 @@ func mix(x uint64) uint64 {
 }
 
 // genData returns the content of the xorb (seed, size), and the same bytes
-// cut into chunkBytes chunks. Every third chunk (by seed) is compressible, a repeated pattern
-// with sparse noise, so that the xorb carries LZ4 chunks as well as stored
-// ones; the others are random.
+// cut into chunkBytes chunks (genChunk makes each).
 func genData(seed uint64, size int) (data []byte, chunks [][]byte) {
-	var key [32]byte
-	binary.LittleEndian.PutUint64(key[:], mix(seed))
-	binary.LittleEndian.PutUint64(key[8:], mix(seed+1))
-	r := rand.New(rand.NewChaCha8(key))
 	data = make([]byte, size)
-	for off := 0; off < size; off += chunkBytes {
+	for i, off := 0, 0; off < size; i, off = i+1, off+chunkBytes {
 		c := data[off:min(off+chunkBytes, size)]
-		if r.IntN(3) == 0 {
-			pattern := make([]byte, 1+r.IntN(1024))
-			fill(r, pattern)
-			for i := 0; i < len(c); i += len(pattern) {
-				copy(c[i:], pattern)
-			}
-			for i := r.IntN(97); i < len(c); i += 97 {
-				c[i] = byte(r.Uint32())
-			}
-		} else {
-			fill(r, c)
-		}
+		genChunk(seed, i, c)
 		chunks = append(chunks, c)
 	}
 	return data, chunks
 }
 
-func fill(r *rand.Rand, b []byte) {
+// genChunk fills c with chunk i of the xorb with this seed. Each chunk
+// comes from a PCG stream of its own, so that a window of a xorb is
+// regenerated without the chunks before it (fileSpec.content). One chunk in
+// three (by seed and index) is compressible, a repeated pattern with sparse
+// noise, so that the xorb carries LZ4 chunks as well as stored ones; the
+// others are random. PCG rather than ChaCha8: the data need not be
+// unpredictable, only incompressible, and the generator regenerates every
+// byte an honest tenant downloads to check it, so a slow stream is CPU the
+// generator takes from its own measurements.
+func genChunk(seed uint64, i int, c []byte) {
+	src := rand.NewPCG(mix(seed), mix(seed+1+uint64(i)<<32))
+	r := rand.New(src)
+	if r.IntN(3) != 0 {
+		fill(src, c)
+		return
+	}
+	pattern := make([]byte, 1+r.IntN(1024))
+	fill(src, pattern)
+	for i := 0; i < len(c); i += len(pattern) {
+		copy(c[i:], pattern)
+	}
+	for i := r.IntN(97); i < len(c); i += 97 {
+		c[i] = byte(r.Uint32())
+	}
+}
+
+func fill(src *rand.PCG, b []byte) {
 	for len(b) >= 8 {
-		binary.LittleEndian.PutUint64(b, r.Uint64())
+		binary.LittleEndian.PutUint64(b, src.Uint64())
 		b = b[8:]
 	}
-	for i := range b {
-		b[i] = byte(r.Uint32())
+	for v := src.Uint64(); len(b) > 0; v >>= 8 {
+		b[0] = byte(v)
+		b = b[1:]
 	}
 }
 
@@ -112,19 +122,25 @@ func shardFor(fi xet.FileInfo, fresh ...*xorbSpec) []byte {
 }
 
 // content returns bytes [start, end) of file f, regenerated from its xorbs'
-// seeds.
+// seeds: only the chunks the window covers.
 func (f *fileSpec) content(start, end uint64) []byte {
 	out := make([]byte, 0, end-start)
-	var off uint64
+	var scratch []byte
+	var off uint64 // where the chunk starts in the file
 	for _, x := range f.xorbs {
-		xs, xe := off, off+uint64(x.size)
-		off = xe
-		if xe <= start || xs >= end {
-			continue
+		for i := 0; i*chunkBytes < x.size; i++ {
+			cs, ce := off, off+uint64(min(chunkBytes, x.size-i*chunkBytes))
+			off = ce
+			if ce <= start || cs >= end {
+				continue
+			}
+			if scratch == nil {
+				scratch = make([]byte, chunkBytes)
+			}
+			c := scratch[:ce-cs]
+			genChunk(x.seed, i, c)
+			out = append(out, c[max(start, cs)-cs:min(end, ce)-cs]...)
 		}
-		data, _ := genData(x.seed, x.size)
-		lo, hi := max(start, xs)-xs, min(end, xe)-xs
-		out = append(out, data[lo:hi]...)
 	}
 	return out
 }

@@ -62,7 +62,7 @@ func TestFileContentAndShard(t *testing.T) {
 	if f.size != uint64(len(all)) {
 		t.Fatalf("size %d, want %d", f.size, len(all))
 	}
-	for _, w := range [][2]uint64{{0, f.size}, {0, 1}, {99_999, 100_002}, {100_000, 100_001}, {150_000, f.size}, {f.size - 1, f.size}} {
+	for _, w := range [][2]uint64{{0, f.size}, {0, 1}, {65_000, 70_000}, {99_999, 100_002}, {100_000, 100_001}, {150_000, f.size}, {f.size - 1, f.size}} {
 		if got := f.content(w[0], w[1]); !bytes.Equal(got, all[w[0]:w[1]]) {
 			t.Errorf("content [%d,%d) differs from the concatenated xorbs", w[0], w[1])
 		}
@@ -236,5 +236,16 @@ func TestOffers(t *testing.T) {
 	}
 	if err := offers([]byte("not a shard"), info.Chunks[0].Hash); err == nil {
 		t.Error("garbage was accepted")
+	}
+}
+
+// BenchmarkFileContent: what checking a downloaded window costs the load
+// generator, which regenerates the window's bytes (bytes/s of window).
+func BenchmarkFileContent(b *testing.B) {
+	x, _ := newXorb(1, 1<<20)
+	f, _ := newFile([]*xorbSpec{x})
+	b.SetBytes(int64(f.size))
+	for b.Loop() {
+		f.content(0, f.size)
 	}
 }

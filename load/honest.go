@@ -402,7 +402,11 @@ func (h *honest) download(ctx context.Context, t *tenant, ci int, r *rand.Rand, 
 // term's offset to the end of the last term's last chunk, which may run past
 // the window (the caller cuts it).
 func assemble(rec reconstruction) ([]byte, error) {
-	var out []byte
+	var total int
+	for _, t := range rec.Terms {
+		total += int(t.UnpackedLength)
+	}
+	out := make([]byte, 0, min(total, 64<<20)) // a lying unpacked_length allocates no more than a large file
 	for i, t := range rec.Terms {
 		var src *fetchEntry
 		for j := range rec.FetchInfo[t.Hash] {

@@ -150,6 +150,11 @@ type PhaseReport struct {
 	// queues behind that share.
 	ServerCPUSeconds float64 `json:"server_cpu_s,omitempty"`
 	ServerBusy       float64 `json:"server_busy,omitempty"`
+	// LoadCPUSeconds and LoadBusy are the same for the load process itself
+	// (the abuser's own process not included): a generator that keeps its
+	// CPUs busy makes its answers wait for it, as LoadLag shows.
+	LoadCPUSeconds float64 `json:"load_cpu_s,omitempty"`
+	LoadBusy       float64 `json:"load_busy,omitempty"`
 }
 
 // ClassReport is what one class of requests (honest or abuser) got in a
@@ -579,6 +584,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		lo, hi := minMaxOps(p.Tenants)
 		fmt.Fprintf(&b, "\n%s: %d tenants, ops/s per tenant min %.2f max %.2f, Jain's index %.4f (ops) %.4f (bytes)", p.Name, len(p.Tenants), lo, hi, p.JainOps, p.JainBytes)
 		fmt.Fprintf(&b, "\n%s: the load generator's goroutines waited for a CPU p99 %.1f ms, max %.1f ms (several such waits are in every latency above)", p.Name, p.LoadLag.P99ms, p.LoadLag.Maxms)
+		if p.LoadCPUSeconds > 0 {
+			fmt.Fprintf(&b, "\n%s: the load generator used %.1f CPU seconds, %.0f %% of one CPU", p.Name, p.LoadCPUSeconds, 100*p.LoadBusy)
+		}
 		if l := p.ServerLag; l != nil {
 			fmt.Fprintf(&b, "\n%s: the server's goroutines waited for a CPU %d times, mean %.2f ms, p99 under %.1f ms", p.Name, l.Count, p.ServerLagMeanMs, l.P99ms)
 		}

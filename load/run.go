@@ -212,10 +212,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	var schedLags []LatencySummary // the load process's own, per phase
 	var serverLags []serverLag     // the server's, per phase
 	var serverCPU []float64        // the server's CPU seconds per phase, -1 unknown
+	var loadCPU []float64          // the load process's own, per phase, -1 unknown
 	runPhase := func(name string) {
 		p := phaseSpan{name: name, start: rec.since(time.Now())}
 		srvBefore, _ := adm.clock(ctx)
 		before := schedSnapshot()
+		cpuBefore, cpuOK := selfCPU()
 		progress("phase %s: %s", name, cfg.Duration)
 		sleepCtx(ctx, cfg.Duration)
 		if cfg.holdPhase != nil {
@@ -228,6 +230,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		p.end = rec.since(time.Now())
 		schedLags = append(schedLags, schedBetween(before, schedSnapshot()))
+		if cpuAfter, ok := selfCPU(); ok && cpuOK {
+			loadCPU = append(loadCPU, cpuAfter-cpuBefore)
+		} else {
+			loadCPU = append(loadCPU, -1)
+		}
 		srvAfter, _ := adm.clock(ctx)
 		serverLags = append(serverLags, newServerLag(srvBefore.sched, srvAfter.sched, srvAfter.schedSum-srvBefore.schedSum))
 		if srvBefore.cpuOK && srvAfter.cpuOK {
@@ -318,6 +325,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if serverCPU[i] >= 0 && pr.DurationSeconds > 0 {
 			pr.ServerCPUSeconds = serverCPU[i]
 			pr.ServerBusy = serverCPU[i] / pr.DurationSeconds
+		}
+		if loadCPU[i] >= 0 && pr.DurationSeconds > 0 {
+			pr.LoadCPUSeconds = loadCPU[i]
+			pr.LoadBusy = loadCPU[i] / pr.DurationSeconds
 		}
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)

@@ -186,6 +186,9 @@ func TestManyTenantsInProcess(t *testing.T) {
 			t.Errorf("route %s was never exercised", route)
 		}
 	}
+	if p.LoadCPUSeconds <= 0 || p.LoadBusy <= 0 {
+		t.Errorf("load generator CPU %v s, busy %v: want its own CPU time in the phase", p.LoadCPUSeconds, p.LoadBusy)
+	}
 	if len(p.Tenants) != 4 || p.JainOps <= 0 || p.JainOps > 1 {
 		t.Errorf("tenants %d, Jain %v", len(p.Tenants), p.JainOps)
 	}
