@@ -209,10 +209,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	sleepCtx(ctx, cfg.ThinkMax)
 
 	var phases []phaseSpan
-	var schedLags []LatencySummary // the load process's own, per phase
-	var serverLags []serverLag     // the server's, per phase
-	var serverCPU []float64        // the server's CPU seconds per phase, -1 unknown
-	var loadCPU []float64          // the load process's own, per phase, -1 unknown
+	var clocks []phaseClocks // per phase
 	runPhase := func(name string) {
 		p := phaseSpan{name: name, start: rec.since(time.Now())}
 		srvBefore, _ := adm.clock(ctx)
@@ -229,19 +226,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 		p.end = rec.since(time.Now())
-		schedLags = append(schedLags, schedBetween(before, schedSnapshot()))
-		if cpuAfter, ok := selfCPU(); ok && cpuOK {
-			loadCPU = append(loadCPU, cpuAfter-cpuBefore)
-		} else {
-			loadCPU = append(loadCPU, -1)
-		}
+		lag := schedBetween(before, schedSnapshot())
+		cpuAfter, cpuAfterOK := selfCPU()
 		srvAfter, _ := adm.clock(ctx)
-		serverLags = append(serverLags, newServerLag(srvBefore.sched, srvAfter.sched, srvAfter.schedSum-srvBefore.schedSum))
-		if srvBefore.cpuOK && srvAfter.cpuOK {
-			serverCPU = append(serverCPU, srvAfter.cpu-srvBefore.cpu)
-		} else {
-			serverCPU = append(serverCPU, -1)
-		}
+		clocks = append(clocks, phaseClocks{
+			loadLag:   lag,
+			serverLag: newServerLag(srvBefore.sched, srvAfter.sched, srvAfter.schedSum-srvBefore.schedSum),
+			loadCPU:   cpuDelta(cpuBefore, cpuAfter, cpuOK && cpuAfterOK),
+			serverCPU: cpuDelta(srvBefore.cpu, srvAfter.cpu, srvBefore.cpuOK && srvAfter.cpuOK),
+		})
 		phases = append(phases, p)
 	}
 	if cfg.Scenario == ManyTenants {
@@ -320,16 +313,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		half := phaseSpan{name: p.name, start: p.start + (p.end-p.start)/2, end: p.end}
 		pr.SecondHalfHonestP99ms = classReport(classHonest, half, reqs, nil, nil).Latency.P99ms
-		pr.LoadLag = schedLags[i]
-		pr.ServerLag, pr.ServerLagMeanMs = serverLags[i].summary, serverLags[i].meanMs
-		if serverCPU[i] >= 0 && pr.DurationSeconds > 0 {
-			pr.ServerCPUSeconds = serverCPU[i]
-			pr.ServerBusy = serverCPU[i] / pr.DurationSeconds
-		}
-		if loadCPU[i] >= 0 && pr.DurationSeconds > 0 {
-			pr.LoadCPUSeconds = loadCPU[i]
-			pr.LoadBusy = loadCPU[i] / pr.DurationSeconds
-		}
+		c := clocks[i]
+		pr.LoadLag = c.loadLag
+		pr.ServerLag, pr.ServerLagMeanMs = c.serverLag.summary, c.serverLag.meanMs
+		pr.ServerCPUSeconds, pr.ServerBusy = cpuShare(c.serverCPU, pr.DurationSeconds)
+		pr.LoadCPUSeconds, pr.LoadBusy = cpuShare(c.loadCPU, pr.DurationSeconds)
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
 		r.Phases = append(r.Phases, pr)
@@ -883,4 +871,31 @@ func nodePhases(i int, phases []phaseSpan, reqs []reqRecord) []NodePhase {
 		out[pi] = np
 	}
 	return out
+}
+
+// phaseClocks is what a phase measured beside its requests: how long the
+// load process's goroutines and the server's waited for a CPU, and the CPU
+// seconds each process used (-1 when unknown).
+type phaseClocks struct {
+	loadLag            LatencySummary
+	serverLag          serverLag
+	loadCPU, serverCPU float64
+}
+
+// cpuDelta is the CPU seconds between two readings of a process's CPU
+// time, -1 unless both were read (ok).
+func cpuDelta(before, after float64, ok bool) float64 {
+	if !ok {
+		return -1
+	}
+	return after - before
+}
+
+// cpuShare is a phase's CPU seconds and their share of one CPU over the
+// phase's length; both 0 when the seconds are unknown.
+func cpuShare(seconds, phaseSeconds float64) (float64, float64) {
+	if seconds < 0 || phaseSeconds <= 0 {
+		return 0, 0
+	}
+	return seconds, seconds / phaseSeconds
 }
