@@ -51,7 +51,7 @@ func fileBucketDir(bucketURL string) string {
 }
 
 // fileDir is fileBucketDir of the store's bucket.
-func (s *Store) fileDir() string { return fileBucketDir(s.cfg.BucketURL) }
+func (s *Store) fileDir() string { return s.dir }
 
 // errEscapedName stops a walk that met a name fileblob escaped.
 var errEscapedName = errors.New("escaped name")

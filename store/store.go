@@ -56,6 +56,9 @@ type Store struct {
 	bucket *blob.Bucket
 	lock   indexLock
 	pg     bool // the index is PostgreSQL (engine.go)
+	// dir is the directory of a file:// bucket that the store lists and
+	// reads itself (fileBucketDir), "" for other buckets.
+	dir string
 
 	// objects serializes create-if-absent object writes in file://
 	// buckets across processes (see writeObject); nil for other buckets.
@@ -87,7 +90,7 @@ func New(cfg Config) *Store {
 	if busy <= 0 {
 		busy = DefaultBusyTimeout
 	}
-	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), layouts: newLayoutCache(4096)}
+	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), dir: fileBucketDir(cfg.BucketURL), layouts: newLayoutCache(4096)}
 }
 
 // Open opens (creating when absent) the index and the bucket and runs the
