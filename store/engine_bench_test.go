@@ -50,7 +50,9 @@ func BenchmarkIndex(b *testing.B) {
 			}
 			dir := b.TempDir()
 			index := newIndex(dir)
-			ctx := context.Background()
+			// A context that can end, as a request's: what the routes pass.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			l := &lc{tb: b, dir: dir, index: index, clock: newClock()}
 			l.s = l.open()
 			f := buildFile(chunkSet(1), append(chunkSet(2), eligibleChunk()))

@@ -227,7 +227,7 @@ func (s *Store) fileWhere(ctx context.Context, where string, args ...any) (File,
 		size int64
 		sha  sql.NullString
 	)
-	err := s.queryRow(ctx, `SELECT hash, size, sha256, nterms FROM files WHERE `+where+` LIMIT 1`, args...).Scan(&hash, &size, &sha, &f.TermCount)
+	err := s.queryRow(s.lookupCtx(ctx), `SELECT hash, size, sha256, nterms FROM files WHERE `+where+` LIMIT 1`, args...).Scan(&hash, &size, &sha, &f.TermCount)
 	if errors.Is(err, sql.ErrNoRows) {
 		return File{}, fmt.Errorf("file: %w", ErrNotFound)
 	}
@@ -254,7 +254,7 @@ func FileTermListBytes(n int) int64 { return int64(n) * 3 * termRecordBytes }
 // of them starts; only those terms are decoded. An empty window gives no
 // terms. ErrNotFound when tenant did not register the file.
 func (s *Store) FileTerms(ctx context.Context, tenant string, h xet.Hash, start, end uint64) (terms []xet.Term, offset uint64, err error) {
-	rows, err := s.query(ctx, `SELECT terms FROM files WHERE tenant = ? AND hash = ?`, tenant, h.String())
+	rows, err := s.query(s.lookupCtx(ctx), `SELECT terms FROM files WHERE tenant = ? AND hash = ?`, tenant, h.String())
 	if err != nil {
 		return nil, 0, fmt.Errorf("file %s terms: %w", h, err)
 	}
@@ -281,6 +281,7 @@ func (s *Store) FileTerms(ctx context.Context, tenant string, h xet.Hash, start,
 // max in all). When global is false only tenant's own entries count.
 // ErrNotFound when the chunk is not in the dedup index.
 func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, global bool, max int) ([]xet.CASInfo, error) {
+	ctx = s.lookupCtx(ctx)
 	var xorb, shard string
 	q := `SELECT xorb, shard FROM dedup WHERE chunk = ? AND tenant = ?`
 	args := []any{chunk.String(), tenant}

@@ -400,6 +400,23 @@ func (s *Store) queryRow(ctx context.Context, query string, args ...any) row {
 	return row{s.db.QueryRowContext(ctx, query, args...)}
 }
 
+// lookupCtx is the context for a read of a few rows by key on a request's
+// path (a file, its terms, a xorb's layout, a dedup entry): on SQLite, ctx
+// without its cancellation. For a statement under a context that can end,
+// database/sql and the SQLite driver each start a goroutine that watches
+// it; on the one CPU of a pinned server those two goroutines made a lookup
+// cost 26-32 µs instead of 17-20 (BENCHMARKS.md, issue 16 round 9), to be
+// able to interrupt a read that ends in microseconds anyway. A context
+// that has already ended is kept, so the read does not start. PostgreSQL
+// keeps the context: its reads cross a network that can stall. Never for
+// scans or aggregates, which can run long.
+func (s *Store) lookupCtx(ctx context.Context) context.Context {
+	if s.pg || ctx.Err() != nil {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
+
 // query runs a read on the read pool; the caller passes the errors of
 // rows.Scan and rows.Err through dbErr.
 func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {

@@ -27,7 +27,7 @@ func (s *Store) xorbLock(h xet.Hash) func() {
 // OwnsXorb reports whether tenant owns the xorb.
 func (s *Store) OwnsXorb(ctx context.Context, tenant string, h xet.Hash) (bool, error) {
 	var one int
-	err := s.queryRow(ctx, `SELECT 1 FROM xorb_owners WHERE xorb = ? AND tenant = ?`, h.String(), tenant).Scan(&one)
+	err := s.queryRow(s.lookupCtx(ctx), `SELECT 1 FROM xorb_owners WHERE xorb = ? AND tenant = ?`, h.String(), tenant).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return false, nil
 	}
@@ -139,7 +139,7 @@ type xorbRecord struct {
 
 func (s *Store) xorbRow(ctx context.Context, h string) (xorbRecord, bool, error) {
 	var x xorbRecord
-	err := s.queryRow(ctx, `SELECT stream_len, chunks FROM xorbs WHERE hash = ?`, h).Scan(&x.size, &x.chunks)
+	err := s.queryRow(s.lookupCtx(ctx), `SELECT stream_len, chunks FROM xorbs WHERE hash = ?`, h).Scan(&x.size, &x.chunks)
 	if errors.Is(err, sql.ErrNoRows) {
 		return x, false, nil
 	}
@@ -253,7 +253,7 @@ func (s *Store) XorbChunks(ctx context.Context, h xet.Hash) ([]xet.XorbChunk, er
 		return v, nil
 	}
 	var blob []byte
-	err := s.queryRow(ctx, `SELECT chunks FROM xorbs WHERE hash = ?`, h.String()).Scan(&blob)
+	err := s.queryRow(s.lookupCtx(ctx), `SELECT chunks FROM xorbs WHERE hash = ?`, h.String()).Scan(&blob)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("xorb %s: %w", h, ErrNotFound)
 	}
