@@ -50,9 +50,6 @@ func fileBucketDir(bucketURL string) string {
 	return filepath.FromSlash(path)
 }
 
-// fileDir is fileBucketDir of the store's bucket.
-func (s *Store) fileDir() string { return s.dir }
-
 // errEscapedName stops a walk that met a name fileblob escaped.
 var errEscapedName = errors.New("escaped name")
 

@@ -885,7 +885,7 @@ type sweepable struct {
 // is over.
 func (p *pass) sweep(ctx context.Context) error {
 	for _, prefix := range []string{prefixXorbs, prefixShards, prefixBlobs} {
-		objs, err := listObjects(ctx, p.s.bucket, p.s.fileDir(), prefix)
+		objs, err := listObjects(ctx, p.s.bucket, p.s.dir, prefix)
 		if err != nil {
 			return err
 		}
@@ -1072,7 +1072,7 @@ func (p *pass) deleteObjects(ctx context.Context, keys []string) error {
 			owners = prefixShardOwners + strings.TrimPrefix(k, prefixShards) + "/"
 		}
 		if owners != "" {
-			recs, err := listKeys(ctx, p.s.bucket, p.s.fileDir(), owners)
+			recs, err := listKeys(ctx, p.s.bucket, p.s.dir, owners)
 			if err != nil {
 				return err
 			}

@@ -233,7 +233,7 @@ func (l *lc) usage(tenant string) int64 {
 func (l *lc) ownedInBucket(tenant string) int64 {
 	l.tb.Helper()
 	ctx := context.Background()
-	keys, err := listKeys(ctx, l.s.bucket, l.s.fileDir(), prefixXorbOwners)
+	keys, err := listKeys(ctx, l.s.bucket, l.s.dir, prefixXorbOwners)
 	if err != nil {
 		l.tb.Fatal(err)
 	}
@@ -376,7 +376,7 @@ func TestDeleteRepoGivesQuotaBack(t *testing.T) {
 	}
 	l.clock.advance(time.Second)
 	l.collect(0)
-	keys, _ := listKeys(ctx, l.s.bucket, l.s.fileDir(), prefixShards)
+	keys, _ := listKeys(ctx, l.s.bucket, l.s.dir, prefixShards)
 	if len(keys) != 0 {
 		t.Fatalf("shards left: %v", keys)
 	}

@@ -330,7 +330,7 @@ func (s *Store) DeleteRepo(ctx context.Context, id RepoID) error {
 		tenant:     id.Tenant,
 		candidates: cands,
 		before: func(ctx context.Context) error {
-			keys, err := listKeys(ctx, s.bucket, s.fileDir(), id.prefix())
+			keys, err := listKeys(ctx, s.bucket, s.dir, id.prefix())
 			if err != nil {
 				return err
 			}
