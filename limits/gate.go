@@ -34,10 +34,11 @@ func NewGate(c GateConfig) *Gate {
 	if perMinute == 0 {
 		perMinute = DefaultAuthFailuresPerMinute
 	}
+	creds := NewTable(c.MaxCredentials)
 	return &Gate{
-		Credentials:  NewTable(c.MaxCredentials),
+		Credentials:  creds,
 		Tenants:      NewTable(c.MaxTenants),
-		InFlight:     NewInFlight(),
+		InFlight:     newInFlight(creds.seed),
 		AuthFailures: NewAuthFailures(perMinute, c.MaxIPs),
 	}
 }
@@ -80,22 +81,33 @@ type Admission struct {
 // Done(credential) exactly once when the request ends (defer it). On
 // refusal it returns a *RateError naming the limit and nothing stays
 // spent.
+//
+// Each key is hashed once: the credential's hash serves its rate and its
+// in-flight count (NewGate gives both the same seed). Both tables' entries
+// are prefetched before the first lock, so that their cache misses overlap.
 func (g *Gate) Admit(credential, tenant string, l Limits, now time.Time) (Admission, error) {
 	var a Admission
-	a.Credential = g.Credentials.Allow(credential, l.CredentialRate, now)
+	hc, ht := g.Credentials.hash(credential), g.Tenants.hash(tenant)
+	g.Credentials.prefetch(hc)
+	g.Tenants.prefetch(ht)
+	a.Credential, _ = g.Credentials.allowHash(hc, l.CredentialRate, now, false)
 	if !a.Credential.Allowed {
 		g.Refusals.Inc(LimitCredential)
 		return a, &RateError{Limit: LimitCredential, Decision: a.Credential}
 	}
-	a.Tenant = g.Tenants.Allow(tenant, l.TenantRate, now)
+	a.Tenant, _ = g.Tenants.allowHash(ht, l.TenantRate, now, false)
 	if !a.Tenant.Allowed {
-		g.Credentials.Refund(credential, l.CredentialRate)
+		g.Credentials.refundHash(hc, l.CredentialRate)
 		g.Refusals.Inc(LimitTenant)
 		return a, &RateError{Limit: LimitTenant, Decision: a.Tenant}
 	}
-	if !g.InFlight.Acquire(credential, l.MaxInFlightPerCredential) {
-		g.Credentials.Refund(credential, l.CredentialRate)
-		g.Tenants.Refund(tenant, l.TenantRate)
+	hf := hc
+	if g.InFlight.seed != g.Credentials.seed { // not built by NewGate
+		hf = keyHash(g.InFlight.seed, credential)
+	}
+	if !g.InFlight.acquireHash(hf, l.MaxInFlightPerCredential) {
+		g.Credentials.refundHash(hc, l.CredentialRate)
+		g.Tenants.refundHash(ht, l.TenantRate)
 		g.Refusals.Inc(LimitInFlight)
 		return a, &RateError{Limit: LimitInFlight, Decision: Decision{
 			RetryAfter: time.Second,

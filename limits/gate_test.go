@@ -157,3 +157,34 @@ func TestImports(t *testing.T) {
 		}
 	}
 }
+
+// TestGateInFlightKeyedLikeItsParts: Admit hashes the credential once for
+// its rate and its in-flight count; the count must be the one the
+// exported InFlight reports for that credential, also for a Gate put
+// together from parts with seeds of their own.
+func TestGateInFlightKeyedLikeItsParts(t *testing.T) {
+	l := testLimits()
+	for name, g := range map[string]*Gate{
+		"NewGate": NewGate(GateConfig{}),
+		"parts":   {Credentials: NewTable(0), Tenants: NewTable(0), InFlight: NewInFlight(), AuthFailures: NewAuthFailures(60, 0)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for i := 1; i <= 2; i++ {
+				if _, err := g.Admit("cred", "t", l, t0); err != nil {
+					t.Fatal(err)
+				}
+				if got := g.InFlight.Count("cred"); got != i {
+					t.Fatalf("InFlight.Count after %d admissions = %d", i, got)
+				}
+			}
+			if _, err := g.Admit("cred", "t", l, t0); limitOf(err) != LimitInFlight {
+				t.Fatalf("third admission: %v, want the in-flight limit", err)
+			}
+			g.Done("cred")
+			g.Done("cred")
+			if n := g.InFlight.Len(); n != 0 {
+				t.Fatalf("%d in-flight keys left after Done", n)
+			}
+		})
+	}
+}

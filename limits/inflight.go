@@ -40,7 +40,14 @@ type InFlightStats struct {
 
 // NewInFlight returns an empty counter set.
 func NewInFlight() *InFlight {
-	f := &InFlight{seed: maphash.MakeSeed()}
+	return newInFlight(maphash.MakeSeed())
+}
+
+// newInFlight returns an empty counter set that hashes keys with seed.
+// Gate gives it the credential table's seed, so that one hash of a
+// credential serves both (Table.hash).
+func newInFlight(seed maphash.Seed) *InFlight {
+	f := &InFlight{seed: seed}
 	for i := range f.shards {
 		f.shards[i].count = make(map[uint64]int)
 	}
@@ -48,7 +55,7 @@ func NewInFlight() *InFlight {
 }
 
 func (f *InFlight) shardFor(key string) (*inFlightShard, uint64) {
-	h := maphash.String(f.seed, key)
+	h := keyHash(f.seed, key)
 	return &f.shards[h%maxShards], h
 }
 
@@ -58,7 +65,12 @@ func (f *InFlight) shardFor(key string) (*inFlightShard, uint64) {
 // counted). A lowered max applies to the next Acquire; requests already in
 // flight are not affected.
 func (f *InFlight) Acquire(key string, max int) bool {
-	s, h := f.shardFor(key)
+	return f.acquireHash(keyHash(f.seed, key), max)
+}
+
+// acquireHash is Acquire for the key whose hash under f's seed is h.
+func (f *InFlight) acquireHash(h uint64, max int) bool {
+	s := &f.shards[h%maxShards]
 	s.mu.Lock()
 	c := s.count[h]
 	if max > 0 && c >= max {
@@ -77,7 +89,12 @@ func (f *InFlight) Acquire(key string, max int) bool {
 // deleted when its count returns to zero. Releasing a key with nothing in
 // flight is a no-op.
 func (f *InFlight) Release(key string) {
-	s, h := f.shardFor(key)
+	f.releaseHash(keyHash(f.seed, key))
+}
+
+// releaseHash is Release for the key whose hash under f's seed is h.
+func (f *InFlight) releaseHash(h uint64) {
+	s := &f.shards[h%maxShards]
 	s.mu.Lock()
 	if c, ok := s.count[h]; ok {
 		s.total--

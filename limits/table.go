@@ -129,12 +129,31 @@ func NewTable(maxKeys int) *Table {
 	return t
 }
 
-func (t *Table) shardFor(key string) (*shard, uint64) {
-	h := maphash.String(t.seed, key)
-	if h == 0 {
-		h = 1 // 0 marks an empty entry
+// hash is key's hash under the table's seed; never 0, which marks an
+// empty entry.
+func (t *Table) hash(key string) uint64 {
+	return keyHash(t.seed, key)
+}
+
+func keyHash(seed maphash.Seed, key string) uint64 {
+	if h := maphash.String(seed, key); h != 0 {
+		return h
 	}
+	return 1
+}
+
+func (t *Table) shardFor(key string) (*shard, uint64) {
+	h := t.hash(key)
 	return &t.shards[h&t.mask], h
+}
+
+// prefetch asks the CPU to start loading the entry where a lookup of h
+// begins, without taking the shard's lock: a hint, so that the cache
+// misses of several tables' lookups overlap instead of following one
+// another (each lookup's lock is a full memory barrier that waits for the
+// loads before it). See prefetchEntry.
+func (t *Table) prefetch(h uint64) {
+	prefetchEntry(&t.shards[h&t.mask].index, h)
 }
 
 // offset converts now into nanoseconds since the epoch, clamped.
@@ -157,12 +176,17 @@ func (t *Table) Allow(key string, r Rate, now time.Time) Decision {
 // throttled keys is admitted without being tracked (nothing is spent) and
 // tracked is false; Stats does not count it in Full.
 func (t *Table) allow(key string, r Rate, now time.Time, passNew bool) (d Decision, tracked bool) {
+	return t.allowHash(t.hash(key), r, now, passNew)
+}
+
+// allowHash is allow for the key whose hash (Table.hash) is h.
+func (t *Table) allowHash(h uint64, r Rate, now time.Time, passNew bool) (d Decision, tracked bool) {
 	interval, tolerance, limited := r.gcra()
 	if !limited {
 		return unlimitedDecision(r), false
 	}
 	nowN := t.offset(now)
-	s, h := t.shardFor(key)
+	s := &t.shards[h&t.mask]
 	s.mu.Lock()
 	if i := s.index.find(h); i >= 0 {
 		e := &s.index.entries[i]
@@ -238,11 +262,16 @@ func (t *Table) Peek(key string, r Rate, now time.Time) Decision {
 // not use up another's allowance). It is a no-op for an unknown key or an
 // unlimited rate. Call it at most once per admitted request, soon after.
 func (t *Table) Refund(key string, r Rate) {
+	t.refundHash(t.hash(key), r)
+}
+
+// refundHash is Refund for the key whose hash (Table.hash) is h.
+func (t *Table) refundHash(h uint64, r Rate) {
 	interval, _, limited := r.gcra()
 	if !limited {
 		return
 	}
-	s, h := t.shardFor(key)
+	s := &t.shards[h&t.mask]
 	s.mu.Lock()
 	if i := s.index.find(h); i >= 0 {
 		// Any TAT at or before now is a full bucket, so going below now
