@@ -283,12 +283,14 @@ func (s *Store) FileTerms(ctx context.Context, tenant string, h xet.Hash, start,
 func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, global bool, max int) ([]xet.CASInfo, error) {
 	ctx = s.lookupCtx(ctx)
 	var xorb, shard string
-	q := `SELECT xorb, shard FROM dedup WHERE chunk = ? AND tenant = ?`
-	args := []any{chunk.String(), tenant}
-	err := s.queryRow(ctx, q, args...).Scan(&xorb, &shard)
-	if errors.Is(err, sql.ErrNoRows) && global {
-		err = s.queryRow(ctx, `SELECT xorb, shard FROM dedup WHERE chunk = ? LIMIT 1`, chunk.String()).Scan(&xorb, &shard)
+	c := chunk.String()
+	q, args := `SELECT xorb, shard FROM dedup WHERE chunk = ? AND tenant = ?`, []any{c, tenant}
+	if global {
+		// The tenant's own entry first, else any tenant's, in one statement:
+		// most queries of new data miss, and a miss used to cost two.
+		q, args = dedupGlobalQuery, []any{c, tenant, c}
 	}
+	err := s.queryRow(ctx, q, args...).Scan(&xorb, &shard)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("chunk %s: %w", chunk, ErrNotFound)
 	}
@@ -326,6 +328,16 @@ func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, 
 	}
 	return out, nil
 }
+
+// dedupGlobalQuery finds a chunk's dedup entry for a tenant that may use
+// any tenant's: its own (one key probe) if it has one, else the first of
+// another's. The pref column orders the two, so the answer does not depend
+// on how the engine runs UNION ALL.
+const dedupGlobalQuery = `SELECT xorb, shard FROM (
+	SELECT xorb, shard, 0 AS pref FROM dedup WHERE chunk = ? AND tenant = ?
+	UNION ALL
+	SELECT xorb, shard, 1 AS pref FROM (SELECT xorb, shard FROM dedup WHERE chunk = ? LIMIT 1) AS anyone
+) AS found ORDER BY pref LIMIT 1`
 
 func casInfo(h xet.Hash, chunks []xet.XorbChunk) xet.CASInfo {
 	ci := xet.CASInfo{Xorb: h, Chunks: make([]xet.CASChunk, len(chunks))}
