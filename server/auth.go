@@ -8,7 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
+	"hash"
 	"net/url"
 	"strconv"
 	"strings"
@@ -99,17 +99,51 @@ func (cc *credentialCache) forget(id string) {
 }
 
 // signer makes and checks the HMAC-signed CAS tokens and fetch URLs.
+// Build it with newSigner; a bare signer{key: k} works too, without reusing
+// its HMAC state.
 type signer struct {
 	key []byte
+	// macs pools keyed HMAC states: a reconstruction signs one fetch URL
+	// per range, and keying an HMAC costs two hash blocks and allocations.
+	macs *sync.Pool // of *macState
 }
 
+// macState is a keyed HMAC and the buffer its message is put together in.
+type macState struct {
+	h   hash.Hash
+	msg []byte
+}
+
+func newSigner(key []byte) signer {
+	return signer{key: key, macs: &sync.Pool{New: func() any {
+		return &macState{h: hmac.New(sha256.New, key)}
+	}}}
+}
+
+// mac is the HMAC-SHA256 of parts, each followed by a zero byte.
 func (s signer) mac(parts ...string) []byte {
-	m := hmac.New(sha256.New, s.key)
-	for _, p := range parts {
-		m.Write([]byte(p))
-		m.Write([]byte{0})
+	return s.macOf(func(msg []byte) []byte {
+		for _, p := range parts {
+			msg = append(append(msg, p...), 0)
+		}
+		return msg
+	})
+}
+
+// macOf is the HMAC-SHA256 of the message build appends to its argument.
+func (s signer) macOf(build func(msg []byte) []byte) []byte {
+	if s.macs == nil {
+		m := hmac.New(sha256.New, s.key)
+		m.Write(build(nil))
+		return m.Sum(nil)
 	}
-	return m.Sum(nil)
+	st := s.macs.Get().(*macState)
+	st.h.Reset()
+	st.msg = build(st.msg[:0])
+	st.h.Write(st.msg)
+	sum := st.h.Sum(nil)
+	s.macs.Put(st)
+	return sum
 }
 
 // casTokenPrefix starts the short-lived CAS tokens handed out by the Hub
@@ -165,19 +199,44 @@ type fetchGrant struct {
 	Expiry       int64
 }
 
+// fetchSig signs a grant: the HMAC of "fetch", the xorb, the range's
+// start and end, the credential id, the tenant and the expiry, each
+// followed by a zero byte, in hex.
 func (s signer) fetchSig(g fetchGrant) string {
-	return hex.EncodeToString(s.mac("fetch", g.Xorb, strconv.FormatUint(g.Start, 10), strconv.FormatUint(g.End, 10), g.CredentialID, g.Tenant, strconv.FormatInt(g.Expiry, 10)))
+	return hex.EncodeToString(s.macOf(func(m []byte) []byte {
+		m = append(append(m, "fetch"...), 0)
+		m = append(append(m, g.Xorb...), 0)
+		m = append(strconv.AppendUint(m, g.Start, 10), 0)
+		m = append(strconv.AppendUint(m, g.End, 10), 0)
+		m = append(append(m, g.CredentialID...), 0)
+		m = append(append(m, g.Tenant...), 0)
+		return append(strconv.AppendInt(m, g.Expiry, 10), 0)
+	}))
 }
 
-// fetchURL returns the absolute signed URL of a grant.
+// fetchURL returns the absolute signed URL of a grant. The query is what
+// url.Values.Encode gives for c, r, s, t and x (keys in that order), put
+// together without the map.
 func (s signer) fetchURL(base string, g fetchGrant) string {
-	q := url.Values{}
-	q.Set("r", fmt.Sprintf("%d-%d", g.Start, g.End))
-	q.Set("c", g.CredentialID)
-	q.Set("t", g.Tenant)
-	q.Set("x", strconv.FormatInt(g.Expiry, 10))
-	q.Set("s", s.fetchSig(g))
-	return base + "/v1/fetch/" + g.Xorb + "?" + q.Encode()
+	var b strings.Builder
+	b.Grow(len(base) + 256)
+	b.WriteString(base)
+	b.WriteString("/v1/fetch/")
+	b.WriteString(g.Xorb)
+	b.WriteString("?c=")
+	b.WriteString(url.QueryEscape(g.CredentialID))
+	b.WriteString("&r=")
+	var num [20]byte
+	b.Write(strconv.AppendUint(num[:0], g.Start, 10))
+	b.WriteString("-")
+	b.Write(strconv.AppendUint(num[:0], g.End, 10))
+	b.WriteString("&s=")
+	b.WriteString(s.fetchSig(g))
+	b.WriteString("&t=")
+	b.WriteString(url.QueryEscape(g.Tenant))
+	b.WriteString("&x=")
+	b.Write(strconv.AppendInt(num[:0], g.Expiry, 10))
+	return b.String()
 }
 
 // parseFetchURL checks a fetch URL's query against its signature and expiry.

@@ -175,7 +175,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 		log:    log,
 		reg:    reg,
 		now:    time.Now,
-		signer: signer{key: cfg.SigningKey},
+		signer: newSigner(cfg.SigningKey),
 		gate: limits.NewGate(limits.GateConfig{MaxCredentials: maxLimiterKeys, MaxTenants: maxLimiterKeys, MaxIPs: maxIPKeys,
 			AuthFailuresPerMinute: max(cfg.AuthFailuresPerMinute, 1)}),
 		pending:   &limits.Pending{},
