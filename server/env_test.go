@@ -125,6 +125,23 @@ func (e *testEnv) do(method, path, token string, body []byte, headers ...string)
 	return response{Status: res.StatusCode, Header: res.Header, Body: b}
 }
 
+// serveInProcess runs one request through h without a socket (httptest
+// gives it the client address 192.0.2.1), as the benchmarks do; headers are
+// "Name: value" strings.
+func serveInProcess(h http.Handler, method, path, token string, headers ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	for _, hv := range headers {
+		k, v, _ := strings.Cut(hv, ": ")
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec
+}
+
 // wantError checks a refusal's status and code.
 func wantError(t testing.TB, r response, status int, code string) {
 	t.Helper()

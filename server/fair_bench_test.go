@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
@@ -51,13 +50,7 @@ func BenchmarkHonestBesideFlood(b *testing.B) {
 				abuserFiles = append(abuserFiles, e.upload(abuser, y))
 			}
 			h := e.srv.Handler()
-			get := func(path, token string) int {
-				req := httptest.NewRequest(http.MethodGet, path, nil)
-				req.Header.Set("Authorization", "Bearer "+token)
-				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, req)
-				return rec.Code
-			}
+			get := func(path, token string) int { return serveInProcess(h, http.MethodGet, path, token).Code }
 			path := func(r *rand.Rand, files []xet.FileInfo, n int) string {
 				if n%2 == 0 {
 					return "/v1/reconstructions/" + files[r.IntN(len(files))].Hash.String()

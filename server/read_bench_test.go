@@ -4,7 +4,6 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"openxet/limits"
@@ -35,31 +34,22 @@ func benchmarkAdmittedRead(b *testing.B, level slog.Level) {
 	x, _ := xet.BuildXorb(randomChunks(7, 8, 8<<10), false)
 	file := e.upload(tok, x)
 	h := e.srv.Handler()
-	get := func(path, rangeHeader string) int {
-		req := httptest.NewRequest(http.MethodGet, path, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		if rangeHeader != "" {
-			req.Header.Set("Range", rangeHeader)
-		}
-		req.RemoteAddr = "192.0.2.1:4000"
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.Code
-	}
 	for _, tc := range []struct {
-		name, path, rng string
-		want            int
+		name, path string
+		headers    []string
+		want       int
 	}{
-		{"reconstruction", "/v1/reconstructions/" + file.Hash.String(), "bytes=0-65535", http.StatusOK},
-		{"dedup-miss", "/v1/chunks/default/" + xet.Hash{9}.String(), "", http.StatusNotFound},
+		{"reconstruction", "/v1/reconstructions/" + file.Hash.String(), []string{"Range: bytes=0-65535"}, http.StatusOK},
+		{"dedup-miss", "/v1/chunks/default/" + xet.Hash{9}.String(), nil, http.StatusNotFound},
 	} {
+		get := func() int { return serveInProcess(h, http.MethodGet, tc.path, tok, tc.headers...).Code }
 		b.Run(tc.name, func(b *testing.B) {
-			if code := get(tc.path, tc.rng); code != tc.want {
+			if code := get(); code != tc.want {
 				b.Fatalf("status %d, want %d", code, tc.want)
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				if code := get(tc.path, tc.rng); code != tc.want {
+				if code := get(); code != tc.want {
 					b.Fatalf("status %d, want %d", code, tc.want)
 				}
 			}

@@ -45,14 +45,7 @@ func BenchmarkRefusedRequest(b *testing.B) {
 			}
 			h := srv.Handler()
 			path := "/v1/reconstructions/" + xet.Hash{1}.String()
-			get := func() *httptest.ResponseRecorder {
-				req := httptest.NewRequest(http.MethodGet, path, nil)
-				req.Header.Set("Authorization", "Bearer "+tok)
-				req.RemoteAddr = "192.0.2.1:4000"
-				rec := httptest.NewRecorder()
-				h.ServeHTTP(rec, req)
-				return rec
-			}
+			get := func() *httptest.ResponseRecorder { return serveInProcess(h, http.MethodGet, path, tok) }
 			get() // spends the burst of one
 			if rec := get(); rec.Code != http.StatusTooManyRequests {
 				b.Fatalf("second request: %d %s, want 429", rec.Code, rec.Body)
