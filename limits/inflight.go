@@ -54,9 +54,9 @@ func newInFlight(seed maphash.Seed) *InFlight {
 	return f
 }
 
-func (f *InFlight) shardFor(key string) (*inFlightShard, uint64) {
-	h := keyHash(f.seed, key)
-	return &f.shards[h%maxShards], h
+// shardOf is the shard that counts the key whose hash under f's seed is h.
+func (f *InFlight) shardOf(h uint64) *inFlightShard {
+	return &f.shards[h%maxShards]
 }
 
 // Acquire counts one more request in flight for key and returns true,
@@ -70,7 +70,7 @@ func (f *InFlight) Acquire(key string, max int) bool {
 
 // acquireHash is Acquire for the key whose hash under f's seed is h.
 func (f *InFlight) acquireHash(h uint64, max int) bool {
-	s := &f.shards[h%maxShards]
+	s := f.shardOf(h)
 	s.mu.Lock()
 	c := s.count[h]
 	if max > 0 && c >= max {
@@ -94,7 +94,7 @@ func (f *InFlight) Release(key string) {
 
 // releaseHash is Release for the key whose hash under f's seed is h.
 func (f *InFlight) releaseHash(h uint64) {
-	s := &f.shards[h%maxShards]
+	s := f.shardOf(h)
 	s.mu.Lock()
 	if c, ok := s.count[h]; ok {
 		s.total--
@@ -109,7 +109,8 @@ func (f *InFlight) releaseHash(h uint64) {
 
 // Count returns the number of requests of key in flight.
 func (f *InFlight) Count(key string) int {
-	s, h := f.shardFor(key)
+	h := keyHash(f.seed, key)
+	s := f.shardOf(h)
 	s.mu.Lock()
 	c := s.count[h]
 	s.mu.Unlock()

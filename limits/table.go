@@ -142,9 +142,9 @@ func keyHash(seed maphash.Seed, key string) uint64 {
 	return 1
 }
 
-func (t *Table) shardFor(key string) (*shard, uint64) {
-	h := t.hash(key)
-	return &t.shards[h&t.mask], h
+// shardOf is the shard that holds the key whose hash is h.
+func (t *Table) shardOf(h uint64) *shard {
+	return &t.shards[h&t.mask]
 }
 
 // prefetch asks the CPU to start loading the entry where a lookup of h
@@ -153,7 +153,7 @@ func (t *Table) shardFor(key string) (*shard, uint64) {
 // another (each lookup's lock is a full memory barrier that waits for the
 // loads before it). See prefetchEntry.
 func (t *Table) prefetch(h uint64) {
-	prefetchEntry(&t.shards[h&t.mask].index, h)
+	prefetchEntry(&t.shardOf(h).index, h)
 }
 
 // offset converts now into nanoseconds since the epoch, clamped.
@@ -186,7 +186,7 @@ func (t *Table) allowHash(h uint64, r Rate, now time.Time, passNew bool) (d Deci
 		return unlimitedDecision(r), false
 	}
 	nowN := t.offset(now)
-	s := &t.shards[h&t.mask]
+	s := t.shardOf(h)
 	s.mu.Lock()
 	if i := s.index.find(h); i >= 0 {
 		e := &s.index.entries[i]
@@ -242,7 +242,8 @@ func (t *Table) Peek(key string, r Rate, now time.Time) Decision {
 		return unlimitedDecision(r)
 	}
 	nowN := t.offset(now)
-	s, h := t.shardFor(key)
+	h := t.hash(key)
+	s := t.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if i := s.index.find(h); i >= 0 {
@@ -271,7 +272,7 @@ func (t *Table) refundHash(h uint64, r Rate) {
 	if !limited {
 		return
 	}
-	s := &t.shards[h&t.mask]
+	s := t.shardOf(h)
 	s.mu.Lock()
 	if i := s.index.find(h); i >= 0 {
 		// Any TAT at or before now is a full bucket, so going below now
