@@ -284,13 +284,14 @@ func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, 
 	ctx = s.lookupCtx(ctx)
 	var xorb, shard string
 	c := chunk.String()
-	q, args := `SELECT xorb, shard FROM dedup WHERE chunk = ? AND tenant = ?`, []any{c, tenant}
+	var err error
 	if global {
 		// The tenant's own entry first, else any tenant's, in one statement:
 		// most queries of new data miss, and a miss used to cost two.
-		q, args = dedupGlobalQuery, []any{c, tenant, c}
+		err = s.queryRow(ctx, dedupGlobalQuery, c, tenant, c).Scan(&xorb, &shard)
+	} else {
+		err = s.queryRow(ctx, `SELECT xorb, shard FROM dedup WHERE chunk = ? AND tenant = ?`, c, tenant).Scan(&xorb, &shard)
 	}
-	err := s.queryRow(ctx, q, args...).Scan(&xorb, &shard)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("chunk %s: %w", chunk, ErrNotFound)
 	}
