@@ -3,6 +3,7 @@ package limits
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -17,7 +18,11 @@ func TestPrefetchIsOnlyAHint(t *testing.T) {
 		tbl.prefetch(h) // empty table: no entries yet
 	}
 	r := Rate{PerSecond: 1, Burst: 1}
+	// The writer adds keys until told to stop; the prefetching goes on
+	// until it has added enough to grow and evict, however the two are
+	// scheduled.
 	var wg sync.WaitGroup
+	var added atomic.Int64
 	stop := make(chan struct{})
 	wg.Go(func() {
 		for i := 0; ; i++ {
@@ -29,9 +34,10 @@ func TestPrefetchIsOnlyAHint(t *testing.T) {
 			// New keys grow the shards; a second later they are evictable
 			// and the next keys replace them.
 			tbl.Allow("k"+strconv.Itoa(i), r, t0.Add(time.Duration(i)*time.Millisecond))
+			added.Add(1)
 		}
 	})
-	for i := range 20000 {
+	for i := 0; i < 20000 || added.Load() < 2000; i++ {
 		tbl.prefetch(tbl.hash("k" + strconv.Itoa(i)))
 		tbl.prefetch(uint64(i) * 0x9E3779B97F4A7C15)
 	}
