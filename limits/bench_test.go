@@ -108,10 +108,11 @@ func BenchmarkGateAdmit(b *testing.B) {
 		if i == n {
 			i = 0
 		}
-		if _, err := g.Admit(creds[i], tenants[i], l, time.Now()); err != nil {
+		a, err := g.Admit(creds[i], tenants[i], l, time.Now())
+		if err != nil {
 			b.Fatal(err)
 		}
-		g.Done(creds[i])
+		g.Done(a)
 	}
 }
 

@@ -74,11 +74,12 @@ func (g *Gate) AuthFailed(at AuthAttempt, now time.Time) error {
 type Admission struct {
 	Credential Decision
 	Tenant     Decision
+	inFlight   uint64 // the in-flight entry Admit counted, for Done
 }
 
 // Admit applies the credential rate, the tenant rate and the in-flight cap
-// of l to one request at now. On success the caller must call
-// Done(credential) exactly once when the request ends (defer it). On
+// of l to one request at now. On success the caller must call Done with
+// the Admission exactly once when the request ends (defer it). On
 // refusal it returns a *RateError naming the limit and nothing stays
 // spent.
 //
@@ -114,10 +115,13 @@ func (g *Gate) Admit(credential, tenant string, l Limits, now time.Time) (Admiss
 			Limit:      Rate{Burst: l.MaxInFlightPerCredential},
 		}}
 	}
+	a.inFlight = hf // only an admitted request has a count to end
 	return a, nil
 }
 
-// Done ends a request that Admit admitted.
-func (g *Gate) Done(credential string) {
-	g.InFlight.Release(credential)
+// Done ends a request that Admit admitted, given the Admission it
+// returned: the credential is not hashed again. The Admission of a refused
+// request names no count, so Done of it changes nothing.
+func (g *Gate) Done(a Admission) {
+	g.InFlight.releaseHash(a.inFlight)
 }

@@ -30,10 +30,11 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 	t.Run("credential refusal leaves the tenant", func(t *testing.T) {
 		g := NewGate(GateConfig{})
 		for range 3 {
-			if _, err := g.Admit("c1", "t", l, t0); err != nil {
+			a, err := g.Admit("c1", "t", l, t0)
+			if err != nil {
 				t.Fatal(err)
 			}
-			g.Done("c1")
+			g.Done(a)
 		}
 		before := g.Tenants.Peek("t", l.TenantRate, t0)
 		_, err := g.Admit("c1", "t", l, t0)
@@ -48,10 +49,11 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 		g := NewGate(GateConfig{})
 		// Five credentials use up the tenant's burst of 5.
 		for _, c := range []string{"a", "b", "c", "d", "e"} {
-			if _, err := g.Admit(c, "t", l, t0); err != nil {
+			a, err := g.Admit(c, "t", l, t0)
+			if err != nil {
 				t.Fatal(err)
 			}
-			g.Done(c)
+			g.Done(a)
 		}
 		before := g.Credentials.Peek("f", l.CredentialRate, t0)
 		_, err := g.Admit("f", "t", l, t0)
@@ -67,14 +69,17 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 	})
 	t.Run("in-flight refusal refunds both", func(t *testing.T) {
 		g := NewGate(GateConfig{})
-		for range 2 {
-			if _, err := g.Admit("c", "t", l, t0); err != nil { // held: no Done
+		var held [2]Admission
+		for i := range held {
+			a, err := g.Admit("c", "t", l, t0) // held: no Done yet
+			if err != nil {
 				t.Fatal(err)
 			}
+			held[i] = a
 		}
 		cb := g.Credentials.Peek("c", l.CredentialRate, t0)
 		tb := g.Tenants.Peek("t", l.TenantRate, t0)
-		_, err := g.Admit("c", "t", l, t0)
+		refused, err := g.Admit("c", "t", l, t0)
 		var re *RateError
 		if !errors.As(err, &re) || re.Limit != LimitInFlight || RetryAfterSeconds(re.Decision.RetryAfter) != 1 || re.Decision.Limit.Burst != 2 {
 			t.Fatalf("err %#v, want the in-flight limit with Retry-After 1", err)
@@ -82,12 +87,17 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 		if ca, ta := g.Credentials.Peek("c", l.CredentialRate, t0), g.Tenants.Peek("t", l.TenantRate, t0); ca != cb || ta != tb {
 			t.Fatalf("rates spent by an in-flight refusal: credential %+v -> %+v, tenant %+v -> %+v", cb, ca, tb, ta)
 		}
-		g.Done("c")
-		if _, err := g.Admit("c", "t", l, t0); err != nil {
+		g.Done(refused) // a refused admission counted nothing
+		if n := g.InFlight.Count("c"); n != 2 {
+			t.Fatalf("Done of a refused admission: %d in flight, want 2", n)
+		}
+		g.Done(held[0])
+		a, err := g.Admit("c", "t", l, t0)
+		if err != nil {
 			t.Fatalf("after Done: %v", err)
 		}
-		g.Done("c")
-		g.Done("c")
+		g.Done(a)
+		g.Done(held[1])
 		if g.InFlight.Len() != 0 {
 			t.Fatal("in-flight entries left")
 		}
@@ -110,7 +120,7 @@ func TestGateAdmission(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer g.Done("c")
+	defer g.Done(a)
 	if a.Credential.Remaining != 2 || a.Tenant.Remaining != 4 {
 		t.Fatalf("admission %+v", a)
 	}
@@ -169,10 +179,13 @@ func TestGateInFlightKeyedLikeItsParts(t *testing.T) {
 		"parts":   {Credentials: NewTable(0), Tenants: NewTable(0), InFlight: NewInFlight(), AuthFailures: NewAuthFailures(60, 0)},
 	} {
 		t.Run(name, func(t *testing.T) {
+			var held []Admission
 			for i := 1; i <= 2; i++ {
-				if _, err := g.Admit("cred", "t", l, t0); err != nil {
+				a, err := g.Admit("cred", "t", l, t0)
+				if err != nil {
 					t.Fatal(err)
 				}
+				held = append(held, a)
 				if got := g.InFlight.Count("cred"); got != i {
 					t.Fatalf("InFlight.Count after %d admissions = %d", i, got)
 				}
@@ -180,8 +193,9 @@ func TestGateInFlightKeyedLikeItsParts(t *testing.T) {
 			if _, err := g.Admit("cred", "t", l, t0); limitOf(err) != LimitInFlight {
 				t.Fatalf("third admission: %v, want the in-flight limit", err)
 			}
-			g.Done("cred")
-			g.Done("cred")
+			for _, a := range held {
+				g.Done(a)
+			}
 			if n := g.InFlight.Len(); n != 0 {
 				t.Fatalf("%d in-flight keys left after Done", n)
 			}

@@ -523,11 +523,11 @@ func (s *Server) getFetch(c echo.Context) error {
 	}
 	id := &identity{CredentialID: g.CredentialID, CredentialKey: e.key, Tenant: g.Tenant, Scopes: []string{"read"}}
 	c.Set(identityKey, id)
-	release, err := s.admit(c, id, false)
+	adm, err := s.admit(c, id, false)
 	if err != nil {
 		return err
 	}
-	defer release()
+	defer s.gate.Done(adm)
 
 	start, end := g.Start, g.End
 	if rh := c.Request().Header.Get("Range"); rh != "" {

@@ -48,11 +48,11 @@ func (s *Server) guardRated(scope string, rated bool) echo.MiddlewareFunc {
 			if !rated {
 				return next(c)
 			}
-			release, err := s.admit(c, id, scope == store.ScopeAdmin)
+			adm, err := s.admit(c, id, scope == store.ScopeAdmin)
 			if err != nil {
 				return err
 			}
-			defer release()
+			defer s.gate.Done(adm)
 			stagesOf(c).since(stageAuth, start)
 			return next(c)
 		}
@@ -75,18 +75,15 @@ func (s *Server) authFailed(attempt limits.AuthAttempt, err error) error {
 // first, so a suspended tenant's requests spend none of its allowance.
 // adminRoute exempts the admin API from the suspension, so that an
 // operator whose admin credential belongs to a suspended tenant can still
-// resume it. The caller calls release when the request ends.
-func (s *Server) admit(c echo.Context, id *identity, adminRoute bool) (release func(), err error) {
+// resume it. The caller passes the admission to s.gate.Done when the
+// request ends.
+func (s *Server) admit(c echo.Context, id *identity, adminRoute bool) (limits.Admission, error) {
 	lim, err := s.limitsFor(c, id.Tenant)
 	if err != nil {
-		return nil, err
+		return limits.Admission{}, err
 	}
 	if lim.Suspended && !adminRoute {
-		return nil, refuse(limits.ErrTenantSuspended, "tenant %s is suspended by an operator: its requests are refused until it is resumed", id.Tenant)
+		return limits.Admission{}, refuse(limits.ErrTenantSuspended, "tenant %s is suspended by an operator: its requests are refused until it is resumed", id.Tenant)
 	}
-	if _, err := s.gate.Admit(id.CredentialKey, id.Tenant, lim, s.now()); err != nil {
-		return nil, err
-	}
-	key := id.CredentialKey
-	return func() { s.gate.Done(key) }, nil
+	return s.gate.Admit(id.CredentialKey, id.Tenant, lim, s.now())
 }
