@@ -355,7 +355,7 @@ func (s *Server) windowTerms(ctx context.Context, id *identity, f store.File, st
 		return nil, 0, err
 	}
 	defer res.Release()
-	return s.readTerms(ctx, id.Tenant, f.Hash, start, end)
+	return s.readTerms(ctx, id.Tenant, f, start, end)
 }
 
 // reconstruction resolves a file and a Range into an answer. Nothing is

@@ -80,9 +80,9 @@ func (e *testEnv) holdMemory(t *testing.T, token string, h string, n int64) (dro
 func (e *testEnv) countTermReads() *atomic.Int64 {
 	var n atomic.Int64
 	read := e.srv.readTerms
-	e.srv.readTerms = func(ctx context.Context, tenant string, h xet.Hash, start, end uint64) ([]xet.Term, uint64, error) {
+	e.srv.readTerms = func(ctx context.Context, tenant string, f store.File, start, end uint64) ([]xet.Term, uint64, error) {
 		n.Add(1)
-		return read(ctx, tenant, h, start, end)
+		return read(ctx, tenant, f, start, end)
 	}
 	return &n
 }

@@ -122,9 +122,9 @@ type Server struct {
 	work      *work.Pool
 	workWait  prometheus.Histogram
 	metrics   *metrics
-	// readTerms reads a window of a file's term list (store.FileTerms);
+	// readTerms reads a window of a file's term list (store.FileWindow);
 	// tests wrap it to count the lists read.
-	readTerms func(ctx context.Context, tenant string, h xet.Hash, start, end uint64) ([]xet.Term, uint64, error)
+	readTerms func(ctx context.Context, tenant string, f store.File, start, end uint64) ([]xet.Term, uint64, error)
 	gc        *collector
 	hub       *hub.Hub
 
@@ -180,7 +180,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 			AuthFailuresPerMinute: max(cfg.AuthFailuresPerMinute, 1)}),
 		pending:   &limits.Pending{},
 		budget:    budget.New(cfg.Budget),
-		readTerms: st.FileTerms,
+		readTerms: st.FileWindow,
 		work:      work.New(cfg.Work),
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 

@@ -8,18 +8,35 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"openxet/xet"
 )
 
 // File is a file a tenant registered with a shard, as the index describes
-// it without its term list (FileTerms reads that).
+// it; FileWindow reads the part of its term list a request needs.
 type File struct {
 	Hash      xet.Hash
 	SizeBytes uint64
 	SHA256    string // lowercase hex, "" when the shard carried none
 	TermCount int    // terms in the file's term list
+
+	// terms is the stored term list of a file of at most inlineTerms
+	// terms, read with the file's row; nil for a longer list, which
+	// FileWindow reads in a statement of its own.
+	terms []byte
 }
+
+// inlineTerms is the longest term list File reads with the file's row, so
+// that a reconstruction of a small file runs one index statement instead
+// of two. It is read before the caller reserves memory for the list
+// (design §6), which its bound makes harmless: FileTermListBytes of it is
+// a few KiB. A longer list is read only after the reservation.
+const inlineTerms = 32
+
+// selectFile is the start of File's statement. The CASE leaves a long list
+// unread: the engine fetches a column only when the statement uses it.
+var selectFile = `SELECT hash, size, sha256, nterms, CASE WHEN nterms <= ` + strconv.Itoa(inlineTerms) + ` THEN terms END FROM files WHERE `
 
 // ShardHash is the key a shard body is stored under: the hex SHA-256 of the body.
 func ShardHash(body []byte) string {
@@ -227,7 +244,7 @@ func (s *Store) fileWhere(ctx context.Context, where string, args ...any) (File,
 		size int64
 		sha  sql.NullString
 	)
-	err := s.queryRow(s.lookupCtx(ctx), `SELECT hash, size, sha256, nterms FROM files WHERE `+where+` LIMIT 1`, args...).Scan(&hash, &size, &sha, &f.TermCount)
+	err := s.queryRow(s.lookupCtx(ctx), selectFile+where+` LIMIT 1`, args...).Scan(&hash, &size, &sha, &f.TermCount, &f.terms)
 	if errors.Is(err, sql.ErrNoRows) {
 		return File{}, fmt.Errorf("file: %w", ErrNotFound)
 	}
@@ -247,6 +264,18 @@ func (s *Store) fileWhere(ctx context.Context, where string, args ...any) (File,
 // index reads it, the copy the driver hands over, and the decoded terms.
 // Reserve it before calling FileTerms.
 func FileTermListBytes(n int) int64 { return int64(n) * 3 * termRecordBytes }
+
+// FileWindow is FileTerms for a file File returned: a short term list read
+// with the file's row is decoded without another statement.
+func (s *Store) FileWindow(ctx context.Context, tenant string, f File, start, end uint64) (terms []xet.Term, offset uint64, err error) {
+	if f.terms == nil {
+		return s.FileTerms(ctx, tenant, f.Hash, start, end)
+	}
+	if terms, offset, err = decodeTermWindow(f.terms, start, end); err != nil {
+		return nil, 0, fmt.Errorf("file %s: %w", f.Hash, err)
+	}
+	return terms, offset, nil
+}
 
 // FileTerms returns the terms of a file tenant registered that overlap the
 // byte window [start, end) of the file, from the first that ends after start
