@@ -64,12 +64,10 @@ func message(err error, kind error) string { return refusal.Message(err, kind) }
 // toAPIError maps any error to what the client sees; the one table of
 // design §7. Unknown errors are 500 internal.
 func toAPIError(err error) *apiError {
-	var ae *apiError
-	if errors.As(err, &ae) {
+	if ae, ok := errors.AsType[*apiError](err); ok {
 		return ae
 	}
-	var he *echo.HTTPError
-	if errors.As(err, &he) {
+	if he, ok := errors.AsType[*echo.HTTPError](err); ok {
 		switch he.Code {
 		case http.StatusNotFound:
 			return &apiError{Status: 404, Code: "not_found", Message: "no such route", Hint: "check the URL against the API reference (docs/api.md)", Cause: err}
@@ -81,12 +79,10 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: he.Code, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: fmt.Sprint(he.Message), Cause: err}
 	}
 
-	var rl *limits.RateError
-	if errors.As(err, &rl) {
+	if rl, ok := errors.AsType[*limits.RateError](err); ok {
 		return rateLimited(rl)
 	}
-	var qe *limits.QuotaError
-	if errors.As(err, &qe) {
+	if qe, ok := errors.AsType[*limits.QuotaError](err); ok {
 		if errors.Is(err, limits.ErrQuotaPending) {
 			return &apiError{Status: 503, Code: "quota_pending", RetryAfter: 1, Cause: err,
 				Message: fmt.Sprintf("tenant %s: this upload fits its quota only if uploads still in progress fail", qe.Tenant),
@@ -95,12 +91,10 @@ func toAPIError(err error) *apiError {
 		}
 		return quotaExceeded(qe.Tenant, qe.Quota, qe.Usage, qe.Size, err)
 	}
-	var oq *store.OverQuotaError
-	if errors.As(err, &oq) {
+	if oq, ok := errors.AsType[*store.OverQuotaError](err); ok {
 		return quotaExceeded(oq.Tenant, oq.QuotaBytes, oq.UsageBytes, oq.SizeBytes, err)
 	}
-	var busy *budget.BusyError
-	if errors.As(err, &busy) {
+	if busy, ok := errors.AsType[*budget.BusyError](err); ok {
 		secs := limits.RetryAfterSeconds(busy.RetryAfter)
 		msg := "the server's memory for request work is taken by other requests"
 		switch busy.Share {
@@ -113,8 +107,7 @@ func toAPIError(err error) *apiError {
 			Hint:   fmt.Sprintf("retry in %d s (Retry-After); fewer concurrent requests help", secs),
 			Fields: map[string]any{"share": busy.Share}}
 	}
-	var se *scopeError
-	if errors.As(err, &se) {
+	if se, ok := errors.AsType[*scopeError](err); ok {
 		have := "no scope"
 		if len(se.Have) > 0 {
 			have = "scope " + strings.Join(se.Have, ", ")
@@ -124,14 +117,12 @@ func toAPIError(err error) *apiError {
 			Hint:    fmt.Sprintf("use a credential with the %s scope: openxet credentials create --tenant %s --scope %s", se.Need, se.Tenant, se.Need),
 			Fields:  map[string]any{"scope": se.Need}}
 	}
-	var workBusy *work.BusyError
-	if errors.As(err, &workBusy) {
+	if workBusy, ok := errors.AsType[*work.BusyError](err); ok {
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: limits.RetryAfterSeconds(workBusy.RetryAfter), Cause: err,
 			Message: "the server's work slots stayed busy: " + workBusy.Error(),
 			Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
 	}
-	var tooLarge *budget.TooLargeError
-	if errors.As(err, &tooLarge) {
+	if tooLarge, ok := errors.AsType[*budget.TooLargeError](err); ok {
 		if errors.Is(err, errTermsTooLarge) {
 			return &apiError{Status: 413, Code: "answer_too_large", Cause: err,
 				Message: fmt.Sprintf("the file's term list needs %d bytes, more than the %d a credential may hold, whatever the Range", tooLarge.N, tooLarge.Limit),
