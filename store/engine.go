@@ -302,16 +302,15 @@ func backOff(ctx context.Context, attempt int) error {
 // pgRetry reports whether a transaction failed only because a concurrent
 // one won: running it again may succeed.
 func pgRetry(err error) bool {
-	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
 // pgErr marks a PostgreSQL error with ErrUnavailable when a retry may cure
 // it: the server unreachable, shutting down, out of resources, a lock not
 // granted within the busy timeout, a transaction that kept losing.
 func pgErr(err error) error {
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch {
 		case strings.HasPrefix(pe.Code, "08"), // connection exception
 			strings.HasPrefix(pe.Code, "53"), // insufficient resources
@@ -323,9 +322,9 @@ func pgErr(err error) error {
 		}
 		return err
 	}
-	var ce *pgconn.ConnectError
-	var ne net.Error
-	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) ||
+	_, connect := errors.AsType[*pgconn.ConnectError](err)
+	_, network := errors.AsType[net.Error](err)
+	if connect || network || errors.Is(err, driver.ErrBadConn) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || pgconn.Timeout(err) {
 		return fmt.Errorf("%w: index: %w", ErrUnavailable, err)
 	}

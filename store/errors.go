@@ -1,6 +1,7 @@
 package store
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -35,11 +36,11 @@ var ErrUnavailable = errors.New("storage unavailable")
 
 // dbErr marks an index error with ErrUnavailable when a retry may cure it.
 func dbErr(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
-		return err
+	if err == nil || err == sql.ErrNoRows || errors.Is(err, ErrUnavailable) {
+		return err // ErrNoRows: every index miss, as it is
 	}
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
+	se, ok := errors.AsType[*sqlite.Error](err)
+	if !ok {
 		return pgErr(err) // engine.go
 	}
 	switch se.Code() & 0xff { // the primary result code of an extended one
