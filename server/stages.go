@@ -69,14 +69,15 @@ const headerServerTiming = "Server-Timing"
 // its log name without the "t_" prefix ("work_wait;dur=0.5"), durations in
 // milliseconds as the header's dur parameter wants them.
 func (st *stageTimes) serverTiming(total time.Duration) string {
-	var b strings.Builder
+	var buf [192]byte // every stage with a long duration fits: one allocation, the string
+	b := buf[:0]
 	add := func(name string, d time.Duration) {
-		if b.Len() > 0 {
-			b.WriteString(", ")
+		if len(b) > 0 {
+			b = append(b, ", "...)
 		}
-		b.WriteString(name)
-		b.WriteString(";dur=")
-		b.WriteString(strconv.FormatFloat(float64(d.Microseconds())/1000, 'f', -1, 64))
+		b = append(b, name...)
+		b = append(b, ";dur="...)
+		b = strconv.AppendFloat(b, float64(d.Microseconds())/1000, 'f', -1, 64)
 	}
 	add("total", total)
 	if st != nil {
@@ -86,5 +87,5 @@ func (st *stageTimes) serverTiming(total time.Duration) string {
 			}
 		}
 	}
-	return b.String()
+	return string(b)
 }
