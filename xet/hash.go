@@ -22,11 +22,12 @@ const hexDigits = "0123456789abcdef"
 // URLs, JSON and inside merkle node text.
 func (h Hash) String() string {
 	var b [HashStringLen]byte
-	return string(h.appendHex(b[:0]))
+	return string(h.AppendHex(b[:0]))
 }
 
-// appendHex appends the §2 string form of h to dst.
-func (h Hash) appendHex(dst []byte) []byte {
+// AppendHex appends the §2 string form of h to dst (String without the
+// string).
+func (h Hash) AppendHex(dst []byte) []byte {
 	for g := 0; g < 32; g += 8 {
 		for i := g + 7; i >= g; i-- {
 			c := h[i]
@@ -42,7 +43,7 @@ func (h Hash) IsZero() bool { return h == Hash{} }
 // MarshalText implements encoding.TextMarshaler with the §2 string form, so a
 // Hash encodes as a JSON string and works as a JSON object key.
 func (h Hash) MarshalText() ([]byte, error) {
-	return h.appendHex(make([]byte, 0, HashStringLen)), nil
+	return h.AppendHex(make([]byte, 0, HashStringLen)), nil
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler; see ParseHash.
@@ -254,7 +255,7 @@ func nextMergeCut(nodes []Leaf) int {
 func mergeNodes(kh keyedHasher, buf []byte, group []Leaf) Leaf {
 	var total uint64
 	for _, n := range group {
-		buf = n.Hash.appendHex(buf)
+		buf = n.Hash.AppendHex(buf)
 		buf = append(buf, " : "...)
 		buf = strconv.AppendUint(buf, n.Size, 10)
 		buf = append(buf, '\n')
