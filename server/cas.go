@@ -418,30 +418,6 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 	return rec, res.Release, nil
 }
 
-type chunkRange struct {
-	Start uint32 `json:"start"`
-	End   uint32 `json:"end"`
-}
-
-type byteRange struct {
-	Start uint64 `json:"start"`
-	End   uint64 `json:"end"`
-}
-
-type termJSON struct {
-	Hash           string     `json:"hash"`
-	UnpackedLength uint32     `json:"unpacked_length"`
-	Range          chunkRange `json:"range"`
-}
-
-func termsJSON(rec xet.Reconstruction) []termJSON {
-	out := make([]termJSON, len(rec.Terms))
-	for i, t := range rec.Terms {
-		out[i] = termJSON{Hash: t.Xorb.String(), UnpackedLength: t.UnpackedLength, Range: chunkRange{t.ChunkStart, t.ChunkEnd}}
-	}
-	return out
-}
-
 func (s *Server) grant(id *identity, x xet.Hash, fr xet.FetchRange, exp int64, base string) string {
 	return s.signer.fetchURL(base, fetchGrant{Xorb: x.String(), Start: fr.ByteStart, End: fr.ByteEnd, CredentialID: id.CredentialID, Tenant: id.Tenant, Expiry: exp})
 }
@@ -453,55 +429,30 @@ func (s *Server) fetchExpiry() int64 {
 }
 
 // answerReconstruction writes a reconstruction answer: the terms, and
-// under key one entry per fetch range of each xorb, shaped by entry.
-func (s *Server) answerReconstruction(c echo.Context, key string, entry func(fr xet.FetchRange, url string) any) error {
+// under key one entry per fetch range of each xorb, which entry appends
+// (reconjson.go).
+func (s *Server) answerReconstruction(c echo.Context, key string, entry fetchEntry) error {
 	rec, release, err := s.reconstruction(c)
 	if err != nil {
 		return err
 	}
 	defer release()
 	id, base, exp := identityOf(c), s.base(c), s.fetchExpiry()
-	byXorb := make(map[string][]any, len(rec.Fetch))
-	for x, frs := range rec.Fetch {
-		list := make([]any, len(frs))
-		for i, fr := range frs {
-			list[i] = entry(fr, s.grant(id, x, fr, exp, base))
-		}
-		byXorb[x.String()] = list
-	}
-	return c.JSON(http.StatusOK, map[string]any{
-		"offset_into_first_range": rec.OffsetIntoFirstRange,
-		"terms":                   termsJSON(rec),
-		key:                       byXorb,
+	b := appendReconstruction(make([]byte, 0, 256*(len(rec.Terms)+1)), rec, key, entry, func(x xet.Hash, fr xet.FetchRange) string {
+		return s.grant(id, x, fr, exp, base)
 	})
+	return writeJSONBytes(c, http.StatusOK, b)
 }
 
 // getReconstruction answers GET /v1/reconstructions/{file}.
 func (s *Server) getReconstruction(c echo.Context) error {
-	type fetchJSON struct {
-		Range    chunkRange `json:"range"`
-		URL      string     `json:"url"`
-		URLRange byteRange  `json:"url_range"`
-	}
-	return s.answerReconstruction(c, "fetch_info", func(fr xet.FetchRange, url string) any {
-		return fetchJSON{Range: chunkRange{fr.ChunkStart, fr.ChunkEnd}, URL: url, URLRange: byteRange{fr.ByteStart, fr.ByteEnd}}
-	})
+	return s.answerReconstruction(c, "fetch_info", appendFetchV1)
 }
 
 // getReconstructionV2 answers GET /v2/reconstructions/{file}: one URL per
 // fetch range.
 func (s *Server) getReconstructionV2(c echo.Context) error {
-	type rangeJSON struct {
-		Chunks chunkRange `json:"chunks"`
-		Bytes  byteRange  `json:"bytes"`
-	}
-	type xorbJSON struct {
-		URL    string      `json:"url"`
-		Ranges []rangeJSON `json:"ranges"`
-	}
-	return s.answerReconstruction(c, "xorbs", func(fr xet.FetchRange, url string) any {
-		return xorbJSON{URL: url, Ranges: []rangeJSON{{Chunks: chunkRange{fr.ChunkStart, fr.ChunkEnd}, Bytes: byteRange{fr.ByteStart, fr.ByteEnd}}}}
-	})
+	return s.answerReconstruction(c, "xorbs", appendFetchV2)
 }
 
 // getFetch serves a byte range of a xorb through a signed fetch URL. The URL

@@ -294,6 +294,12 @@ func writeJSON(c echo.Context, status int, v any) error {
 	if err != nil {
 		return err
 	}
+	return writeJSONBytes(c, status, b)
+}
+
+// writeJSONBytes is writeJSON for a value already encoded as b, which it
+// may append to.
+func writeJSONBytes(c echo.Context, status int, b []byte) error {
 	b = append(b, '\n')
 	c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(b)))
 	return c.Blob(status, echo.MIMEApplicationJSON, b)
