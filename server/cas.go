@@ -418,8 +418,8 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 	return rec, res.Release, nil
 }
 
-func (s *Server) grant(id *identity, x xet.Hash, fr xet.FetchRange, exp int64, base string) string {
-	return s.signer.fetchURL(base, fetchGrant{Xorb: x.String(), Start: fr.ByteStart, End: fr.ByteEnd, CredentialID: id.CredentialID, Tenant: id.Tenant, Expiry: exp})
+func (s *Server) grant(id *identity, xorb string, fr xet.FetchRange, exp int64, base string) string {
+	return s.signer.fetchURL(base, fetchGrant{Xorb: xorb, Start: fr.ByteStart, End: fr.ByteEnd, CredentialID: id.CredentialID, Tenant: id.Tenant, Expiry: exp})
 }
 
 // fetchExpiry rounds the expiry down to a minute so answers for the same
@@ -438,8 +438,8 @@ func (s *Server) answerReconstruction(c echo.Context, key string, entry fetchEnt
 	}
 	defer release()
 	id, base, exp := identityOf(c), s.base(c), s.fetchExpiry()
-	b := appendReconstruction(make([]byte, 0, 256*(len(rec.Terms)+1)), rec, key, entry, func(x xet.Hash, fr xet.FetchRange) string {
-		return s.grant(id, x, fr, exp, base)
+	b := appendReconstruction(make([]byte, 0, 256*(len(rec.Terms)+1)), rec, key, entry, func(xorb string, fr xet.FetchRange) string {
+		return s.grant(id, xorb, fr, exp, base)
 	})
 	return writeJSONBytes(c, http.StatusOK, b)
 }

@@ -1,8 +1,8 @@
 package server
 
 import (
-	"bytes"
 	"slices"
+	"strings"
 
 	"openxet/wirejson"
 	"openxet/xet"
@@ -55,20 +55,18 @@ func appendRange(b []byte, start, end uint64) []byte {
 
 // appendReconstruction appends rec as an answer object: its
 // offset_into_first_range, its terms, and under key the fetch entries of
-// each xorb, which entry shapes and url signs.
-func appendReconstruction(b []byte, rec xet.Reconstruction, key string, entry fetchEntry, url func(xet.Hash, xet.FetchRange) string) []byte {
+// each xorb, which entry shapes and url signs (given the xorb's string
+// form, made once per xorb).
+func appendReconstruction(b []byte, rec xet.Reconstruction, key string, entry fetchEntry, url func(xorb string, fr xet.FetchRange) string) []byte {
 	type xorb struct {
-		hex  [xet.HashStringLen]byte
+		hex  string
 		hash xet.Hash
 	}
-	xorbs := make([]xorb, len(rec.Fetch))
-	i := 0
+	xorbs := make([]xorb, 0, len(rec.Fetch))
 	for h := range rec.Fetch {
-		xorbs[i].hash = h
-		h.AppendHex(xorbs[i].hex[:0])
-		i++
+		xorbs = append(xorbs, xorb{h.String(), h})
 	}
-	slices.SortFunc(xorbs, func(a, b xorb) int { return bytes.Compare(a.hex[:], b.hex[:]) })
+	slices.SortFunc(xorbs, func(a, b xorb) int { return strings.Compare(a.hex, b.hex) })
 	fetch := func(b []byte) []byte {
 		b = append(b, '{')
 		for i, x := range xorbs {
@@ -76,13 +74,13 @@ func appendReconstruction(b []byte, rec xet.Reconstruction, key string, entry fe
 				b = append(b, ',')
 			}
 			b = append(b, '"')
-			b = append(b, x.hex[:]...)
+			b = append(b, x.hex...) // hex digits: nothing to escape
 			b = append(b, `":[`...)
 			for j, fr := range rec.Fetch[x.hash] {
 				if j > 0 {
 					b = append(b, ',')
 				}
-				b = entry(b, fr, url(x.hash, fr))
+				b = entry(b, fr, url(x.hex, fr))
 			}
 			b = append(b, ']')
 		}
