@@ -546,6 +546,9 @@ func (s *Server) getChunk(c echo.Context) error {
 	xorbs, err := s.store.DedupAnswer(ctx, id.Tenant, h, s.cfg.DedupScope == "global", dedupAnswerXorbs)
 	st.since(stageIndex, t)
 	slot.Release()
+	if errors.Is(err, store.ErrNotFound) {
+		return notFound(err) // most queries of new data miss
+	}
 	if err != nil {
 		return err
 	}

@@ -188,7 +188,7 @@ func toAPIError(err error) *apiError {
 	case errors.Is(err, errBadRequest):
 		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), Cause: err}
 	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
-		return &apiError{Status: 404, Code: "not_found", Message: errText(err), Hint: "check the hash or name; a tenant sees only what it registered", Cause: err}
+		return notFound(err)
 	case errors.Is(err, limits.ErrTenantSuspended):
 		return &apiError{Status: 403, Code: "tenant_suspended", Message: message(err, limits.ErrTenantSuspended), Hint: "ask an operator to resume the tenant (openxet limits set --tenant <tenant> --resume)", Cause: err}
 	case errors.Is(err, limits.ErrLimitsUnavailable):
@@ -198,6 +198,14 @@ func toAPIError(err error) *apiError {
 }
 
 func errText(err error) string { return err.Error() }
+
+// notFound is the 404 of a name or hash the index does not have for the
+// tenant (errNotFound, store.ErrNotFound). A route whose miss is its most
+// frequent answer (a dedup query) returns it directly, without the search
+// of toAPIError.
+func notFound(err error) *apiError {
+	return &apiError{Status: 404, Code: "not_found", Message: errText(err), Hint: "check the hash or name; a tenant sees only what it registered", Cause: err}
+}
 
 // storeRetryAfterSeconds is the Retry-After of store.ErrUnavailable: long
 // enough for a held write lock or a bucket hiccup to pass, short enough

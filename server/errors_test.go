@@ -82,3 +82,23 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		t.Errorf("internal errors must not show their text: %q", ae.Message)
 	}
 }
+
+// TestDedupMissShortcut: a dedup query that misses answers through
+// notFound, without toAPIError's search; the answer must be the one the
+// table gives for the same error, status, code, message and hint alike.
+func TestDedupMissShortcut(t *testing.T) {
+	miss := fmt.Errorf("chunk %s: %w", xet.Hash{9}, store.ErrNotFound)
+	got, want := notFound(miss), toAPIError(miss)
+	if got.Status != want.Status || got.Code != want.Code || got.Message != want.Message || got.Hint != want.Hint || got.Cause != want.Cause {
+		t.Fatalf("shortcut %+v, table %+v", got, want)
+	}
+
+	e := newTestEnv(t)
+	tok := e.credential("alice", "write")
+	r := e.do("GET", "/v1/chunks/default/"+xet.Hash{9}.String(), tok, nil)
+	wantError(t, r, 404, "not_found")
+	m := r.json(t)
+	if m["message"] != miss.Error() || m["hint"] != want.Hint {
+		t.Fatalf("body %s, want message %q and hint %q", r.Body, miss.Error(), want.Hint)
+	}
+}

@@ -322,7 +322,7 @@ func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, 
 		err = s.queryRow(ctx, `SELECT xorb, shard FROM dedup WHERE chunk = ? AND tenant = ?`, c, tenant).Scan(&xorb, &shard)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("chunk %s: %w", chunk, ErrNotFound)
+		return nil, fmt.Errorf("chunk %s: %w", c, ErrNotFound)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("dedup %s: %w", chunk, err)
