@@ -2,7 +2,7 @@
 `openxet serve` on loopback, and against hf_xet's own in-process `local://`
 store, in the same run on the same data. Prints a table and JSON.
 
-    .venv/bin/python compat/bench_transfer.py [--mib 512] [--runs 3] [--binary PATH]
+    .venv/bin/python compat/bench_transfer.py [--mib 512] [--runs 3] [--binary PATH] [--warm-download]
 
 Each operation runs in a fresh interpreter with a fresh HF_XET_CACHE, so the
 client cannot dedup against its cache. The ratio openxet/local is the figure
@@ -97,14 +97,28 @@ def client_env(work, cache):
                 HF_XET_CACHE=os.path.join(work, cache))
 
 
-def round_trip(work, tag, src, size, endpoint, tok, pid):
+def read_tree(root):
+    """Read every file under root once, so that its pages sit in the page
+    cache (as hf_xet's local:// files do after it wrote them)."""
+    for d, _, files in os.walk(root):
+        for name in files:
+            with open(os.path.join(d, name), "rb") as f:
+                while f.read(1 << 20):
+                    pass
+
+
+def round_trip(work, tag, src, size, endpoint, tok, pid, warm=None):
     """Upload src with the stock client and download it back, each with a
     fresh cache; returns MB/s up and down, then the CPU seconds per GiB that
-    process pid (the server) spent on each."""
+    process pid (the server) spent on each. With warm, the files under that
+    directory are read into the page cache between the two, outside the
+    figures."""
     env = client_env(work, f"cache-{tag}-up")
     c0 = cpu_seconds(pid)
     up, dt_up = run_driver({"op": "upload_files", "paths": [src], "endpoint": endpoint, "token": tok}, env)
     c1 = cpu_seconds(pid)
+    if warm:
+        read_tree(warm)
     env = client_env(work, f"cache-{tag}-down")
     dst = os.path.join(work, f"dst-{tag}.bin")
     _, dt_down = run_driver({"op": "download_files", "endpoint": endpoint, "token": tok,
@@ -122,12 +136,17 @@ def main():
     ap.add_argument("--mib", type=int, default=512, help="MiB of random data per run")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--binary", help="an openxet binary to serve with (default: build this checkout)")
+    ap.add_argument("--warm-download", action="store_true",
+                    help="read the server's stored objects into the page cache before each download: "
+                         "the server writes xorbs with O_DIRECT, so by default its first read comes from the disk, "
+                         "while local:// reads files it has just written through the page cache")
     opts = ap.parse_args()
     work = tempfile.mkdtemp(prefix="openxet-bench-")
     binary = opts.binary or os.path.join(work, "openxet")
     if not opts.binary:
         subprocess.run(["go", "build", "-o", binary, "."], cwd=ROOT, check=True)
-    srv, url, _, token = serve(binary, os.path.join(work, "data"), [], {})
+    data = os.path.join(work, "data")
+    srv, url, _, token = serve(binary, data, [], {})
     try:
         size = opts.mib << 20
         results = {"openxet": {"upload": [], "download": []}, "local": {"upload": [], "download": []}}
@@ -135,7 +154,8 @@ def main():
         for run in range(opts.runs):
             src = write_source(os.path.join(work, f"src-{run}.bin"), f"bench-{run}", size)
             for target, endpoint, tok in (("openxet", url, token), ("local", "local://" + os.path.join(work, f"local-{run}"), None)):
-                up, down, cpu_up, cpu_down = round_trip(work, f"{target}-{run}", src, size, endpoint, tok, srv.pid)
+                warm = data if opts.warm_download and target == "openxet" else None
+                up, down, cpu_up, cpu_down = round_trip(work, f"{target}-{run}", src, size, endpoint, tok, srv.pid, warm)
                 if target == "openxet":
                     cpu["upload"].append(cpu_up)
                     cpu["download"].append(cpu_down)
@@ -143,7 +163,8 @@ def main():
                 results[target]["download"].append(down)
             os.remove(src)
         summary = {t: {op: round(statistics.median(v), 1) for op, v in ops.items()} for t, ops in results.items()}
-        print(f"hf_xet 1.8.0, {opts.mib} MiB random data, median of {opts.runs} runs (MB/s, includes client start-up and hashing)")
+        print(f"hf_xet 1.8.0, {opts.mib} MiB random data, median of {opts.runs} runs (MB/s, includes client start-up and hashing)"
+              + (", the server's objects in the page cache before each download" if opts.warm_download else ""))
         print(f"{'target':10} {'upload':>10} {'download':>10}")
         for t in ("openxet", "local"):
             print(f"{t:10} {summary[t]['upload']:>10} {summary[t]['download']:>10}")
@@ -152,7 +173,7 @@ def main():
         cpu_median = {op: round(statistics.median(v), 2) for op, v in cpu.items()}
         print(f"server CPU s per GiB: upload {cpu_median['upload']} (runs {[round(x, 2) for x in cpu['upload']]}), "
               f"download {cpu_median['download']} (runs {[round(x, 2) for x in cpu['download']]})")
-        print(json.dumps({"mib": opts.mib, "runs": opts.runs, "raw": results, "median": summary,
+        print(json.dumps({"mib": opts.mib, "runs": opts.runs, "warm_download": opts.warm_download, "raw": results, "median": summary,
                           "server_cpu_s_per_gib": {"raw": cpu, "median": cpu_median}}))
     finally:
         srv.send_signal(signal.SIGTERM)
