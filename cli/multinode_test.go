@@ -144,15 +144,23 @@ func newCredential(t *testing.T, base, admin, tenant, scope string) string {
 }
 
 // uploadRetrying uploads a xorb, again after a 503 (as the stock client
-// does): on a loaded machine a node may answer that while the index is
-// busy with the other nodes' transactions.
+// does, with a growing pause): on a loaded machine a node may answer that
+// while the index is busy with the other nodes' transactions, or
+// quota_pending while another node's upload of the same tenant is still
+// in progress, which on a loaded machine can take longer than twenty
+// immediate retries. It gives up after a minute of 503s.
 func uploadRetrying(t *testing.T, base, token string, h xet.Hash, body []byte) (int, []byte) {
-	for range 20 {
+	pause, deadline := 10*time.Millisecond, time.Now().Add(time.Minute)
+	for {
 		code, answer := request(t, "POST", base+"/v1/xorbs/default/"+h.String(), token, bytes.NewReader(body))
 		if code != 503 {
 			return code, answer
 		}
+		if time.Now().After(deadline) {
+			t.Errorf("xorb %s via %s: 503 for a minute: %s", h, base, answer)
+			return 503, nil
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, 500*time.Millisecond)
 	}
-	t.Errorf("xorb %s via %s: 503 twenty times", h, base)
-	return 503, nil
 }
