@@ -1,7 +1,8 @@
 package limits
 
 // tatTable is an open-addressing hash table (linear probing, backward-shift
-// deletion) from a key hash to a TAT. Entries are 16 bytes inline, so a
+// deletion) from a key hash to an int64: a TAT in a Table, a count of
+// requests in an InFlight. Entries are 16 bytes inline, so a
 // lookup usually touches one cache line, where a Go map touches a control
 // word and then a slot. Hash 0 marks an empty entry; callers map a zero
 // hash to 1. It grows by doubling to keep the load at most 3/4. Not safe

@@ -22,8 +22,12 @@ type InFlight struct {
 }
 
 type inFlightShard struct {
-	mu       sync.Mutex
-	count    map[uint64]int
+	mu sync.Mutex
+	// count maps a key hash to its requests in flight (the entry's tat
+	// field holds the count). Entries come and go with requests, so it is
+	// the open-addressing table the rate tables use rather than a Go map,
+	// whose insert and delete cost more than the lookup on every request.
+	count    tatTable
 	total    int
 	acquired uint64
 	refused  uint64
@@ -47,11 +51,7 @@ func NewInFlight() *InFlight {
 // Gate gives it the credential table's seed, so that one hash of a
 // credential serves both (Table.hash).
 func newInFlight(seed maphash.Seed) *InFlight {
-	f := &InFlight{seed: seed}
-	for i := range f.shards {
-		f.shards[i].count = make(map[uint64]int)
-	}
-	return f
+	return &InFlight{seed: seed}
 }
 
 // shardOf is the shard that counts the key whose hash under f's seed is h.
@@ -72,13 +72,21 @@ func (f *InFlight) Acquire(key string, max int) bool {
 func (f *InFlight) acquireHash(h uint64, max int) bool {
 	s := f.shardOf(h)
 	s.mu.Lock()
-	c := s.count[h]
-	if max > 0 && c >= max {
+	i := s.count.find(h)
+	var c int64
+	if i >= 0 {
+		c = s.count.entries[i].tat
+	}
+	if max > 0 && c >= int64(max) {
 		s.refused++
 		s.mu.Unlock()
 		return false
 	}
-	s.count[h] = c + 1
+	if i >= 0 {
+		s.count.entries[i].tat = c + 1
+	} else {
+		s.count.insert(h, 1)
+	}
 	s.total++
 	s.acquired++
 	s.mu.Unlock()
@@ -96,12 +104,12 @@ func (f *InFlight) Release(key string) {
 func (f *InFlight) releaseHash(h uint64) {
 	s := f.shardOf(h)
 	s.mu.Lock()
-	if c, ok := s.count[h]; ok {
+	if i := s.count.find(h); i >= 0 {
 		s.total--
-		if c <= 1 {
-			delete(s.count, h)
+		if e := &s.count.entries[i]; e.tat <= 1 {
+			s.count.removeAt(i)
 		} else {
-			s.count[h] = c - 1
+			e.tat--
 		}
 	}
 	s.mu.Unlock()
@@ -112,9 +120,12 @@ func (f *InFlight) Count(key string) int {
 	h := keyHash(f.seed, key)
 	s := f.shardOf(h)
 	s.mu.Lock()
-	c := s.count[h]
+	var c int64
+	if i := s.count.find(h); i >= 0 {
+		c = s.count.entries[i].tat
+	}
 	s.mu.Unlock()
-	return c
+	return int(c)
 }
 
 // Len returns the number of keys with requests in flight.
@@ -128,7 +139,7 @@ func (f *InFlight) Stats() InFlightStats {
 	for i := range f.shards {
 		s := &f.shards[i]
 		s.mu.Lock()
-		st.Keys += len(s.count)
+		st.Keys += s.count.n
 		st.InFlight += s.total
 		st.Acquired += s.acquired
 		st.Refused += s.refused

@@ -1,6 +1,7 @@
 package limits
 
 import (
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"testing"
@@ -98,4 +99,56 @@ func TestInFlightConcurrent(t *testing.T) {
 	if st := f.Stats(); st.Keys != 0 || st.InFlight != 0 {
 		t.Fatalf("after all releases: %+v", st)
 	}
+}
+
+// TestInFlightManyKeys checks the counts against a model while thousands
+// of keys come and go in random order, so that each shard's table grows,
+// probes past collisions and shifts entries back on removal.
+func TestInFlightManyKeys(t *testing.T) {
+	f := NewInFlight()
+	r := rand.New(rand.NewPCG(1, 2))
+	keys := hexKeys("m", 5000)
+	model := map[string]int{}
+	const max = 4
+	check := func() {
+		t.Helper()
+		total := 0
+		for _, k := range keys {
+			if got := f.Count(k); got != model[k] {
+				t.Fatalf("Count(%s) = %d, want %d", k, got, model[k])
+			}
+			total += model[k]
+		}
+		if st := f.Stats(); st.Keys != len(model) || st.InFlight != total {
+			t.Fatalf("stats %+v, want %d keys and %d in flight", st, len(model), total)
+		}
+	}
+	for round := range 20 {
+		for range 20_000 {
+			k := keys[r.IntN(len(keys))]
+			if r.IntN(2) == 0 {
+				if got, want := f.Acquire(k, max), model[k] < max; got != want {
+					t.Fatalf("round %d: Acquire(%s) = %v with %d in flight", round, k, got, model[k])
+				}
+				if model[k] < max {
+					model[k]++
+				}
+			} else {
+				f.Release(k)
+				if model[k] > 1 {
+					model[k]--
+				} else {
+					delete(model, k)
+				}
+			}
+		}
+		check()
+	}
+	for k, n := range model {
+		for range n {
+			f.Release(k)
+		}
+		delete(model, k)
+	}
+	check()
 }
