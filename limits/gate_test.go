@@ -202,3 +202,52 @@ func TestGateInFlightKeyedLikeItsParts(t *testing.T) {
 		})
 	}
 }
+
+// TestAdmitClock: AdmitClock reads its clock once per call and decides at
+// that time: each credential and tenant decision is the one Peek foresaw
+// at the clock's time, through admissions and credential and in-flight
+// refusals, and an admission has a count for Done to end.
+func TestAdmitClock(t *testing.T) {
+	l := testLimits()
+	g := NewGate(GateConfig{})
+	now, reads := t0, 0
+	clock := func() time.Time { reads++; return now }
+	var held []Admission
+	for step := range 14 {
+		switch step {
+		case 4, 9: // end the requests in flight
+			for _, a := range held {
+				g.Done(a)
+			}
+			held = nil
+		case 7:
+			now = now.Add(1500 * time.Millisecond)
+		}
+		cred := g.Credentials.Peek("c", l.CredentialRate, now)
+		tenant := g.Tenants.Peek("t", l.TenantRate, now)
+		before := reads
+		a, err := g.AdmitClock("c", "t", l, clock)
+		if reads != before+1 {
+			t.Fatalf("step %d: the clock was read %d times", step, reads-before)
+		}
+		// Peek's Remaining counts the request asked about; Allow's does not.
+		foreseen := func(got, peek Decision) bool {
+			if got.Allowed {
+				peek.Remaining--
+			}
+			return got == peek
+		}
+		if !foreseen(a.Credential, cred) || (limitOf(err) != LimitCredential && !foreseen(a.Tenant, tenant)) {
+			t.Fatalf("step %d: decisions %+v / %+v, Peek at the clock's time foresaw %+v / %+v", step, a.Credential, a.Tenant, cred, tenant)
+		}
+		if err == nil {
+			held = append(held, a)
+		}
+		if got := g.InFlight.Count("c"); got != len(held) {
+			t.Fatalf("step %d: %d in flight, want %d", step, got, len(held))
+		}
+	}
+	if r := &g.Refusals; r.Load(LimitInFlight) == 0 || r.Load(LimitCredential) == 0 {
+		t.Fatalf("the steps did not reach both limits: in flight %d, credential %d", r.Load(LimitInFlight), r.Load(LimitCredential))
+	}
+}

@@ -85,5 +85,5 @@ func (s *Server) admit(c echo.Context, id *identity, adminRoute bool) (limits.Ad
 	if lim.Suspended && !adminRoute {
 		return limits.Admission{}, refuse(limits.ErrTenantSuspended, "tenant %s is suspended by an operator: its requests are refused until it is resumed", id.Tenant)
 	}
-	return s.gate.Admit(id.CredentialKey, id.Tenant, lim, s.now())
+	return s.gate.AdmitClock(id.CredentialKey, id.Tenant, lim, s.now)
 }
