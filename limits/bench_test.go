@@ -72,25 +72,32 @@ func BenchmarkRequestCheck(b *testing.B) {
 		tenantTable.Allow(tenants[i], l.TenantRate, now)
 	}
 	var refused int
-	i := 0
-	b.ReportAllocs()
-	for b.Loop() {
-		i++
-		if i == n {
-			i = 0
-		}
+	eachKey(b, n, func(i int) {
 		now := time.Now()
 		cred, tenant := creds[i], tenants[i]
 		if !credTable.Allow(cred, l.CredentialRate, now).Allowed ||
 			!tenantTable.Allow(tenant, l.TenantRate, now).Allowed ||
 			!inFlight.Acquire(cred, l.MaxInFlightPerCredential) {
 			refused++
-			continue
+			return
 		}
 		inFlight.Release(cred)
-	}
+	})
 	if refused > 0 {
 		b.Fatalf("%d requests refused", refused)
+	}
+}
+
+// eachKey runs body once per iteration of b's loop with the index of the
+// next of n keys, in turn, and reports allocations.
+func eachKey(b *testing.B, n int, body func(i int)) {
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if i++; i == n {
+			i = 0
+		}
+		body(i)
 	}
 }
 
@@ -115,19 +122,13 @@ func BenchmarkGateAdmit(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			g := NewGate(GateConfig{MaxCredentials: 2 * n, MaxTenants: 2 * n})
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				i++
-				if i == n {
-					i = 0
-				}
+			eachKey(b, n, func(i int) {
 				a, err := tc.admit(g, creds[i], tenants[i])
 				if err != nil {
 					b.Fatal(err)
 				}
 				g.Done(a)
-			}
+			})
 		})
 	}
 }
