@@ -14,17 +14,20 @@ func setRefusal(c echo.Context, ae *apiError) { c.Set(refusalKey, ae) }
 // requestLog writes one line per request: method, path, status, bytes in
 // and out, duration in milliseconds, client IP, user agent, request id,
 // tenant, credential key (never the secret), and the code and limit of a
-// refusal. Probes, /metrics and /v1/telemetry log at debug level. An
-// authenticated request's answer carries its time so far and its stage
-// times in a Server-Timing header (stageTimes.serverTiming).
+// refusal, and how long the request waited before it arrived when its
+// sender said when it sent it (X-Request-Start, queueTime). Probes,
+// /metrics and /v1/telemetry log at debug level. An authenticated
+// request's answer carries its time so far, that wait and its stage times
+// in a Server-Timing header (stageTimes.serverTiming).
 func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		start := time.Now()
+		queue := queueTime(c.Request().Header.Get(headerRequestStart), start)
 		st := new(stageTimes)
 		c.Set(stagesKey, st)
 		c.Response().Before(func() {
 			if identityOf(c) != nil {
-				c.Response().Header().Set(headerServerTiming, st.serverTiming(time.Since(start)))
+				c.Response().Header().Set(headerServerTiming, st.serverTiming(time.Since(start), queue))
 			}
 		})
 		err := next(c)
@@ -50,6 +53,9 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 			slog.String("request_id", requestIDOf(c)),
 		}
 		attrs = st.attrs(attrs)
+		if queue != noQueue {
+			attrs = append(attrs, slog.Duration("t_queue", queue))
+		}
 		if id := identityOf(c); id != nil {
 			attrs = append(attrs, slog.String("tenant", id.Tenant), slog.String("credential", id.CredentialKey[:16]))
 		}
