@@ -79,6 +79,9 @@ func (c *client) do(parent context.Context, w who, method, url, token string, bo
 		req.Header.Set(headers[i], headers[i+1])
 	}
 	start := time.Now()
+	// The server answers with the wait before it read the request
+	// (Server-Timing's queue), measured from this.
+	req.Header.Set(headerRequestStart, "t="+strconv.FormatInt(start.UnixMicro(), 10))
 	a := answer{}
 	res, err := c.hc.Do(req)
 	if err == nil {
@@ -187,6 +190,14 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 // serverTotal is the Server-Timing metric with the server's whole time for
 // a request, from its arrival to its answer's header.
 const serverTotal = "total"
+
+// serverQueue is the Server-Timing metric with a request's wait before the
+// server read it, from the time its X-Request-Start header gives
+// (headerRequestStart).
+const serverQueue = "queue"
+
+// headerRequestStart says when the load sent a request.
+const headerRequestStart = "X-Request-Start"
 
 // parseServerTiming reads a Server-Timing header value ("total;dur=3.2,
 // index;dur=1.1"): each metric's dur, in milliseconds. Metrics without a

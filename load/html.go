@@ -85,6 +85,10 @@ code{background:#f3f3f3;padding:0 .25em}
 		if c.BaselineServerP99ms > 0 {
 			fmt.Fprintf(&b, "<tr><td>p99 in the server (Server-Timing), all requests</td><td>%.1f ms</td><td>%.1f ms</td><td>×%.2f</td></tr>\n", c.BaselineServerP99ms, c.AbuseServerP99ms, c.ServerP99Ratio)
 		}
+		if c.BaselineQueueP99ms > 0 {
+			fmt.Fprintf(&b, "<tr><td>p99 wait before the server read the request (queue)</td><td>%.1f ms</td><td>%.1f ms</td><td>×%.2f</td></tr>\n", c.BaselineQueueP99ms, c.AbuseQueueP99ms, c.QueueP99Ratio)
+			fmt.Fprintf(&b, "<tr><td>p99 after the answer's header (its rest, the way back, the client)</td><td>%.1f ms</td><td>%.1f ms</td><td>×%.2f</td></tr>\n", c.BaselineAfterP99ms, c.AbuseAfterP99ms, c.AfterP99Ratio)
+		}
 		for _, rc := range c.Routes {
 			fmt.Fprintf(&b, "<tr><td>p99 %s</td><td>%.1f ms</td><td>%.1f ms</td><td>×%.2f</td></tr>\n", rc.Route, rc.BaselineP99ms, rc.AbuseP99ms, rc.Ratio)
 		}

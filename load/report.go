@@ -173,6 +173,16 @@ type ClassReport struct {
 	// server's handler: the network, the server's and the client's
 	// schedulers, the client itself. Count 0: the server sent no timing.
 	ServerLatency LatencySummary `json:"server_latency"`
+	// QueueLatency is how long the same requests waited between their
+	// send and their arrival in the server (Server-Timing's queue, from the
+	// X-Request-Start header the load sends): the client writing the
+	// request, the network, and the wait until the server read it. It
+	// needs the two clocks to agree, as on one host. AfterLatency is, per
+	// request, what Latency has beyond that wait and ServerLatency: the
+	// rest of the answer (a fetch's body), its way back, and the client
+	// getting to it. Count 0: the server sent no queue time.
+	QueueLatency LatencySummary `json:"queue_latency"`
+	AfterLatency LatencySummary `json:"after_latency"`
 	// ServerStages is the server's time in each stage of the requests
 	// that went through it (Server-Timing metrics other than the total:
 	// auth, work_wait, memory_wait, body, validate, index, write, open).
@@ -212,6 +222,15 @@ type Comparison struct {
 	BaselineServerP99ms float64           `json:"baseline_server_p99_ms"`
 	AbuseServerP99ms    float64           `json:"abuse_server_p99_ms"`
 	ServerP99Ratio      float64           `json:"server_p99_ratio"`
+	// The p99 of the wait before the server read a request, and of what
+	// came after its answer's header (ClassReport.QueueLatency and
+	// AfterLatency); 0 when the server sent no queue time.
+	BaselineQueueP99ms float64 `json:"baseline_queue_p99_ms"`
+	AbuseQueueP99ms    float64 `json:"abuse_queue_p99_ms"`
+	QueueP99Ratio      float64 `json:"queue_p99_ratio"`
+	BaselineAfterP99ms float64 `json:"baseline_after_p99_ms"`
+	AbuseAfterP99ms    float64 `json:"abuse_after_p99_ms"`
+	AfterP99Ratio      float64 `json:"after_p99_ratio"`
 	BaselineOpsPerS     float64           `json:"baseline_ops_per_second"`
 	AbuseOpsPerS        float64           `json:"abuse_ops_per_second"`
 	ThroughputRatio     float64           `json:"throughput_ratio"`
@@ -345,7 +364,7 @@ func (p phaseSpan) has(t time.Duration) bool { return t >= p.start && t < p.end 
 func classReport(class string, p phaseSpan, reqs []reqRecord, ops []opRecord, routes []string) ClassReport {
 	secs := (p.end - p.start).Seconds()
 	cr := ClassReport{Statuses: map[string]int{}, Refusals: map[string]int{}}
-	var all, srvAll []time.Duration
+	var all, srvAll, queueAll, afterAll []time.Duration
 	byRoute, srvByRoute, stages := map[string][]time.Duration{}, map[string][]time.Duration{}, map[string][]time.Duration{}
 	rr := map[string]*RouteReport{}
 	var bytes int64
@@ -373,12 +392,19 @@ func classReport(class string, p phaseSpan, reqs []reqRecord, ops []opRecord, ro
 		}
 		if st, ok := parseServerTiming(r.timing); ok && r.status != 0 {
 			for name, d := range st {
-				if name == serverTotal {
+				switch name {
+				case serverTotal:
 					srvAll = append(srvAll, d)
 					srvByRoute[r.route] = append(srvByRoute[r.route], d)
-				} else {
+				case serverQueue:
+					queueAll = append(queueAll, d)
+				default:
 					stages[name] = append(stages[name], d)
 				}
+			}
+			total, hasTotal := st[serverTotal]
+			if queue, hasQueue := st[serverQueue]; hasTotal && hasQueue {
+				afterAll = append(afterAll, max(r.dur-queue-total, 0))
 			}
 		}
 		if class != classHonest {
@@ -397,6 +423,8 @@ func classReport(class string, p phaseSpan, reqs []reqRecord, ops []opRecord, ro
 	}
 	cr.Latency = Summarize(all)
 	cr.ServerLatency = Summarize(srvAll)
+	cr.QueueLatency = Summarize(queueAll)
+	cr.AfterLatency = Summarize(afterAll)
 	for name, ds := range stages {
 		if cr.ServerStages == nil {
 			cr.ServerStages = map[string]LatencySummary{}
@@ -465,6 +493,8 @@ func compare(base, ab PhaseReport) *Comparison {
 	c := &Comparison{
 		BaselineP99ms: base.Honest.Latency.P99ms, AbuseP99ms: ab.Honest.Latency.P99ms,
 		BaselineServerP99ms: base.Honest.ServerLatency.P99ms, AbuseServerP99ms: ab.Honest.ServerLatency.P99ms,
+		BaselineQueueP99ms: base.Honest.QueueLatency.P99ms, AbuseQueueP99ms: ab.Honest.QueueLatency.P99ms,
+		BaselineAfterP99ms: base.Honest.AfterLatency.P99ms, AbuseAfterP99ms: ab.Honest.AfterLatency.P99ms,
 		BaselineOpsPerS: base.Honest.OpsPerSecond, AbuseOpsPerS: ab.Honest.OpsPerSecond,
 		BaselineBytesPS: base.Honest.BytesPerSecond, AbuseBytesPS: ab.Honest.BytesPerSecond,
 		BaselineJainOps: base.JainOps, AbuseJainOps: ab.JainOps,
@@ -474,6 +504,8 @@ func compare(base, ab PhaseReport) *Comparison {
 	c.SecondHalfP99Ratio = ratio(c.AbuseSecondHalfP99ms, c.BaselineSecondHalfP99ms)
 	c.P99Ratio = ratio(c.AbuseP99ms, c.BaselineP99ms)
 	c.ServerP99Ratio = ratio(c.AbuseServerP99ms, c.BaselineServerP99ms)
+	c.QueueP99Ratio = ratio(c.AbuseQueueP99ms, c.BaselineQueueP99ms)
+	c.AfterP99Ratio = ratio(c.AbuseAfterP99ms, c.BaselineAfterP99ms)
 	c.ThroughputRatio = ratio(c.AbuseOpsPerS, c.BaselineOpsPerS)
 	c.BytesRatio = ratio(c.AbuseBytesPS, c.BaselineBytesPS)
 	for _, r := range base.Honest.Routes {
@@ -604,6 +636,10 @@ func (r *Report) WriteText(w io.Writer) error {
 			c.AbuseP99ms, c.BaselineP99ms, c.P99Ratio, c.AbuseOpsPerS, c.BaselineOpsPerS, c.ThroughputRatio, c.AbuseBytesPS/(1<<20), c.BaselineBytesPS/(1<<20), c.BytesRatio)
 		if c.BaselineServerP99ms > 0 {
 			fmt.Fprintf(&b, "  the server's own time (Server-Timing): p99 %.1f ms vs %.1f ms (×%.2f)\n", c.AbuseServerP99ms, c.BaselineServerP99ms, c.ServerP99Ratio)
+		}
+		if c.BaselineQueueP99ms > 0 {
+			fmt.Fprintf(&b, "  the wait before the server read the request (queue): p99 %.1f ms vs %.1f ms (×%.2f)\n", c.AbuseQueueP99ms, c.BaselineQueueP99ms, c.QueueP99Ratio)
+			fmt.Fprintf(&b, "  after the answer's header (its rest, the way back, the client): p99 %.1f ms vs %.1f ms (×%.2f)\n", c.AbuseAfterP99ms, c.BaselineAfterP99ms, c.AfterP99Ratio)
 		}
 		for _, rc := range c.Routes {
 			fmt.Fprintf(&b, "  %-15s p99 %8.1f ms vs %8.1f ms (×%.2f); server %s vs %s ms\n", rc.Route, rc.AbuseP99ms, rc.BaselineP99ms, rc.Ratio,

@@ -23,10 +23,10 @@ func sampleReport() *Report {
 	ms := time.Millisecond
 	reqs := []reqRecord{
 		{start: 1 * time.Second, dur: 2 * ms, class: classHonest, route: routeXorb, status: 200, tenant: 0, bytes: 1000, timing: "total;dur=1, write;dur=0.5"},
-		{start: 1500 * ms, dur: 4 * ms, class: classHonest, route: routeFetch, status: 206, tenant: 1, bytes: 5000, timing: "total;dur=2"},
+		{start: 1500 * ms, dur: 4 * ms, class: classHonest, route: routeFetch, status: 206, tenant: 1, bytes: 5000, timing: "total;dur=2, queue;dur=1"},
 		{start: 2 * time.Second, dur: 1 * ms, class: classHonest, route: routeDedup, status: 404, tenant: 1},
-		{start: 3 * time.Second, dur: 9 * ms, class: classHonest, route: routeReconstruction, status: 200, tenant: 0, bytes: 300, timing: "total;dur=3,index;dur=2"},
-		{start: 3100 * ms, dur: 20 * ms, class: classHonest, route: routeFetch, status: 206, tenant: 1, bytes: 9000, timing: "total;dur=4"},
+		{start: 3 * time.Second, dur: 9 * ms, class: classHonest, route: routeReconstruction, status: 200, tenant: 0, bytes: 300, timing: "total;dur=3,index;dur=2, queue;dur=3"},
+		{start: 3100 * ms, dur: 20 * ms, class: classHonest, route: routeFetch, status: 206, tenant: 1, bytes: 9000, timing: "total;dur=4, queue;dur=6"},
 		{start: 3200 * ms, dur: 1 * ms, class: classAbuser, route: routeFlood, status: 429, tenant: -1, code: "rate_limited/credential"},
 		{start: 3300 * ms, dur: 1 * ms, class: classAbuser, route: routeQuota, status: 403, tenant: -1, code: "quota_exceeded"},
 		{start: 3400 * ms, dur: 10 * time.Second, class: classAbuser, route: routeHold, status: 503, tenant: -1, code: "memory_busy"},
@@ -100,6 +100,17 @@ func TestClassReport(t *testing.T) {
 	if c := r.Comparison; c.AbuseServerP99ms != 4 || c.BaselineServerP99ms != 2 || c.ServerP99Ratio != 2 {
 		t.Errorf("server p99 %v vs %v ratio %v, want 4 vs 2, 2", c.AbuseServerP99ms, c.BaselineServerP99ms, c.ServerP99Ratio)
 	}
+	// The wait before the server read a request, and the rest of each
+	// latency beyond it and the server's time (4-1-2, 9-3-3, 20-6-4 ms).
+	if c := r.Comparison; c.AbuseQueueP99ms != 6 || c.BaselineQueueP99ms != 1 || c.QueueP99Ratio != 6 {
+		t.Errorf("queue p99 %v vs %v ratio %v, want 6 vs 1, 6", c.AbuseQueueP99ms, c.BaselineQueueP99ms, c.QueueP99Ratio)
+	}
+	if c := r.Comparison; c.AbuseAfterP99ms != 10 || c.BaselineAfterP99ms != 1 || c.AfterP99Ratio != 10 {
+		t.Errorf("after p99 %v vs %v ratio %v, want 10 vs 1, 10", c.AbuseAfterP99ms, c.BaselineAfterP99ms, c.AfterP99Ratio)
+	}
+	if q, a := base.Honest.QueueLatency.Count, base.Honest.AfterLatency.Count; q != 1 || a != 1 {
+		t.Errorf("baseline requests with a queue time %d, with an after time %d; want 1 and 1 (the fetch)", q, a)
+	}
 	if got := base.Honest.ServerLatency.Count; got != 2 {
 		t.Errorf("baseline requests with a server time: %d, want 2 (the dedup answer had none)", got)
 	}
@@ -127,6 +138,8 @@ func TestWriteText(t *testing.T) {
 		"reconstruction", "Jain's index 1.0000",
 		"p99 20.0 ms vs 4.0 ms (×5.00)",
 		"the server's own time (Server-Timing): p99 4.0 ms vs 2.0 ms (×2.00)",
+		"the wait before the server read the request (queue): p99 6.0 ms vs 1.0 ms (×6.00)",
+		"after the answer's header (its rest, the way back, the client): p99 10.0 ms vs 1.0 ms (×10.00)",
 		"abuse: honest requests' server stages, p99 ms: index 2.0",
 		"abuse: the server's goroutines waited for a CPU 1200 times, mean 0.42 ms, p99 under 10.5 ms",
 		"abuse: the server used 1.8 CPU seconds, 45 % of one CPU",

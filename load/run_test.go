@@ -189,6 +189,11 @@ func TestManyTenantsInProcess(t *testing.T) {
 	if p.LoadCPUSeconds <= 0 || p.LoadBusy <= 0 {
 		t.Errorf("load generator CPU %v s, busy %v: want its own CPU time in the phase", p.LoadCPUSeconds, p.LoadBusy)
 	}
+	// Every answered honest request told the server when it was sent, and
+	// got back the wait before the server read it.
+	if h := p.Honest; h.QueueLatency.Count != h.ServerLatency.Count || h.AfterLatency.Count != h.ServerLatency.Count || h.ServerLatency.Count == 0 {
+		t.Errorf("honest requests with a server time %d, a queue time %d, an after time %d: want all the same", h.ServerLatency.Count, h.QueueLatency.Count, h.AfterLatency.Count)
+	}
 	if len(p.Tenants) != 4 || p.JainOps <= 0 || p.JainOps > 1 {
 		t.Errorf("tenants %d, Jain %v", len(p.Tenants), p.JainOps)
 	}
