@@ -219,25 +219,25 @@ type Comparison struct {
 	P99Ratio      float64 `json:"p99_ratio"`
 	// The same p99 as the server measured it (ClassReport.ServerLatency);
 	// 0 when it sent no timing.
-	BaselineServerP99ms float64           `json:"baseline_server_p99_ms"`
-	AbuseServerP99ms    float64           `json:"abuse_server_p99_ms"`
-	ServerP99Ratio      float64           `json:"server_p99_ratio"`
+	BaselineServerP99ms float64 `json:"baseline_server_p99_ms"`
+	AbuseServerP99ms    float64 `json:"abuse_server_p99_ms"`
+	ServerP99Ratio      float64 `json:"server_p99_ratio"`
 	// The p99 of the wait before the server read a request, and of what
 	// came after its answer's header (ClassReport.QueueLatency and
 	// AfterLatency); 0 when the server sent no queue time.
-	BaselineQueueP99ms float64 `json:"baseline_queue_p99_ms"`
-	AbuseQueueP99ms    float64 `json:"abuse_queue_p99_ms"`
-	QueueP99Ratio      float64 `json:"queue_p99_ratio"`
-	BaselineAfterP99ms float64 `json:"baseline_after_p99_ms"`
-	AbuseAfterP99ms    float64 `json:"abuse_after_p99_ms"`
-	AfterP99Ratio      float64 `json:"after_p99_ratio"`
-	BaselineOpsPerS     float64           `json:"baseline_ops_per_second"`
-	AbuseOpsPerS        float64           `json:"abuse_ops_per_second"`
-	ThroughputRatio     float64           `json:"throughput_ratio"`
-	BaselineBytesPS     float64           `json:"baseline_bytes_per_second"`
-	AbuseBytesPS        float64           `json:"abuse_bytes_per_second"`
-	BytesRatio          float64           `json:"bytes_ratio"`
-	Routes              []RouteComparison `json:"routes"`
+	BaselineQueueP99ms float64           `json:"baseline_queue_p99_ms"`
+	AbuseQueueP99ms    float64           `json:"abuse_queue_p99_ms"`
+	QueueP99Ratio      float64           `json:"queue_p99_ratio"`
+	BaselineAfterP99ms float64           `json:"baseline_after_p99_ms"`
+	AbuseAfterP99ms    float64           `json:"abuse_after_p99_ms"`
+	AfterP99Ratio      float64           `json:"after_p99_ratio"`
+	BaselineOpsPerS    float64           `json:"baseline_ops_per_second"`
+	AbuseOpsPerS       float64           `json:"abuse_ops_per_second"`
+	ThroughputRatio    float64           `json:"throughput_ratio"`
+	BaselineBytesPS    float64           `json:"baseline_bytes_per_second"`
+	AbuseBytesPS       float64           `json:"abuse_bytes_per_second"`
+	BytesRatio         float64           `json:"bytes_ratio"`
+	Routes             []RouteComparison `json:"routes"`
 	// The same p99 over the second half of each phase only.
 	BaselineSecondHalfP99ms float64 `json:"baseline_second_half_p99_ms"`
 	AbuseSecondHalfP99ms    float64 `json:"abuse_second_half_p99_ms"`
