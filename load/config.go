@@ -141,6 +141,13 @@ type Config struct {
 	// wait for what it means to assert about (every attack past its limit,
 	// every route exercised) however slow the machine is.
 	holdPhase func(p phaseSpan, rec *recorder, ab *abuser) bool
+
+	// abuserEnd, when set (tests only), is called once the abuser's
+	// attacks have returned, before the abuser counts as stopped, with the
+	// channel closed when the honest tenants are told to stop. A test
+	// makes it wait for that channel, as an abuser process that needs the
+	// honest tenants' CPU to finish would.
+	abuserEnd func(honestStop <-chan struct{})
 }
 
 // AbuserConfig shapes the abusive tenant of the Abuse scenario. It has one

@@ -237,13 +237,15 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		})
 		phases = append(phases, p)
 	}
+	// abDone is closed once the abuser has stopped; nil when it never ran.
+	var abDone chan struct{}
 	if cfg.Scenario == ManyTenants {
 		runPhase("many_tenants")
 	} else {
 		runPhase("baseline")
 		if ctx.Err() == nil {
 			abCtx, stopAb := context.WithCancel(ctx)
-			abDone := make(chan struct{})
+			abDone = make(chan struct{})
 			go func() {
 				defer close(abDone)
 				if ab.proc == nil {
@@ -251,14 +253,19 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				} else if err := ab.proc.run(abCtx); err != nil {
 					rec.fail(failCheck, "%v", err)
 				}
+				if cfg.abuserEnd != nil {
+					cfg.abuserEnd(stop)
+				}
 			}()
 			runPhase("abuse")
 			stopAb()
-			<-abDone
 		}
 	}
 
-	// Drain: no new operations; the running ones get DrainTimeout.
+	// Drain: no new operations; the running ones get DrainTimeout. The
+	// abuser stops meanwhile: its process runs at the lowest CPU priority
+	// and may need the CPU the honest tenants would keep busy, even to
+	// exit once killed, so they stop first.
 	close(stop)
 	progress("draining operations in progress")
 	drain := time.NewTimer(cfg.DrainTimeout)
@@ -275,6 +282,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		<-honestDone
 	}
 	drain.Stop()
+	if abDone != nil {
+		select {
+		case <-abDone:
+		default:
+			progress("waiting for the abuser to stop")
+			<-abDone
+		}
+	}
 	r.Interrupted = ctx.Err() != nil
 
 	// Checks that need the server after the load.

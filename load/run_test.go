@@ -248,6 +248,17 @@ func testAbuse(t *testing.T, command func(context.Context) *exec.Cmd) {
 	a.SprayWorkers = 1 // one sprayer makes the auth-failure envelope exact
 	a.QuotaHeadroomBytes = 1
 	cfg.AbuserCommand = command
+	// The abuser finishes only once the honest tenants stop, as a process
+	// at the lowest CPU priority may: the run must stop them first rather
+	// than wait for it with them running (it hung so once, for 14 minutes).
+	abuserWaited := false
+	cfg.abuserEnd = func(honestStop <-chan struct{}) {
+		select {
+		case <-honestStop:
+		case <-time.After(time.Minute):
+			abuserWaited = true // and ends, lest the run never stop them
+		}
+	}
 	cfg.holdPhase = func(p phaseSpan, _ *recorder, ab *abuser) bool {
 		if p.name != "abuse" {
 			return true
@@ -258,6 +269,9 @@ func testAbuse(t *testing.T, command func(context.Context) *exec.Cmd) {
 	r, err := Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if abuserWaited {
+		t.Error("the run waited for the abuser to stop before it stopped the honest tenants")
 	}
 	if testing.Verbose() {
 		logReport(t, r)
