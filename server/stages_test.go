@@ -15,12 +15,7 @@ import (
 // its time, with an attribute per stage it went through and none for the
 // stages it did not.
 func TestRequestLogStages(t *testing.T) {
-	logs := &lockedBuffer{}
-	e := newTestEnv(t)
-	e.srv.log = slog.New(slog.NewJSONHandler(logs, nil))
-	alice := e.credential("alice", "write")
-	x, _ := xet.BuildXorb(randomChunks(66, 2, 10_000), false)
-	f := e.upload(alice, x)
+	e, logs, alice, f := loggedUpload(t, 66)
 	e.do("GET", "/v1/reconstructions/"+f.Hash.String(), alice, nil)
 	e.do("GET", "/v1/reconstructions/"+f.Hash.String(), "hf_oxt_nobody_0000", nil)
 
@@ -32,11 +27,8 @@ func TestRequestLogStages(t *testing.T) {
 		"GET /v1/reconstructions/ 401": {lacks: []string{"t_auth", "t_work_wait", "t_index"}},
 	}
 	seen := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil || m["msg"] != "request" {
-			continue
-		}
+	for _, m := range requestLines(logs.String()) {
+		line, _ := json.Marshal(m)
 		for k, w := range want {
 			method, rest, _ := strings.Cut(k, " ")
 			path, status, _ := strings.Cut(rest, " ")
@@ -209,12 +201,7 @@ func FuzzRequestStart(f *testing.F) {
 // t_queue, outside the total; one whose X-Request-Start is not to be
 // believed gets neither, and is served all the same.
 func TestServerTimingQueue(t *testing.T) {
-	logs := &lockedBuffer{}
-	e := newTestEnv(t)
-	e.srv.log = slog.New(slog.NewJSONHandler(logs, nil))
-	alice := e.credential("alice", "write")
-	x, _ := xet.BuildXorb(randomChunks(68, 2, 10_000), false)
-	f := e.upload(alice, x)
+	e, logs, alice, f := loggedUpload(t, 68)
 	path := "/v1/reconstructions/" + f.Hash.String()
 
 	// Sent ten minutes ago by the test's clock, which is the server's: the
@@ -230,9 +217,8 @@ func TestServerTimingQueue(t *testing.T) {
 		t.Errorf("Server-Timing %q: the total counts the queue", res.Header.Get(headerServerTiming))
 	}
 	var line map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" && m["method"] == "GET" {
+	for _, m := range requestLines(logs.String()) {
+		if m["method"] == "GET" {
 			line = m
 		}
 	}
@@ -255,4 +241,29 @@ func TestServerTimingQueue(t *testing.T) {
 			t.Errorf("X-Request-Start %q: the request line has t_queue:\n%s", v, line)
 		}
 	}
+}
+
+// loggedUpload returns a test server whose request log (JSON) goes to
+// logs, a credential of tenant alice, and a file alice uploaded (from
+// chunks of seed).
+func loggedUpload(t *testing.T, seed uint64) (e *testEnv, logs *lockedBuffer, alice string, f xet.FileInfo) {
+	logs = &lockedBuffer{}
+	e = newTestEnv(t)
+	e.srv.log = slog.New(slog.NewJSONHandler(logs, nil))
+	alice = e.credential("alice", "write")
+	x, _ := xet.BuildXorb(randomChunks(seed, 2, 10_000), false)
+	return e, logs, alice, e.upload(alice, x)
+}
+
+// requestLines returns the request log's lines ("msg":"request") in log,
+// decoded.
+func requestLines(log string) []map[string]any {
+	var lines []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(log), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" {
+			lines = append(lines, m)
+		}
+	}
+	return lines
 }
