@@ -74,7 +74,10 @@ func (g *Gate) AuthFailed(at AuthAttempt, now time.Time) error {
 type Admission struct {
 	Credential Decision
 	Tenant     Decision
-	inFlight   uint64 // the in-flight entry Admit counted, for Done
+	// InFlight is how many requests of the credential were in progress on
+	// this node once this one was admitted, this one included.
+	InFlight int
+	inFlight uint64 // the in-flight entry Admit counted, for Done
 }
 
 // Admit applies the credential rate, the tenant rate and the in-flight cap
@@ -130,7 +133,8 @@ func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Ad
 	if g.InFlight.seed != g.Credentials.seed { // not built by NewGate
 		hf = keyHash(g.InFlight.seed, credential)
 	}
-	if !g.InFlight.acquireHash(hf, l.MaxInFlightPerCredential) {
+	n, ok := g.InFlight.acquireHash(hf, l.MaxInFlightPerCredential)
+	if !ok {
 		g.Credentials.refundHash(hc, l.CredentialRate)
 		g.Tenants.refundHash(ht, l.TenantRate)
 		g.Refusals.Inc(LimitInFlight)
@@ -140,6 +144,7 @@ func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Ad
 		}}
 	}
 	a.inFlight = hf // only an admitted request has a count to end
+	a.InFlight = n
 	return a, nil
 }
 

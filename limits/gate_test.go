@@ -75,7 +75,15 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if a.InFlight != i+1 {
+				t.Fatalf("admission %d says %d in flight", i+1, a.InFlight)
+			}
 			held[i] = a
+		}
+		if other, err := g.Admit("d", "t", l, t0); err != nil || other.InFlight != 1 {
+			t.Fatalf("another credential: %d in flight, %v; want 1, its own count", other.InFlight, err)
+		} else {
+			g.Done(other)
 		}
 		cb := g.Credentials.Peek("c", l.CredentialRate, t0)
 		tb := g.Tenants.Peek("t", l.TenantRate, t0)
@@ -93,8 +101,8 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 		}
 		g.Done(held[0])
 		a, err := g.Admit("c", "t", l, t0)
-		if err != nil {
-			t.Fatalf("after Done: %v", err)
+		if err != nil || a.InFlight != 2 {
+			t.Fatalf("after Done: %d in flight, %v; want 2", a.InFlight, err)
 		}
 		g.Done(a)
 		g.Done(held[1])
