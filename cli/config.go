@@ -42,6 +42,7 @@ type Config struct {
 	WorkSlots             int
 	TenantWorkShare       float64
 	WorkWait              time.Duration
+	TurnsAboveInFlight    int
 	MetricsListen         string
 	LogFormat             string
 	LogLevel              string
@@ -224,6 +225,17 @@ var settings = []setting{
 		return err
 	}},
 	{"server.work_wait", "10s", "how long a request waits for a work slot before 503 unavailable", durationSetter(func(c *Config) *time.Duration { return &c.WorkWait }, time.Millisecond)},
+	{"server.turns_above_in_flight", "8", "requests one credential may have in progress on this node before each further one waits for a turn behind other clients' requests (0 never; at most 1000000)", func(c *Config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		if n < 0 || n > 1_000_000 {
+			return errors.New("must be between 0 and 1000000")
+		}
+		c.TurnsAboveInFlight = n
+		return nil
+	}},
 	{"server.metrics_listen", "", "separate listener for /metrics without auth (default: /metrics on the main listener, admin scope)", func(c *Config, v string) error {
 		if v != "" {
 			if _, _, err := net.SplitHostPort(v); err != nil {

@@ -94,6 +94,7 @@ func TestInvalidValues(t *testing.T) {
 		"server.tenant_memory_share":            "1.5",
 		"server.memory_wait":                    "soon",
 		"server.work_slots":                     "0",
+		"server.turns_above_in_flight":          "-1",
 		"server.tenant_work_share":              "2",
 		"server.work_wait":                      "0s",
 		"server.metrics_listen":                 "9090",

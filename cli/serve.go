@@ -88,6 +88,7 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		LimitsCacheTTL:        cfg.LimitsCacheTTL,
 		AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		RefusalPause:          cfg.RefusalPause,
+		TurnsAboveInFlight:    cfg.TurnsAboveInFlight,
 		Budget:                cfg.budgetConfig(),
 		Work:                  work.Config{Slots: cfg.WorkSlots, TenantShare: cfg.TenantWorkShare, Wait: cfg.WorkWait},
 

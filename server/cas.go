@@ -479,6 +479,9 @@ func (s *Server) getFetch(c echo.Context) error {
 		return err
 	}
 	defer s.gate.Done(adm)
+	if err := s.takeTurn(c, adm); err != nil {
+		return err
+	}
 
 	start, end := g.Start, g.End
 	if rh := c.Request().Header.Get("Range"); rh != "" {

@@ -54,6 +54,9 @@ func (s *Server) guardRated(scope string, rated bool) echo.MiddlewareFunc {
 			}
 			defer s.gate.Done(adm)
 			stagesOf(c).since(stageAuth, start)
+			if err := s.takeTurn(c, adm); err != nil {
+				return err
+			}
 			return next(c)
 		}
 	}

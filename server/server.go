@@ -24,6 +24,7 @@ import (
 	"openxet/hub"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/turns"
 	"openxet/work"
 	"openxet/xet"
 )
@@ -52,6 +53,11 @@ type Config struct {
 	// limit refused goes unread after the answer (pauseRefused), at most
 	// the answer's Retry-After; 0: never paused.
 	RefusalPause time.Duration
+	// TurnsAboveInFlight: a request of a credential that has more than
+	// this many requests in progress on the node (itself included) waits
+	// for a turn (takeTurn, package turns) before its handler runs; 0:
+	// never.
+	TurnsAboveInFlight int
 
 	ReadHeaderTimeout time.Duration
 	IdleTimeout       time.Duration
@@ -121,6 +127,8 @@ type Server struct {
 	budget    *budget.Budget
 	work      *work.Pool
 	workWait  prometheus.Histogram
+	turns     turns.Turnstile
+	turnWait  prometheus.Histogram
 	metrics   *metrics
 	// readTerms reads a window of a file's term list (store.FileWindow);
 	// tests wrap it to count the lists read.
@@ -191,6 +199,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	s.metrics = newMetrics(reg, s)
 	s.gc = newCollector(s, reg)
 	s.workWait = workMetrics(reg, s.work)
+	s.turnWait = turnMetrics(reg, &s.turns)
 	h, err := s.newHub()
 	if err != nil {
 		return nil, err
@@ -359,6 +368,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	err := hs.Shutdown(sctx)
 	<-errc
+	s.turns.Close() // every request has ended: nobody waits for a turn
 	if err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}

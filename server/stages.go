@@ -15,6 +15,7 @@ type stage uint8
 
 const (
 	stageAuth     stage = iota // token check and rate limits (the guard)
+	stageTurn                  // waiting for a turn (see turns.go)
 	stageWork                  // waiting for a work slot (see work.go)
 	stageMemory                // waiting for memory from the budget
 	stageBody                  // reading the request body
@@ -26,7 +27,7 @@ const (
 )
 
 // stageNames are the request log's attribute names, in stage order.
-var stageNames = [numStages]string{"t_auth", "t_work_wait", "t_memory_wait", "t_body", "t_validate", "t_index", "t_write", "t_open"}
+var stageNames = [numStages]string{"t_auth", "t_turn_wait", "t_work_wait", "t_memory_wait", "t_body", "t_validate", "t_index", "t_write", "t_open"}
 
 // stageTimes adds up the time one request spent in each stage. A request
 // is served by one goroutine, so it needs no lock.
