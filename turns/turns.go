@@ -144,6 +144,9 @@ func (t *Turnstile) pump() {
 		_, err := t.r.Read(buf[:])
 		t.mu.Lock()
 		if err != nil || t.closed {
+			// Close, or a pipe that failed (no more turns could come):
+			// release everyone, as Close does.
+			t.release()
 			t.mu.Unlock()
 			return
 		}
@@ -169,21 +172,23 @@ func (t *Turnstile) Stats() Stats {
 // return it at once, and stops the pump. Closing twice is harmless.
 func (t *Turnstile) Close() error {
 	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	t.release()
+	w := t.w
+	t.w = nil
+	t.mu.Unlock()
+	if w == nil {
 		return nil
 	}
+	// Closing the write end ends the pump's read (EOF), and the pump
+	// closes the read end.
+	return w.Close()
+}
+
+// release closes t for good and lets every queued caller go. t.mu is held.
+func (t *Turnstile) release() {
 	t.closed = true
 	for _, ch := range t.queue {
 		close(ch)
 	}
 	t.queue = nil
-	started := t.started
-	t.mu.Unlock()
-	if !started {
-		return nil
-	}
-	// Closing the write end ends the pump's read (EOF), and the pump
-	// closes the read end.
-	return t.w.Close()
 }

@@ -206,3 +206,25 @@ func TestTurnWaitsForThePoller(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokenPipeReleasesWaiters: if the pump's pipe fails, no turn could
+// come again, so the queued callers are let go with ErrClosed and later
+// callers get it at once, rather than waiting for ever.
+func TestBrokenPipeReleasesWaiters(t *testing.T) {
+	ts := newTurnstile(t)
+	holdTurns(ts)
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() { errs <- ts.Wait(context.Background()) }()
+		waitQueued(t, ts, i+1)
+	}
+	ts.r.Close() // the pump's read fails
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("queued caller after the pipe failed: %v", err)
+		}
+	}
+	if err := ts.Wait(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wait after the pipe failed: %v", err)
+	}
+}
