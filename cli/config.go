@@ -20,6 +20,7 @@ import (
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/store"
+	"openxet/work"
 	"openxet/xet"
 )
 
@@ -208,34 +209,14 @@ var settings = []setting{
 		return err
 	}},
 	{"server.memory_wait", "10s", "how long a request waits for memory before 503 memory_busy", durationSetter(func(c *Config) *time.Duration { return &c.MemoryWait }, 0)},
-	{"server.work_slots", "8", "sections of index or CPU work (index reads and writes, hashing a body) that may run at once on this node (1 to 4096)", func(c *Config, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("%q is not a whole number", v)
-		}
-		if n < 1 || n > 4096 {
-			return errors.New("must be between 1 and 4096")
-		}
-		c.WorkSlots = n
-		return nil
-	}},
+	{"server.work_slots", "8", "sections of index or CPU work (index reads and writes, hashing a body) that may run at once on this node (1 to 4096)", intRangeSetter(func(c *Config) *int { return &c.WorkSlots }, 1, work.MaxSlots)},
 	{"server.tenant_work_share", "0.25", "fraction of the work slots one tenant may hold, at least one slot (0.01 to 1)", func(c *Config, v string) error {
 		f, err := parseShare(v)
 		c.TenantWorkShare = f
 		return err
 	}},
 	{"server.work_wait", "10s", "how long a request waits for a work slot before 503 unavailable", durationSetter(func(c *Config) *time.Duration { return &c.WorkWait }, time.Millisecond)},
-	{"server.turns_above_in_flight", "8", "requests one credential may have in progress on this node before each further one waits for a turn behind other clients' requests (0 never; at most 1000000)", func(c *Config, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("%q is not a whole number", v)
-		}
-		if n < 0 || n > 1_000_000 {
-			return errors.New("must be between 0 and 1000000")
-		}
-		c.TurnsAboveInFlight = n
-		return nil
-	}},
+	{"server.turns_above_in_flight", "8", "requests one credential may have in progress on this node before each further one waits for a turn behind other clients' requests (0 never; at most 1000000)", intRangeSetter(func(c *Config) *int { return &c.TurnsAboveInFlight }, 0, 1_000_000)},
 	{"server.metrics_listen", "", "separate listener for /metrics without auth (default: /metrics on the main listener, admin scope)", func(c *Config, v string) error {
 		if v != "" {
 			if _, _, err := net.SplitHostPort(v); err != nil {
@@ -294,17 +275,7 @@ var settings = []setting{
 
 	{"server.tls_cert", "", "PEM certificate chain file: serve HTTPS without a proxy (with server.tls_key; reloaded on SIGHUP or when the file changes)", func(c *Config, v string) error { c.TLSCert = v; return nil }},
 	{"server.tls_key", "", "PEM private key file of server.tls_cert", func(c *Config, v string) error { c.TLSKey = v; return nil }},
-	{"server.metrics_tenants", "0", "tenants whose stored bytes and quota /metrics exports, those nearest their quota first (0 to 1000; 0: none)", func(c *Config, v string) error {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return fmt.Errorf("%q is not a whole number", v)
-		}
-		if n < 0 || n > maxMetricsTenants {
-			return fmt.Errorf("must be between 0 and %d", maxMetricsTenants)
-		}
-		c.MetricsTenants = n
-		return nil
-	}},
+	{"server.metrics_tenants", "0", "tenants whose stored bytes and quota /metrics exports, those nearest their quota first (0 to 1000; 0: none)", intRangeSetter(func(c *Config) *int { return &c.MetricsTenants }, 0, maxMetricsTenants)},
 	{"gc.interval", "1h", "how often serve runs a collection pass; 0 turns the loop off (run `openxet gc` yourself)", daysSetter(func(c *Config) *time.Duration { return &c.GCInterval })},
 	{"gc.grace", "22d", "how long an object nobody owns or references is kept after its last upload, registration or release (longer than hf_xet's 3-week local shard cache)", daysSetter(func(c *Config) *time.Duration { return &c.GCGrace })},
 }
@@ -362,13 +333,22 @@ func floatSetter(field func(*Config) *float64) func(*Config, string) error {
 }
 
 func intSetter(field func(*Config) *int, min int) func(*Config, string) error {
+	return intRangeSetter(field, min, math.MaxInt)
+}
+
+// intRangeSetter sets a whole number between min and max inclusive
+// (math.MaxInt: no upper bound).
+func intRangeSetter(field func(*Config) *int, min, max int) func(*Config, string) error {
 	return func(c *Config, v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil {
 			return fmt.Errorf("%q is not a whole number", v)
 		}
-		if n < min {
+		if max == math.MaxInt && n < min {
 			return fmt.Errorf("must be at least %d", min)
+		}
+		if n < min || n > max {
+			return fmt.Errorf("must be between %d and %d", min, max)
 		}
 		*field(c) = n
 		return nil

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -237,3 +239,23 @@ func readAll(res *http.Response) ([]byte, error) {
 }
 
 func storeHashName(s string) string { return store.HashName(s) }
+
+// stalledUpload starts a xorb upload as token whose body stops after two of
+// its 1000 bytes, so that the request stays in progress (in flight for its
+// credential) until the returned connection is closed, at the latest when
+// the test ends. It returns once the server counts the request in flight.
+func (e *testEnv) stalledUpload(t *testing.T, token string) net.Conn {
+	t.Helper()
+	id, _, _ := parseTok(token)
+	key := hashName(id)
+	before := e.srv.gate.InFlight.Count(key)
+	conn, err := net.Dial("tcp", e.http.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() }) // before the server's Close, which waits for it
+	fmt.Fprintf(conn, "POST /v1/xorbs/default/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\nab",
+		strings.Repeat("cd", 32), token)
+	waitFor(t, "the upload to be in flight", func() bool { return e.srv.gate.InFlight.Count(key) == before+1 })
+	return conn
+}

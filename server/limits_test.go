@@ -239,13 +239,7 @@ func TestInFlightLimitReleasesOnDrop(t *testing.T) {
 	key := hashName(id)
 
 	// A xorb upload whose body never comes holds the one slot.
-	conn, err := net.Dial("tcp", e.http.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprintf(conn, "POST /v1/xorbs/default/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\nab",
-		strings.Repeat("cd", 32), tok)
-	waitFor(t, "the upload to be in flight", func() bool { return e.srv.gate.InFlight.Count(key) == 1 })
+	conn := e.stalledUpload(t, tok)
 	r := e.probe(tok)
 	wantError(t, r, 429, "rate_limited")
 	if r.json(t)["limit"] != "in_flight" || r.Header.Get("Retry-After") != "1" {

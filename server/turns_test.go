@@ -2,9 +2,7 @@ package server
 
 import (
 	"encoding/json"
-	"fmt"
 	"log/slog"
-	"net"
 	"strings"
 	"testing"
 
@@ -53,16 +51,7 @@ func TestBusyCredentialTakesTurns(t *testing.T) {
 
 	// A xorb upload whose body never comes keeps one of alice's requests
 	// in progress.
-	id, _, _ := parseTok(alice)
-	key := hashName(id)
-	conn, err := net.Dial("tcp", e.http.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/xorbs/default/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\nab",
-		strings.Repeat("cd", 32), alice)
-	waitFor(t, "the upload to be in flight", func() bool { return e.srv.gate.InFlight.Count(key) == 1 })
+	conn := e.stalledUpload(t, alice)
 
 	r := e.probe(alice)
 	if r.Status != 404 || !hasTurnWait(r) {
@@ -100,15 +89,7 @@ func TestBusyCredentialTakesTurns(t *testing.T) {
 func TestTurnsOff(t *testing.T) {
 	e := newTestEnv(t) // the test environment's Config leaves it 0
 	alice := e.credential("alice", "read", "write")
-	id, _, _ := parseTok(alice)
-	conn, err := net.Dial("tcp", e.http.Listener.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	fmt.Fprintf(conn, "POST /v1/xorbs/default/%s HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Length: 1000\r\n\r\nab",
-		strings.Repeat("cd", 32), alice)
-	waitFor(t, "the upload to be in flight", func() bool { return e.srv.gate.InFlight.Count(hashName(id)) == 1 })
+	e.stalledUpload(t, alice)
 	if r := e.probe(alice); r.Status != 404 || hasTurnWait(r) || e.srv.turns.Stats().Turns != 0 {
 		t.Fatalf("turns off: %d, Server-Timing %q", r.Status, r.Header.Get("Server-Timing"))
 	}

@@ -30,6 +30,18 @@ func holdTurns(ts *Turnstile) (release func()) {
 	}
 }
 
+// queueHeld holds ts's turns (holdTurns) and queues n callers, returning
+// the channel of their Wait results.
+func queueHeld(t *testing.T, ts *Turnstile, n int) <-chan error {
+	holdTurns(ts)
+	errs := make(chan error, n)
+	for i := range n {
+		go func() { errs <- ts.Wait(context.Background()) }()
+		waitQueued(t, ts, i+1)
+	}
+	return errs
+}
+
 // waitQueued waits until n callers are queued (no clock: the queue is
 // filled by goroutines this test started).
 func waitQueued(t *testing.T, ts *Turnstile, n int) {
@@ -121,12 +133,7 @@ func TestWaitCanceled(t *testing.T) {
 // ErrClosed, later callers get it at once, and closing twice is harmless.
 func TestCloseReleasesWaiters(t *testing.T) {
 	ts := newTurnstile(t)
-	holdTurns(ts)
-	errs := make(chan error, 3)
-	for i := range 3 {
-		go func() { errs <- ts.Wait(context.Background()) }()
-		waitQueued(t, ts, i+1)
-	}
+	errs := queueHeld(t, ts, 3)
 	if err := ts.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -212,12 +219,7 @@ func TestTurnWaitsForThePoller(t *testing.T) {
 // callers get it at once, rather than waiting for ever.
 func TestBrokenPipeReleasesWaiters(t *testing.T) {
 	ts := newTurnstile(t)
-	holdTurns(ts)
-	errs := make(chan error, 2)
-	for i := range 2 {
-		go func() { errs <- ts.Wait(context.Background()) }()
-		waitQueued(t, ts, i+1)
-	}
+	errs := queueHeld(t, ts, 2)
 	ts.r.Close() // the pump's read fails
 	for range 2 {
 		if err := <-errs; !errors.Is(err, ErrClosed) {
