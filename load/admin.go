@@ -106,19 +106,25 @@ const (
 	// metricSchedLatency is how long the server's goroutines waited,
 	// runnable, for a CPU (runtime/metrics /sched/latencies:seconds).
 	metricSchedLatency = "go_sched_latencies_seconds"
+	// metricTurns counts the requests of busy credentials that waited for
+	// a turn (server.turns_above_in_flight).
+	metricTurns = "openxet_turns_total"
 )
 
 // serverClock is what the run reads from the server at each phase's start
 // and end, in one scrape: its scheduling latency histogram as a
 // runtime/metrics histogram (bucket i counts the waits in [Buckets[i],
 // Buckets[i+1]) seconds; nil when the server does not export it) with the
-// sum of the waits in seconds, and the CPU time it has used (cpuOK false
-// when it does not export that).
+// sum of the waits in seconds, the CPU time it has used (cpuOK false
+// when it does not export that) and the turns it has given (turnsOK
+// likewise).
 type serverClock struct {
 	sched    *metrics.Float64Histogram
 	schedSum float64
 	cpu      float64
 	cpuOK    bool
+	turns    float64
+	turnsOK  bool
 }
 
 func (a *admin) clock(ctx context.Context) (c serverClock, err error) {
@@ -130,6 +136,9 @@ func (a *admin) clock(ctx context.Context) (c serverClock, err error) {
 		}
 		if ms := fams[metricCPUSeconds].GetMetric(); len(ms) == 1 && ms[0].GetCounter() != nil {
 			c.cpu, c.cpuOK = ms[0].GetCounter().GetValue(), true
+		}
+		if ms := fams[metricTurns].GetMetric(); len(ms) == 1 && ms[0].GetCounter() != nil {
+			c.turns, c.turnsOK = ms[0].GetCounter().GetValue(), true
 		}
 		ms := fams[metricSchedLatency].GetMetric()
 		if len(ms) != 1 || ms[0].GetHistogram() == nil {

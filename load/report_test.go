@@ -64,6 +64,8 @@ func sampleReport() *Report {
 			pr.ServerLag, pr.ServerLagMeanMs = &LatencySummary{Count: 1200, P50ms: 0.08, P95ms: 0.9, P99ms: 10.5, Maxms: 117}, 0.42
 			pr.ServerCPUSeconds, pr.ServerBusy = 1.8, 0.45
 			pr.LoadCPUSeconds, pr.LoadBusy = 0.9, 0.225
+			turns := int64(312)
+			pr.ServerTurns = &turns
 		}
 		r.Phases = append(r.Phases, pr)
 	}
@@ -144,6 +146,7 @@ func TestWriteText(t *testing.T) {
 		"abuse: the server's goroutines waited for a CPU 1200 times, mean 0.42 ms, p99 under 10.5 ms",
 		"abuse: the server used 1.8 CPU seconds, 45 % of one CPU",
 		"abuse: the load generator used 0.9 CPU seconds, 22 % of one CPU",
+		"abuse: 312 requests of busy credentials waited for a turn on the server (server.turns_above_in_flight)",
 		"429 rate_limited/credential ×1",
 		"peak RSS 300MiB, budget 512MiB, limit 768MiB (budget + 256MiB overhead)",
 		"result: OK",

@@ -230,10 +230,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cpuAfter, cpuAfterOK := selfCPU()
 		srvAfter, _ := adm.clock(ctx)
 		clocks = append(clocks, phaseClocks{
-			loadLag:   lag,
-			serverLag: newServerLag(srvBefore.sched, srvAfter.sched, srvAfter.schedSum-srvBefore.schedSum),
-			loadCPU:   cpuDelta(cpuBefore, cpuAfter, cpuOK && cpuAfterOK),
-			serverCPU: cpuDelta(srvBefore.cpu, srvAfter.cpu, srvBefore.cpuOK && srvAfter.cpuOK),
+			loadLag:     lag,
+			serverLag:   newServerLag(srvBefore.sched, srvAfter.sched, srvAfter.schedSum-srvBefore.schedSum),
+			loadCPU:     counterDelta(cpuBefore, cpuAfter, cpuOK && cpuAfterOK),
+			serverCPU:   counterDelta(srvBefore.cpu, srvAfter.cpu, srvBefore.cpuOK && srvAfter.cpuOK),
+			serverTurns: counterDelta(srvBefore.turns, srvAfter.turns, srvBefore.turnsOK && srvAfter.turnsOK),
 		})
 		phases = append(phases, p)
 	}
@@ -333,6 +334,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		pr.ServerLag, pr.ServerLagMeanMs = c.serverLag.summary, c.serverLag.meanMs
 		pr.ServerCPUSeconds, pr.ServerBusy = cpuShare(c.serverCPU, pr.DurationSeconds)
 		pr.LoadCPUSeconds, pr.LoadBusy = cpuShare(c.loadCPU, pr.DurationSeconds)
+		if c.serverTurns >= 0 {
+			n := int64(c.serverTurns)
+			pr.ServerTurns = &n
+		}
 		pr.Tenants = tenantThroughput(names, p, ops)
 		pr.JainOps, pr.JainBytes = jainOf(pr.Tenants)
 		r.Phases = append(r.Phases, pr)
@@ -895,11 +900,12 @@ type phaseClocks struct {
 	loadLag            LatencySummary
 	serverLag          serverLag
 	loadCPU, serverCPU float64
+	serverTurns        float64 // -1: unknown
 }
 
-// cpuDelta is the CPU seconds between two readings of a process's CPU
-// time, -1 unless both were read (ok).
-func cpuDelta(before, after float64, ok bool) float64 {
+// counterDelta is a counter's increase between two readings (a process's
+// CPU seconds, the server's turns), -1 unless both were read (ok).
+func counterDelta(before, after float64, ok bool) float64 {
 	if !ok {
 		return -1
 	}
