@@ -125,15 +125,18 @@ func (t *Turnstile) leave(ch chan struct{}) bool {
 }
 
 // signal asks the pump for a turn unless a request is already in the pipe.
-// The pipe holds at most that one byte, so the write never blocks. t.mu is
+// The pipe holds at most that one byte, so the write never blocks; if it
+// fails, no turn could come, and everyone is let go as by Close. t.mu is
 // held.
 func (t *Turnstile) signal() {
 	if t.pending || t.closed {
 		return
 	}
-	if _, err := t.w.Write([]byte{1}); err == nil {
-		t.pending = true
+	if _, err := t.w.Write([]byte{1}); err != nil {
+		t.release()
+		return
 	}
+	t.pending = true
 }
 
 // pump hands out one turn per byte it reads, until Close.

@@ -230,3 +230,24 @@ func TestBrokenPipeReleasesWaiters(t *testing.T) {
 		t.Fatalf("Wait after the pipe failed: %v", err)
 	}
 }
+
+// TestFailedSignalReleasesWaiters: if asking the pump for a turn fails, no
+// turn could come, so the callers are let go with ErrClosed rather than
+// left waiting.
+func TestFailedSignalReleasesWaiters(t *testing.T) {
+	ts := newTurnstile(t)
+	errs := queueHeld(t, ts, 2)
+	ts.mu.Lock()
+	ts.w.Close() // the next write fails
+	ts.pending = false
+	ts.signal()
+	ts.mu.Unlock()
+	for range 2 {
+		if err := <-errs; !errors.Is(err, ErrClosed) {
+			t.Fatalf("queued caller after a failed signal: %v", err)
+		}
+	}
+	if err := ts.Wait(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Wait after a failed signal: %v", err)
+	}
+}
