@@ -150,7 +150,7 @@ func allDigits(s string) bool {
 // ("work_wait;dur=0.5"), durations in milliseconds as the header's dur
 // parameter wants them.
 func (st *stageTimes) serverTiming(total, queue time.Duration) string {
-	var buf [224]byte // every stage with a long duration fits: one allocation, the string
+	var buf [256]byte // every stage at a minute and an hour's queue and total fit: one allocation, the string
 	b := buf[:0]
 	add := func(name string, d time.Duration) {
 		if len(b) > 0 {
