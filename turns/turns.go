@@ -37,7 +37,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"sync/atomic"
 )
 
 // Turnstile hands out turns through the network poller. The zero value is
@@ -45,19 +44,17 @@ import (
 // nobody waits on costs nothing. Close frees them.
 type Turnstile struct {
 	mu      sync.Mutex
-	r, w    *os.File        // the pipe, once started
+	r, w    *os.File        // the pipe, from the first Wait on (w nil again after Close)
 	queue   []chan struct{} // waiters in arrival order
 	pending bool            // a byte is in the pipe for the pump
-	started bool
 	closed  bool
-
-	turns atomic.Uint64
+	turns   uint64 // turns handed out
 }
 
 // Stats are a Turnstile's counts.
 type Stats struct {
 	Waiting int    // waiters queued now
-	Turns   uint64 // turns handed out since New
+	Turns   uint64 // turns handed out so far
 }
 
 // ErrClosed is Wait's answer after Close.
@@ -76,13 +73,13 @@ func (t *Turnstile) Wait(ctx context.Context) error {
 		t.mu.Unlock()
 		return ErrClosed
 	}
-	if !t.started {
+	if t.r == nil {
 		r, w, err := os.Pipe()
 		if err != nil {
 			t.mu.Unlock()
 			return fmt.Errorf("turns: %w", err)
 		}
-		t.r, t.w, t.started = r, w, true
+		t.r, t.w = r, w
 		go t.pump()
 	}
 	t.queue = append(t.queue, ch)
@@ -157,7 +154,7 @@ func (t *Turnstile) pump() {
 		if len(t.queue) > 0 {
 			close(t.queue[0])
 			t.queue = t.queue[1:]
-			t.turns.Add(1)
+			t.turns++
 		}
 		t.mu.Unlock()
 	}
@@ -166,9 +163,8 @@ func (t *Turnstile) pump() {
 // Stats returns the Turnstile's counts.
 func (t *Turnstile) Stats() Stats {
 	t.mu.Lock()
-	n := len(t.queue)
-	t.mu.Unlock()
-	return Stats{Waiting: n, Turns: t.turns.Load()}
+	defer t.mu.Unlock()
+	return Stats{Waiting: len(t.queue), Turns: t.turns}
 }
 
 // Close releases every queued caller with ErrClosed, makes later Waits
