@@ -70,12 +70,11 @@ func TestServerTimingHeader(t *testing.T) {
 	x, _ := xet.BuildXorb(randomChunks(67, 2, 10_000), false)
 	f := e.upload(alice, x)
 
-	parse := func(v string) map[string]float64 { return parseTiming(t, v) }
 	res := e.do("GET", "/v1/reconstructions/"+f.Hash.String(), alice, nil)
 	if res.Status != 200 {
 		t.Fatalf("reconstruction: %d %s", res.Status, res.Body)
 	}
-	m := parse(res.Header.Get("Server-Timing"))
+	m := parseTiming(t, res.Header.Get("Server-Timing"))
 	for _, name := range []string{"total", "auth", "index"} {
 		if _, ok := m[name]; !ok {
 			t.Errorf("Server-Timing %q lacks %s", res.Header.Get("Server-Timing"), name)
