@@ -210,11 +210,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	var phases []phaseSpan
 	var clocks []phaseClocks // per phase
-	runPhase := func(name string) {
-		p := phaseSpan{name: name, start: rec.since(time.Now())}
+	// runPhase runs one phase; begin, when set, starts what the phase adds
+	// once the counters it is measured by were read, so that all it does
+	// falls in the phase (the abuser's first held reads take their turns
+	// at once).
+	runPhase := func(name string, begin func()) {
 		srvBefore, _ := adm.clock(ctx)
 		before := schedSnapshot()
 		cpuBefore, cpuOK := selfCPU()
+		p := phaseSpan{name: name, start: rec.since(time.Now())}
+		if begin != nil {
+			begin()
+		}
 		progress("phase %s: %s", name, cfg.Duration)
 		sleepCtx(ctx, cfg.Duration)
 		if cfg.holdPhase != nil {
@@ -241,24 +248,25 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	// abDone is closed once the abuser has stopped; nil when it never ran.
 	var abDone chan struct{}
 	if cfg.Scenario == ManyTenants {
-		runPhase("many_tenants")
+		runPhase("many_tenants", nil)
 	} else {
-		runPhase("baseline")
+		runPhase("baseline", nil)
 		if ctx.Err() == nil {
 			abCtx, stopAb := context.WithCancel(ctx)
 			abDone = make(chan struct{})
-			go func() {
-				defer close(abDone)
-				if ab.proc == nil {
-					ab.run(abCtx)
-				} else if err := ab.proc.run(abCtx); err != nil {
-					rec.fail(failCheck, "%v", err)
-				}
-				if cfg.abuserEnd != nil {
-					cfg.abuserEnd(stop)
-				}
-			}()
-			runPhase("abuse")
+			runPhase("abuse", func() {
+				go func() {
+					defer close(abDone)
+					if ab.proc == nil {
+						ab.run(abCtx)
+					} else if err := ab.proc.run(abCtx); err != nil {
+						rec.fail(failCheck, "%v", err)
+					}
+					if cfg.abuserEnd != nil {
+						cfg.abuserEnd(stop)
+					}
+				}()
+			})
 			stopAb()
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -74,7 +75,9 @@ func startServer(t *testing.T, wrap func(http.Handler) http.Handler, mutate ...f
 	if wrap != nil {
 		h = wrap(h)
 	}
-	hs := httptest.NewServer(h)
+	hs := httptest.NewUnstartedServer(h)
+	hs.Listener = smallSendBuffers{hs.Listener}
+	hs.Start()
 	t.Cleanup(func() {
 		hs.Close()
 		st.Close()
@@ -84,6 +87,26 @@ func startServer(t *testing.T, wrap func(http.Handler) http.Handler, mutate ...f
 		t.Fatal(err)
 	}
 	return testServer{url: hs.URL, admin: tok}
+}
+
+// smallSendBuffers gives every connection it accepts a send buffer of
+// 64KiB. Loopback lets the kernel grow it to megabytes, enough to take a
+// held read of the abuser's whole 2MiB xorb at once: the server would then
+// finish the read (and count it no longer in progress) while the client
+// has yet to read it. Over a real network, and with this, a slow read
+// stays in progress on the server until the client has read all but the
+// buffers' worth.
+type smallSendBuffers struct{ net.Listener }
+
+func (l smallSendBuffers) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		if err := tc.SetWriteBuffer(64 << 10); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return c, err
 }
 
 // tinyConfig is a run of a second or two with a handful of tenants. What a
@@ -324,7 +347,7 @@ func testAbuse(t *testing.T, command func(context.Context) *exec.Cmd) {
 	// The server's turns are in the report: the held reads beyond the
 	// first took them in the abuse phase.
 	if base, abuse := r.Phases[0].ServerTurns, r.Phases[1].ServerTurns; base == nil || abuse == nil || *abuse == 0 {
-		t.Errorf("server turns: baseline %v, abuse %v; want both reported, some in the abuse phase", base, abuse)
+		t.Errorf("server turns: baseline %v, abuse %v; want both reported, some in the abuse phase (held peak %d, %+v)", derefOr(base), derefOr(abuse), ar.HeldPeak, ar.Nodes)
 	}
 	for _, at := range []string{routeFlood, routeHold, routeQuota, routeSpray} {
 		if attacks[at].Requests == 0 {
@@ -700,4 +723,11 @@ func TestAbuseOverNodes(t *testing.T) {
 			t.Errorf("HTML report lacks %q", want)
 		}
 	}
+}
+
+func derefOr(p *int64) int64 {
+	if p == nil {
+		return -1
+	}
+	return *p
 }
