@@ -18,6 +18,10 @@ type Gate struct {
 	InFlight     *InFlight     // keyed like Credentials
 	AuthFailures *AuthFailures // keyed by client IP
 	Refusals     Refusals
+	// tenants counts each tenant's requests in progress, approximately
+	// (occupancy), for Admission.TenantInFlight; keyed like Tenants. The
+	// zero value is ready, so a Gate put together from its parts has it.
+	tenants occupancy
 }
 
 // GateConfig sizes a Gate. Zero fields take the defaults.
@@ -77,7 +81,14 @@ type Admission struct {
 	// InFlight is how many requests of the credential were in progress on
 	// this node once this one was admitted, this one included.
 	InFlight int
-	inFlight uint64 // the in-flight entry Admit counted, for Done
+	// TenantInFlight is how many requests of the tenant, all its
+	// credentials together, were in progress on this node once this one
+	// was admitted, this one included. It is approximate: now and then it
+	// also counts another tenant's (occupancy); it never misses one.
+	TenantInFlight int
+	// The counts Admit entered, for Done: the credential's in-flight
+	// entry and the tenant's hash; zero for a refused request.
+	inFlight, tenant uint64
 }
 
 // Admit applies the credential rate, the tenant rate and the in-flight cap
@@ -112,6 +123,7 @@ func (g *Gate) keys(credential, tenant string) gateKeys {
 	k := gateKeys{g.Credentials.hash(credential), g.Tenants.hash(tenant)}
 	g.Credentials.prefetch(k.credential)
 	g.Tenants.prefetch(k.tenant)
+	prefetchLine(g.tenants.slot(k.tenant))
 	return k
 }
 
@@ -143,8 +155,9 @@ func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Ad
 			Limit:      Rate{Burst: l.MaxInFlightPerCredential},
 		}}
 	}
-	a.inFlight = hf // only an admitted request has a count to end
+	a.inFlight, a.tenant = hf, ht // only an admitted request has counts to end
 	a.InFlight = n
+	a.TenantInFlight = g.tenants.enter(ht)
 	return a, nil
 }
 
@@ -153,4 +166,13 @@ func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Ad
 // request names no count, so Done of it changes nothing.
 func (g *Gate) Done(a Admission) {
 	g.InFlight.releaseHash(a.inFlight)
+	if a.tenant != 0 {
+		g.tenants.leave(a.tenant)
+	}
+}
+
+// TenantInFlight is how many requests of tenant are in progress on this
+// node, approximately (Admission.TenantInFlight).
+func (g *Gate) TenantInFlight(tenant string) int {
+	return g.tenants.count(g.Tenants.hash(tenant))
 }

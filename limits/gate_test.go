@@ -63,8 +63,8 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 		if after := g.Credentials.Peek("f", l.CredentialRate, t0); after != before {
 			t.Fatalf("credential spent by a tenant refusal: %+v -> %+v", before, after)
 		}
-		if g.InFlight.Count("f") != 0 {
-			t.Fatal("in-flight counted for a refused request")
+		if g.InFlight.Count("f") != 0 || g.TenantInFlight("t") != 0 {
+			t.Fatalf("in progress counted for a refused request: credential %d, tenant %d", g.InFlight.Count("f"), g.TenantInFlight("t"))
 		}
 	})
 	t.Run("in-flight refusal refunds both", func(t *testing.T) {
@@ -75,13 +75,13 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if a.InFlight != i+1 {
-				t.Fatalf("admission %d says %d in flight", i+1, a.InFlight)
+			if a.InFlight != i+1 || a.TenantInFlight != i+1 {
+				t.Fatalf("admission %d says %d in flight, %d of its tenant", i+1, a.InFlight, a.TenantInFlight)
 			}
 			held[i] = a
 		}
-		if other, err := g.Admit("d", "t", l, t0); err != nil || other.InFlight != 1 {
-			t.Fatalf("another credential: %d in flight, %v; want 1, its own count", other.InFlight, err)
+		if other, err := g.Admit("d", "t", l, t0); err != nil || other.InFlight != 1 || other.TenantInFlight != 3 {
+			t.Fatalf("another credential of the tenant: %d in flight, %d of the tenant, %v; want 1, its own count, and 3", other.InFlight, other.TenantInFlight, err)
 		} else {
 			g.Done(other)
 		}
@@ -96,8 +96,8 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 			t.Fatalf("rates spent by an in-flight refusal: credential %+v -> %+v, tenant %+v -> %+v", cb, ca, tb, ta)
 		}
 		g.Done(refused) // a refused admission counted nothing
-		if n := g.InFlight.Count("c"); n != 2 {
-			t.Fatalf("Done of a refused admission: %d in flight, want 2", n)
+		if n, nt := g.InFlight.Count("c"), g.TenantInFlight("t"); n != 2 || nt != 2 {
+			t.Fatalf("Done of a refused admission: %d in flight, %d of the tenant; want 2 and 2", n, nt)
 		}
 		g.Done(held[0])
 		a, err := g.Admit("c", "t", l, t0)
@@ -106,8 +106,8 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 		}
 		g.Done(a)
 		g.Done(held[1])
-		if g.InFlight.Len() != 0 {
-			t.Fatal("in-flight entries left")
+		if g.InFlight.Len() != 0 || g.tenants.total() != 0 {
+			t.Fatalf("in-flight entries left: %d credentials, %d tenant requests", g.InFlight.Len(), g.tenants.total())
 		}
 		for _, name := range LimitNames() {
 			want := uint64(0)

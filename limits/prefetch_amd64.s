@@ -21,3 +21,11 @@ TEXT ·prefetchEntry(SB), NOSPLIT, $0-16
 	PREFETCHT0 (DX)(BX*1)
 done:
 	RET
+
+// func prefetchLine(p *atomic.Int32)
+//
+// Issues PREFETCHT0 for the cache line of p.
+TEXT ·prefetchLine(SB), NOSPLIT, $0-8
+	MOVQ p+0(FP), AX
+	PREFETCHT0 (AX)
+	RET
