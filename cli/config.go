@@ -216,7 +216,7 @@ var settings = []setting{
 		return err
 	}},
 	{"server.work_wait", "10s", "how long a request waits for a work slot before 503 unavailable", durationSetter(func(c *Config) *time.Duration { return &c.WorkWait }, time.Millisecond)},
-	{"server.turns_above_in_flight", "8", "requests one credential may have in progress on this node before each further one waits for a turn behind other clients' requests (0 never; at most 1000000)", intRangeSetter(func(c *Config) *int { return &c.TurnsAboveInFlight }, 0, 1_000_000)},
+	{"server.turns_above_in_flight", "8", "requests one tenant (all its credentials) may have in progress on this node before each further one waits for a turn behind other tenants' requests (0 never; at most 1000000)", intRangeSetter(func(c *Config) *int { return &c.TurnsAboveInFlight }, 0, 1_000_000)},
 	{"server.metrics_listen", "", "separate listener for /metrics without auth (default: /metrics on the main listener, admin scope)", func(c *Config, v string) error {
 		if v != "" {
 			if _, _, err := net.SplitHostPort(v); err != nil {

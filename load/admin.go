@@ -106,7 +106,7 @@ const (
 	// metricSchedLatency is how long the server's goroutines waited,
 	// runnable, for a CPU (runtime/metrics /sched/latencies:seconds).
 	metricSchedLatency = "go_sched_latencies_seconds"
-	// metricTurns counts the requests of busy credentials that waited for
+	// metricTurns counts the requests of busy tenants that waited for
 	// a turn (server.turns_above_in_flight).
 	metricTurns = "openxet_turns_total"
 )

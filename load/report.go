@@ -155,7 +155,7 @@ type PhaseReport struct {
 	// CPUs busy makes its answers wait for it, as LoadLag shows.
 	LoadCPUSeconds float64 `json:"load_cpu_s,omitempty"`
 	LoadBusy       float64 `json:"load_busy,omitempty"`
-	// ServerTurns is how many requests of busy credentials (more than the
+	// ServerTurns is how many requests of busy tenants (more than the
 	// server's turns_above_in_flight in progress) waited for a turn on the
 	// server (the first node) in the phase, from its openxet_turns_total;
 	// nil when the server does not export it.
@@ -631,7 +631,7 @@ func (r *Report) WriteText(w io.Writer) error {
 			fmt.Fprintf(&b, "\n%s: the server used %.1f CPU seconds, %.0f %% of one CPU", p.Name, p.ServerCPUSeconds, 100*p.ServerBusy)
 		}
 		if p.ServerTurns != nil {
-			fmt.Fprintf(&b, "\n%s: %d requests of busy credentials waited for a turn on the server (server.turns_above_in_flight)", p.Name, *p.ServerTurns)
+			fmt.Fprintf(&b, "\n%s: %d requests of busy tenants waited for a turn on the server (server.turns_above_in_flight)", p.Name, *p.ServerTurns)
 		}
 		if st := stagesText(p.Honest.ServerStages); st != "" {
 			fmt.Fprintf(&b, "\n%s: honest requests' server stages, p99 ms: %s", p.Name, st)

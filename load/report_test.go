@@ -146,7 +146,7 @@ func TestWriteText(t *testing.T) {
 		"abuse: the server's goroutines waited for a CPU 1200 times, mean 0.42 ms, p99 under 10.5 ms",
 		"abuse: the server used 1.8 CPU seconds, 45 % of one CPU",
 		"abuse: the load generator used 0.9 CPU seconds, 22 % of one CPU",
-		"abuse: 312 requests of busy credentials waited for a turn on the server (server.turns_above_in_flight)",
+		"abuse: 312 requests of busy tenants waited for a turn on the server (server.turns_above_in_flight)",
 		"429 rate_limited/credential ×1",
 		"peak RSS 300MiB, budget 512MiB, limit 768MiB (budget + 256MiB overhead)",
 		"result: OK",

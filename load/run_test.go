@@ -263,8 +263,8 @@ func TestAbuseInProcess(t *testing.T) {
 
 func testAbuse(t *testing.T, command func(context.Context) *exec.Cmd) {
 	const authFailuresPerMinute = 3
-	// Turns for any credential with more than one request in progress: two
-	// held reads make the abuser's hold credential busy.
+	// Turns for any tenant with more than one request in progress: two held
+	// reads make the abuser busy.
 	ts := startServer(t, nil, func(c *server.Config) { c.AuthFailuresPerMinute, c.TurnsAboveInFlight = authFailuresPerMinute, 1 })
 	cfg := tinyConfig(ts, Abuse)
 	a := &cfg.Abuser
@@ -344,8 +344,8 @@ func testAbuse(t *testing.T, command func(context.Context) *exec.Cmd) {
 	if ar.HeldPeak < 2 {
 		t.Errorf("%d slow reads held open at most, want 2 or more", ar.HeldPeak)
 	}
-	// The server's turns are in the report: the held reads beyond the
-	// first took them in the abuse phase.
+	// The server's turns are in the report: the abuser's requests beside
+	// a held read took them in the abuse phase.
 	if base, abuse := r.Phases[0].ServerTurns, r.Phases[1].ServerTurns; base == nil || abuse == nil || *abuse == 0 {
 		t.Errorf("server turns: baseline %v, abuse %v; want both reported, some in the abuse phase (held peak %d, %+v)", derefOr(base), derefOr(abuse), ar.HeldPeak, ar.Nodes)
 	}

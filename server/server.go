@@ -53,10 +53,10 @@ type Config struct {
 	// limit refused goes unread after the answer (pauseRefused), at most
 	// the answer's Retry-After; 0: never paused.
 	RefusalPause time.Duration
-	// TurnsAboveInFlight: a request of a credential that has more than
-	// this many requests in progress on the node (itself included) waits
-	// for a turn (takeTurn, package turns) before its handler runs; 0:
-	// never.
+	// TurnsAboveInFlight: a request of a tenant that has more than this
+	// many requests in progress on the node (itself included, all the
+	// tenant's credentials together) waits for a turn (takeTurn, package
+	// turns) before its handler runs; 0: never.
 	TurnsAboveInFlight int
 
 	ReadHeaderTimeout time.Duration

@@ -16,19 +16,21 @@ func hasTurnWait(t *testing.T, r response) bool {
 	return ok
 }
 
-// TestBusyCredentialTakesTurns: with server.turns_above_in_flight at 1, a
-// request of a credential that already has one in progress waits for a
-// turn before its handler runs, and says so in Server-Timing, the request
-// log and the metrics; it is then served as usual. A credential alone, and
-// another credential of another tenant beside a busy one, go straight on.
-// A fetch through a signed URL counts against the credential it was signed
-// for and takes a turn the same way.
-func TestBusyCredentialTakesTurns(t *testing.T) {
+// TestBusyTenantTakesTurns: with server.turns_above_in_flight at 1, a
+// request of a tenant that already has one in progress, by the same
+// credential or another of the tenant's, waits for a turn before its
+// handler runs, and says so in Server-Timing, the request log and the
+// metrics; it is then served as usual. A tenant alone, and another tenant
+// beside a busy one, go straight on. A fetch through a signed URL counts
+// for the tenant of the credential it was signed for and takes a turn the
+// same way.
+func TestBusyTenantTakesTurns(t *testing.T) {
 	e := newTestEnv(t, func(c *Config) { c.TurnsAboveInFlight = 1 })
 	t.Cleanup(func() { e.srv.turns.Close() }) // Serve would, at its end
 	logs := &lockedBuffer{}
 	e.srv.log = slog.New(slog.NewJSONHandler(logs, nil))
 	alice := e.credential("alice", "read", "write")
+	alice2 := e.credential("alice", "read") // another of alice's credentials
 	bob := e.credential("bob", "read")
 	chunks := randomChunks(3, 3, 10_000)
 	x, _ := xet.BuildXorb(chunks, false)
@@ -62,17 +64,20 @@ func TestBusyCredentialTakesTurns(t *testing.T) {
 	if last := lines[len(lines)-1]; last["t_turn_wait"] == nil || last["status"] != float64(404) {
 		t.Fatalf("the request log's line of the request that waited for a turn: %v", last)
 	}
+	if r := e.probe(alice2); r.Status != 404 || !hasTurnWait(t, r) {
+		t.Fatalf("alice's other credential while alice is busy: %d, Server-Timing %q; want 404 after a turn", r.Status, r.Header.Get("Server-Timing"))
+	}
 	if r := e.probe(bob); r.Status != 404 || hasTurnWait(t, r) {
 		t.Fatalf("bob beside busy alice: %d, Server-Timing %q", r.Status, r.Header.Get("Server-Timing"))
 	}
 	if r := e.fetch(fetchURL, ""); r.Status != 206 || !hasTurnWait(t, r) {
 		t.Fatalf("alice's fetch while busy: %d, Server-Timing %q", r.Status, r.Header.Get("Server-Timing"))
 	}
-	if st := e.srv.turns.Stats(); st.Turns != 2 || st.Waiting != 0 {
-		t.Fatalf("turns %+v, want 2 given and none waiting", st)
+	if st := e.srv.turns.Stats(); st.Turns != 3 || st.Waiting != 0 {
+		t.Fatalf("turns %+v, want 3 given and none waiting", st)
 	}
 	m := e.do("GET", "/metrics", e.admin, nil)
-	for _, want := range []string{"openxet_turns_total 2", "openxet_turns_waiting 0", "openxet_turn_wait_seconds_count 2"} {
+	for _, want := range []string{"openxet_turns_total 3", "openxet_turns_waiting 0", "openxet_turn_wait_seconds_count 3"} {
 		if !strings.Contains(string(m.Body), want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
 		}

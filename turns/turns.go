@@ -26,8 +26,8 @@
 // runnable, and as many as it likes when the server is otherwise idle (a
 // pass then costs a pipe write, a poll and a read: a few microseconds).
 //
-// The server decides who waits for a turn (a credential with more requests
-// in progress than server.turns_above_in_flight); this package knows
+// The server decides who waits for a turn (a tenant with more requests in
+// progress than server.turns_above_in_flight); this package knows
 // nothing of requests, tenants or HTTP.
 package turns
 
