@@ -19,7 +19,15 @@ import (
 //     the bucket is mem:// so that the index dominates);
 //   - dedup: DedupAnswer for a chunk of a registered file;
 //   - reconstruction: File and FileTerms of a registered file (the reads a
-//     reconstruction makes; xorb layouts come from the cache).
+//     reconstruction makes; xorb layouts come from the cache);
+//   - reconstruction_after_write: the same reads, each after a PutXorb of
+//     another tenant that is not timed, as on a node where uploads go on
+//     beside the reads: on SQLite a commit makes every other connection
+//     drop its page cache at its next read;
+//   - reconstruction_after_pause: its control, the same untimed work but
+//     the xorb not written. Stopping the timer costs the next read its
+//     CPU caches (StartTimer reads the memory statistics), so compare
+//     after_write with after_pause, not with reconstruction.
 //
 // SQLite runs in WAL mode with synchronous=NORMAL, as serve opens it: a
 // commit survives a crash of the process, not always one of the machine.
@@ -81,17 +89,41 @@ func BenchmarkIndex(b *testing.B) {
 					}
 				}
 			})
+			reconstruct := func(b *testing.B) {
+				file, err := l.s.File(ctx, "alice", f.hash())
+				if err != nil {
+					b.Fatal(err)
+				}
+				if terms, _, err := l.s.FileTerms(ctx, "alice", file.Hash, 0, uint64(file.SizeBytes)); err != nil || len(terms) != 2 {
+					b.Fatalf("%v %v", terms, err)
+				}
+			}
 			b.Run("reconstruction", func(b *testing.B) {
 				for b.Loop() {
-					file, err := l.s.File(ctx, "alice", f.hash())
-					if err != nil {
-						b.Fatal(err)
-					}
-					if terms, _, err := l.s.FileTerms(ctx, "alice", file.Hash, 0, uint64(file.SizeBytes)); err != nil || len(terms) != 2 {
-						b.Fatalf("%v %v", terms, err)
-					}
+					reconstruct(b)
 				}
 			})
+			for _, write := range []bool{false, true} {
+				name := "reconstruction_after_pause"
+				if write {
+					name = "reconstruction_after_write"
+				}
+				b.Run(name, func(b *testing.B) {
+					i := 0
+					for b.Loop() {
+						b.StopTimer()
+						body, info := xet.BuildXorb([][]byte{fmt.Appendf(nil, "write %s %d", b.Name(), i)}, false)
+						i++
+						if write {
+							if _, err := l.s.PutXorb(ctx, "bob", info, body[:info.StreamLen], Unlimited); err != nil {
+								b.Fatal(err)
+							}
+						}
+						b.StartTimer()
+						reconstruct(b)
+					}
+				})
+			}
 		})
 	}
 }
