@@ -78,9 +78,6 @@ func (g *Gate) AuthFailed(at AuthAttempt, now time.Time) error {
 type Admission struct {
 	Credential Decision
 	Tenant     Decision
-	// InFlight is how many requests of the credential were in progress on
-	// this node once this one was admitted, this one included.
-	InFlight int
 	// TenantInFlight is how many requests of the tenant, all its
 	// credentials together, were in progress on this node once this one
 	// was admitted, this one included. It is approximate: now and then it
@@ -145,8 +142,7 @@ func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Ad
 	if g.InFlight.seed != g.Credentials.seed { // not built by NewGate
 		hf = keyHash(g.InFlight.seed, credential)
 	}
-	n, ok := g.InFlight.acquireHash(hf, l.MaxInFlightPerCredential)
-	if !ok {
+	if !g.InFlight.acquireHash(hf, l.MaxInFlightPerCredential) {
 		g.Credentials.refundHash(hc, l.CredentialRate)
 		g.Tenants.refundHash(ht, l.TenantRate)
 		g.Refusals.Inc(LimitInFlight)
@@ -156,7 +152,6 @@ func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Ad
 		}}
 	}
 	a.inFlight, a.tenant = hf, ht // only an admitted request has counts to end
-	a.InFlight = n
 	a.TenantInFlight = g.tenants.enter(ht)
 	return a, nil
 }

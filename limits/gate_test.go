@@ -75,13 +75,13 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if a.InFlight != i+1 || a.TenantInFlight != i+1 {
-				t.Fatalf("admission %d says %d in flight, %d of its tenant", i+1, a.InFlight, a.TenantInFlight)
+			if n := g.InFlight.Count("c"); n != i+1 || a.TenantInFlight != i+1 {
+				t.Fatalf("admission %d: %d in flight, %d of its tenant", i+1, n, a.TenantInFlight)
 			}
 			held[i] = a
 		}
-		if other, err := g.Admit("d", "t", l, t0); err != nil || other.InFlight != 1 || other.TenantInFlight != 3 {
-			t.Fatalf("another credential of the tenant: %d in flight, %d of the tenant, %v; want 1, its own count, and 3", other.InFlight, other.TenantInFlight, err)
+		if other, err := g.Admit("d", "t", l, t0); err != nil || g.InFlight.Count("d") != 1 || other.TenantInFlight != 3 {
+			t.Fatalf("another credential of the tenant: %d in flight, %d of the tenant, %v; want 1, its own count, and 3", g.InFlight.Count("d"), other.TenantInFlight, err)
 		} else {
 			g.Done(other)
 		}
@@ -101,8 +101,8 @@ func TestGateRefusalSpendsNothingElse(t *testing.T) {
 		}
 		g.Done(held[0])
 		a, err := g.Admit("c", "t", l, t0)
-		if err != nil || a.InFlight != 2 {
-			t.Fatalf("after Done: %d in flight, %v; want 2", a.InFlight, err)
+		if n := g.InFlight.Count("c"); err != nil || n != 2 {
+			t.Fatalf("after Done: %d in flight, %v; want 2", n, err)
 		}
 		g.Done(a)
 		g.Done(held[1])

@@ -65,14 +65,11 @@ func (f *InFlight) shardOf(h uint64) *inFlightShard {
 // counted). A lowered max applies to the next Acquire; requests already in
 // flight are not affected.
 func (f *InFlight) Acquire(key string, max int) bool {
-	_, ok := f.acquireHash(keyHash(f.seed, key), max)
-	return ok
+	return f.acquireHash(keyHash(f.seed, key), max)
 }
 
-// acquireHash is Acquire for the key whose hash under f's seed is h. It
-// also returns the key's count after the call: with this request on
-// success, without it on refusal.
-func (f *InFlight) acquireHash(h uint64, max int) (int, bool) {
+// acquireHash is Acquire for the key whose hash under f's seed is h.
+func (f *InFlight) acquireHash(h uint64, max int) bool {
 	s := f.shardOf(h)
 	s.mu.Lock()
 	i := s.count.find(h)
@@ -83,7 +80,7 @@ func (f *InFlight) acquireHash(h uint64, max int) (int, bool) {
 	if max > 0 && c >= int64(max) {
 		s.refused++
 		s.mu.Unlock()
-		return int(c), false
+		return false
 	}
 	if i >= 0 {
 		s.count.entries[i].tat = c + 1
@@ -93,7 +90,7 @@ func (f *InFlight) acquireHash(h uint64, max int) (int, bool) {
 	s.total++
 	s.acquired++
 	s.mu.Unlock()
-	return int(c) + 1, true
+	return true
 }
 
 // Release ends one request of key that Acquire admitted. The key's entry is

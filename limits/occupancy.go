@@ -4,7 +4,7 @@ import "sync/atomic"
 
 // occupancyBits sizes an occupancy: 2^16 counters. Keys share a counter
 // when their hashes' top bits agree: of 100 keys busy at once, about one
-// in 650 shares its counter with another.
+// in 660 shares its counter with another.
 const occupancyBits = 16
 
 // occupancy counts requests in progress per key, approximately: each key
