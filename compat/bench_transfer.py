@@ -9,6 +9,13 @@ client cannot dedup against its cache. The ratio openxet/local is the figure
 to trust; absolute MB/s drift with the machine. The server's CPU time
 (utime + stime from /proc/PID/stat) around each openxet upload and download
 is reported as CPU seconds per GiB transferred.
+
+Each download follows its upload at once, so openxet reads the xorbs it has
+just written with O_DIRECT from the disk while local:// reads its files from
+the page cache (--warm-download evens that), and a download takes well under a
+second, so one stall of the client's own (on a VM, first touches of guest
+memory) moves its ratio a lot. compat/bench_download.py --local compares
+downloads alone, many times over.
 """
 
 import argparse
