@@ -8,8 +8,8 @@
 //     secret) and, inside AuthFailures, per client IP;
 //   - InFlight: requests in progress per credential, with a cap;
 //   - each tenant's requests in progress, approximately and without a
-//     lock (Admission.TenantInFlight, Gate.TenantInFlight), which the
-//     server's turns read: no limit refuses on it;
+//     lock (Admission.TenantInFlight), which the server's turns read: no
+//     limit refuses on it;
 //   - AuthFailures: the failed-authentication limit per client IP;
 //   - Gate: the three request limits applied in design order, with refunds
 //     so that one limit's refusal does not spend another's allowance;

@@ -165,9 +165,3 @@ func (g *Gate) Done(a Admission) {
 		g.tenants.leave(a.tenant)
 	}
 }
-
-// TenantInFlight is how many requests of tenant are in progress on this
-// node, approximately (Admission.TenantInFlight).
-func (g *Gate) TenantInFlight(tenant string) int {
-	return g.tenants.count(g.Tenants.hash(tenant))
-}
