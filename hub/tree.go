@@ -1,0 +1,88 @@
+package hub
+
+import (
+	"crypto/sha1"
+	"encoding/hex"
+	"net/http"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/store"
+)
+
+// treeItems lists the files and (derived) folders under dir.
+func treeItems(cm store.Commit, dir string, recursive bool) []map[string]any {
+	dir = strings.Trim(dir, "/")
+	items := []map[string]any{}
+	seenDirs := map[string]bool{}
+	addDir := func(p string) {
+		if !seenDirs[p] {
+			seenDirs[p] = true
+			sum := sha1.Sum([]byte("tree:" + cm.SHA + ":" + p))
+			items = append(items, map[string]any{"type": "directory", "path": p, "oid": hex.EncodeToString(sum[:]), "size": 0})
+		}
+	}
+	for _, e := range cm.Tree {
+		rel := e.Path
+		if dir != "" {
+			if !strings.HasPrefix(e.Path, dir+"/") {
+				continue
+			}
+			rel = strings.TrimPrefix(e.Path, dir+"/")
+		}
+		parts := strings.Split(rel, "/")
+		if !recursive && len(parts) > 1 {
+			addDir(path.Join(dir, parts[0]))
+			continue
+		}
+		if recursive {
+			for i := 1; i < len(parts); i++ {
+				addDir(path.Join(dir, strings.Join(parts[:i], "/")))
+			}
+		}
+		item := map[string]any{"type": "file", "path": e.Path, "size": e.SizeBytes, "oid": e.GitOID}
+		if e.XetHash != "" {
+			item["lfs"] = map[string]any{"oid": e.SHA256, "size": e.SizeBytes, "pointerSize": len(lfsPointer(e.SHA256, e.SizeBytes))}
+			item["xetHash"] = e.XetHash
+		}
+		items = append(items, item)
+	}
+	sort.SliceStable(items, func(i, j int) bool { return items[i]["path"].(string) < items[j]["path"].(string) })
+	return items
+}
+
+func (h *Hub) tree(c echo.Context) error {
+	r, err := h.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	cm, err := h.resolveRev(c, r, revision(c))
+	if err != nil {
+		return err
+	}
+	dir := unescape(c.Param("*"))
+	items := treeItems(cm, dir, c.QueryParam("recursive") == "true" || c.QueryParam("recursive") == "1")
+	if dir != "" && len(items) == 0 {
+		return hubNotFound("EntryNotFound", "path %s not found in %s at %s", dir, r, cm.SHA)
+	}
+	start := 0
+	if cur := c.QueryParam("cursor"); cur != "" {
+		n, err := strconv.Atoi(cur)
+		if err != nil || n < 0 || n > len(items) {
+			return badRequest("bad cursor %q", cur)
+		}
+		start = n
+	}
+	end := min(start+treePageSize, len(items))
+	if end < len(items) {
+		q := c.QueryParams()
+		q.Set("cursor", strconv.Itoa(end))
+		next := h.cfg.BaseURL(c) + c.Request().URL.EscapedPath() + "?" + q.Encode()
+		c.Response().Header().Set("Link", "<"+next+`>; rel="next"`)
+	}
+	return c.JSON(http.StatusOK, items[start:end])
+}
