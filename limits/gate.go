@@ -94,16 +94,14 @@ type Admission struct {
 // refusal it returns a *RateError naming the limit and nothing stays
 // spent.
 //
-// Each key is hashed once, and both tables' entries are prefetched before
-// the first lock (keys).
+// Each key is hashed once (keys).
 func (g *Gate) Admit(credential, tenant string, l Limits, now time.Time) (Admission, error) {
 	return g.admit(g.keys(credential, tenant), credential, l, now)
 }
 
-// AdmitClock is Admit at the time clock returns, read after the two
-// tables' entries have been asked for: on a node with many tenants those
-// entries are usually not in the CPU's cache, and their loads then overlap
-// the clock read instead of following it. The server admits through it.
+// AdmitClock is Admit at the time clock returns, read after the keys are
+// hashed, just before the tables are consulted. The server admits through
+// it.
 func (g *Gate) AdmitClock(credential, tenant string, l Limits, clock func() time.Time) (Admission, error) {
 	k := g.keys(credential, tenant)
 	return g.admit(k, credential, l, clock())
@@ -114,14 +112,9 @@ type gateKeys struct{ credential, tenant uint64 }
 
 // keys hashes credential and tenant (each once: the credential's hash
 // serves its rate and its in-flight count, NewGate gives both the same
-// seed) and prefetches both tables' entries, so that their cache misses
-// overlap.
+// seed).
 func (g *Gate) keys(credential, tenant string) gateKeys {
-	k := gateKeys{g.Credentials.hash(credential), g.Tenants.hash(tenant)}
-	g.Credentials.prefetch(k.credential)
-	g.Tenants.prefetch(k.tenant)
-	prefetchLine(g.tenants.slot(k.tenant))
-	return k
+	return gateKeys{g.Credentials.hash(credential), g.Tenants.hash(tenant)}
 }
 
 func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Admission, error) {

@@ -23,7 +23,6 @@ const minTatTable = 16
 func (t *tatTable) home(h uint64) int {
 	// Fibonacci hashing: the high bits of h·φ pick the home slot, so the
 	// low bits that picked the shard do not matter here.
-	// prefetch_amd64.s computes the same slot; keep the two in step.
 	return int((h * 0x9E3779B97F4A7C15) >> t.shift)
 }
 

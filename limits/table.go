@@ -147,15 +147,6 @@ func (t *Table) shardOf(h uint64) *shard {
 	return &t.shards[h&t.mask]
 }
 
-// prefetch asks the CPU to start loading the entry where a lookup of h
-// begins, without taking the shard's lock: a hint, so that the cache
-// misses of several tables' lookups overlap instead of following one
-// another (each lookup's lock is a full memory barrier that waits for the
-// loads before it). See prefetchEntry.
-func (t *Table) prefetch(h uint64) {
-	prefetchEntry(&t.shardOf(h).index, h)
-}
-
 // offset converts now into nanoseconds since the epoch, clamped.
 func (t *Table) offset(now time.Time) int64 {
 	d := int64(now.Sub(t.epoch))

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -57,5 +59,55 @@ func BenchmarkRefusedRequest(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkRefusedRequestManyKeys is BenchmarkRefusedRequest as a busy
+// node meets it: a real HTTP request over loopback (keep-alive), each from
+// the next of 1,000 credentials of 1,000 tenants, with the limit tables
+// holding 100,000 other keys, so that a request's table entries are
+// usually not in the CPU's cache. It is the whole-request figure behind
+// the rate tables' memory layout (limits/BENCHMARKS.md):
+//
+//	go test -run '^$' -bench RefusedRequestManyKeys -benchmem -cpu 1 ./server/
+func BenchmarkRefusedRequestManyKeys(b *testing.B) {
+	e := newTestEnv(b, func(c *Config) {
+		c.Limits.CredentialRate = limits.Rate{PerSecond: 1e-6, Burst: 1}
+	})
+	now := time.Now()
+	for i := range 100_000 {
+		k := "filler-" + strconv.Itoa(i)
+		e.srv.gate.Credentials.Allow(k, limits.Rate{PerSecond: 1, Burst: 1}, now)
+		e.srv.gate.Tenants.Allow(k, limits.Rate{PerSecond: 1, Burst: 1}, now)
+	}
+	toks := make([]string, 1000)
+	for i := range toks {
+		toks[i] = e.credential("tenant-"+strconv.Itoa(i), "read")
+	}
+	path := "/v1/reconstructions/" + xet.Hash{1}.String()
+	get := func(tok string) int {
+		req, err := http.NewRequest(http.MethodGet, e.http.URL+path, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, res.Body)
+		res.Body.Close()
+		return res.StatusCode
+	}
+	for _, tok := range toks {
+		get(tok) // spends each credential's burst of one
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if code := get(toks[i%len(toks)]); code != http.StatusTooManyRequests {
+			b.Fatalf("status %d, want 429", code)
+		}
+		i++
 	}
 }
