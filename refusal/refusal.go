@@ -41,20 +41,52 @@ var (
 	ErrForbidden  = errors.New("forbidden")
 )
 
-// Wrap wraps a sentinel with a sentence for the client; Message gets the
-// sentence back.
-func Wrap(kind error, format string, args ...any) error {
-	return fmt.Errorf("%w: %s", kind, fmt.Sprintf(format, args...))
+// Refused is a refusal of a kind (one of the sentinels, or another
+// package's) with its sentence for the client. Wrap makes one; Message
+// reads the sentence back without parsing any error text.
+type Refused struct {
+	Kind    error
+	Message string
 }
 
-// Message is the text of err after kind's own prefix (see Wrap), or all of
-// it when that prefix is not there.
+func (r *Refused) Error() string { return r.Kind.Error() + ": " + r.Message }
+func (r *Refused) Unwrap() error { return r.Kind }
+
+// Wrap refuses with kind and a sentence for the client: errors.Is(err,
+// kind) holds, and Message gives the sentence back.
+func Wrap(kind error, format string, args ...any) error {
+	return &Refused{Kind: kind, Message: fmt.Sprintf(format, args...)}
+}
+
+// Message is the sentence of the refusal of kind in err's chain (see
+// Wrap), or all of err's text when it has none.
 func Message(err error, kind error) string {
-	s := err.Error()
-	if i := strings.Index(s, kind.Error()+": "); i >= 0 {
-		return s[i+len(kind.Error())+2:]
+	if r := find(err, kind); r != nil {
+		return r.Message
 	}
-	return s
+	return err.Error()
+}
+
+// find walks err's tree as errors.Is does for the first Refused of kind.
+func find(err, kind error) *Refused {
+	switch e := err.(type) {
+	case nil:
+		return nil
+	case *Refused:
+		if errors.Is(e.Kind, kind) {
+			return e
+		}
+		return find(e.Kind, kind)
+	case interface{ Unwrap() []error }:
+		for _, c := range e.Unwrap() {
+			if r := find(c, kind); r != nil {
+				return r
+			}
+		}
+		return nil
+	default:
+		return find(errors.Unwrap(err), kind)
+	}
 }
 
 // HubText is the message and hint as one text, for the Hub clients:

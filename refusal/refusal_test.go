@@ -104,3 +104,26 @@ func FuzzAppendJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestMessageIsTyped: the sentence comes from the refusal itself, not
+// from its text: a sentence that contains another kind's prefix, a
+// refusal inside errors.Join, and an error of the kind with no sentence.
+func TestMessageIsTyped(t *testing.T) {
+	tricky := Wrap(ErrNotFound, "bad request: is part of this sentence")
+	joined := errors.Join(errors.New("other"), fmt.Errorf("ctx: %w", Wrap(ErrForbidden, "no access")))
+	plain := fmt.Errorf("ctx: %w", ErrBadRequest)
+	for _, c := range []struct {
+		err  error
+		kind error
+		want string
+	}{
+		{tricky, ErrNotFound, "bad request: is part of this sentence"},
+		{tricky, ErrBadRequest, "not found: bad request: is part of this sentence"},
+		{joined, ErrForbidden, "no access"},
+		{plain, ErrBadRequest, "ctx: bad request"},
+	} {
+		if got := Message(c.err, c.kind); got != c.want {
+			t.Errorf("Message(%v, %v) = %q, want %q", c.err, c.kind, got, c.want)
+		}
+	}
+}
