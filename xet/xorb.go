@@ -68,7 +68,7 @@ type XorbInfo struct {
 	// the integrity checksum of the object's write to S3. ParseXorb sums
 	// each chunk right after hashing it, while its bytes are in the CPU's
 	// cache, which costs a quarter of a separate pass over the whole body
-	// later (BENCHMARKS.md, "S3 request checksum").
+	// later (BENCHMARKS.md, "Ingest").
 	StreamCRC32 uint32
 }
 
