@@ -7,49 +7,74 @@ import (
 	"testing"
 )
 
-// TestLayout keeps the dependency rules of design §1 and style.md: imports
+// TestLayout keeps the dependency rules of docs/design.md §1: imports
 // point one way (cli → server → hub → {limits, budget, store} → xet; hub
 // never imports server), only server and hub import echo, only cli
-// urfave/cli, only store database/sql, gocloud.dev and the PostgreSQL driver.
+// urfave/cli, only store (and its test helpers) database/sql, gocloud.dev,
+// the AWS SDK and the PostgreSQL driver. Every package `go list ./...`
+// finds must have a row: a new package gets one with the openxet packages
+// it may import, or the test fails.
 func TestLayout(t *testing.T) {
-	allowed := map[string][]string{ // openxet packages each package may import
-		"xet":               {},
-		"limits":            {},
-		"budget":            {},
-		"work":              {},
-		"turns":             {},
-		"wirejson":          {},
-		"refusal":           {"openxet/wirejson"},
-		"store":             {"openxet/xet"},
-		"admin":             {},
-		"load":              {"openxet/xet", "openxet/admin"},
-		"hub":               {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
-		"server":            {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/turns", "openxet/refusal", "openxet/wirejson", "openxet/hub"},
-		"server/servertest": {"openxet/server", "openxet/store", "openxet/limits", "openxet/budget", "openxet/xet"},
-		"cli":               {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin"},
+	allowed := map[string][]string{ // openxet packages each package may import ("." is the module root)
+		".":                      {"openxet/cli"},
+		"xet":                    {},
+		"limits":                 {},
+		"budget":                 {},
+		"work":                   {},
+		"turns":                  {},
+		"wirejson":               {},
+		"refusal":                {"openxet/wirejson"},
+		"store":                  {"openxet/xet"},
+		"store/pgtest":           {"openxet/testproc"},
+		"store/s3test":           {"openxet/testcert", "openxet/testproc"},
+		"testcert":               {},
+		"testproc":               {"openxet/admin"},
+		"admin":                  {},
+		"load":                   {"openxet/xet", "openxet/admin"},
+		"hub":                    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
+		"server":                 {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/turns", "openxet/refusal", "openxet/wirejson", "openxet/hub"},
+		"server/servertest":      {"openxet/server", "openxet/store", "openxet/limits", "openxet/budget", "openxet/xet"},
+		"cli":                    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin"},
+		"compat/tools/manyterms": {"openxet/xet"},
 	}
 	owners := map[string][]string{ // third-party import prefix → the packages that may use it
 		"github.com/labstack/echo": {"server", "hub"},
 		"github.com/urfave/cli":    {"cli"},
-		"database/sql":             {"store"},
+		"database/sql":             {"store", "store/pgtest"},
 		"gocloud.dev":              {"store"},
-		"github.com/aws/":          {"store"},
-		"github.com/jackc/pgx":     {"store"},
+		"github.com/aws/":          {"store", "store/s3test"},
+		"github.com/jackc/pgx":     {"store", "store/pgtest"},
 	}
-	for pkg, ok := range allowed {
-		out, err := exec.Command("go", "list", "-f", `{{join .Imports "\n"}}`, "./"+pkg).Output()
-		if err != nil {
-			t.Fatalf("go list ./%s: %v", pkg, err)
+	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
+	if err != nil {
+		t.Fatalf("go list ./...: %v", err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], "openxet"), "/")
+		if pkg == "" {
+			pkg = "."
 		}
-		for _, imp := range strings.Fields(string(out)) {
+		seen[pkg] = true
+		ok, known := allowed[pkg]
+		if !known {
+			t.Errorf("package %s has no row in TestLayout: add one with the openxet packages it may import", pkg)
+		}
+		for _, imp := range fields[1:] {
 			if strings.HasPrefix(imp, "openxet/") && !slices.Contains(ok, imp) {
-				t.Errorf("%s imports %s, against design §1", pkg, imp)
+				t.Errorf("%s imports %s, against docs/design.md §1", pkg, imp)
 			}
 			for prefix, owner := range owners {
 				if strings.HasPrefix(imp, prefix) && !slices.Contains(owner, pkg) {
 					t.Errorf("%s imports %s; only %s may", pkg, imp, strings.Join(owner, " and "))
 				}
 			}
+		}
+	}
+	for pkg := range allowed {
+		if !seen[pkg] {
+			t.Errorf("TestLayout has a row for %s, which go list ./... does not find", pkg)
 		}
 	}
 }

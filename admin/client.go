@@ -23,7 +23,7 @@ type Client struct {
 	HTTP  *http.Client
 }
 
-// Error is a refusal the server answered, with the fields of design §7.
+// Error is a refusal the server answered, with the fields of docs/design.md §7.
 type Error struct {
 	Status  int
 	Code    string

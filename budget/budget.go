@@ -190,11 +190,6 @@ func clampShare(s float64) float64 {
 	return MinShare // below the range, or NaN
 }
 
-// MaxBytes is the largest reservation any key can be granted: the smaller of
-// the credential share and the tenant share, in bytes. Reserve refuses more at
-// once with a *TooLargeError.
-func (b *Budget) MaxBytes() int64 { return min(b.credCap, b.tenantCap) }
-
 // Reservation is memory granted by Reserve. Release it exactly once, on every
 // path, when the memory is no longer used (typically `defer r.Release()`).
 // Releasing again, from the same variable or any copy of it, even from another

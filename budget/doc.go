@@ -1,5 +1,5 @@
 // Package budget is the process-wide memory budget for request work on one
-// node (design §6, decision 0018 §3): upload bodies being validated, shard
+// node (docs/design.md §6, docs/design.md §13.3): upload bodies being validated, shard
 // bodies, reconstruction answers, read buffers and dedup answers reserve their
 // bytes here before they hold them.
 //

@@ -522,7 +522,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if c.LimitsCacheTTL > 10*time.Second {
-		errs = append(errs, errors.New("config limits.cache_ttl: must be at most 10s (design §5)"))
+		errs = append(errs, errors.New("config limits.cache_ttl: must be at most 10s (docs/design.md §5)"))
 	}
 	if c.RefusalPause > maxRefusalPause {
 		errs = append(errs, fmt.Errorf("config limits.refusal_pause: must be at most %s (a shutdown waits for paused connections)", maxRefusalPause))

@@ -1,5 +1,5 @@
-"""Rate limits and quotas as the stock hf_xet client meets them (decision
-record 0018): a throttled client retries its 429s until the transfer is done,
+"""Rate limits and quotas as the stock hf_xet client meets them (docs/design.md §13):
+a throttled client retries its 429s until the transfer is done,
 the default limits never throttle a default transfer (measured: peak request
 rate and in-flight count, written to compat/.results/default_limits.json),
 and a tenant over its quota can still read, query dedup and register data it

@@ -61,7 +61,7 @@ const DefaultAuthFailuresPerMinute = 60
 // An attacker therefore gets at most N failures per minute per key it
 // controls while the table has room, and more only after filling the table
 // with throttled keys, which itself takes about one failure per second per
-// key for every key of the cap (design §4: a hard cap for IP-keyed tables;
+// key for every key of the cap (docs/design.md §4: a hard cap for IP-keyed tables;
 // size it with limits.GateConfig.MaxIPs).
 //
 // An AuthFailures is safe for concurrent use.

@@ -56,7 +56,7 @@ func BenchmarkAllowExistingKeyFixedTime(b *testing.B) {
 	}
 }
 
-// BenchmarkRequestCheck is the whole per-request check of design §4 on the
+// BenchmarkRequestCheck is the whole per-request check of docs/design.md §4 on the
 // primitives: read the clock once, credential Allow, tenant Allow,
 // in-flight Acquire and Release, over 100k tenants with one credential
 // each, at the default limits.

@@ -1,5 +1,5 @@
 // Package limits decides whether a request or an upload may proceed: the
-// per-node request limits and the quota arithmetic of design §4 and §5.
+// per-node request limits and the quota arithmetic of docs/design.md §4 and docs/design.md §5.
 //
 // It owns:
 //

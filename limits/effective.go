@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sync/singleflight"
 )
 
-// Defaults of [limits] (decision record 0018).
+// Defaults of [limits] (docs/design.md §13).
 const (
 	DefaultTenantRequestsPerSecond     = 2000
 	DefaultTenantBurst                 = 4000

@@ -4,8 +4,8 @@ import (
 	"time"
 )
 
-// Gate applies the per-request limits of one node in the order of design
-// §4: the auth-failure limit per client IP before a token is verified, then
+// Gate applies the per-request limits of one node in the order of
+// docs/design.md §4: the auth-failure limit per client IP before a token is verified, then
 // the credential rate, the tenant rate and the credential's in-flight cap.
 // A request refused by a later limit gets back what the earlier ones
 // spent, so a refusal by one limit never uses up another's allowance.
@@ -73,7 +73,7 @@ func (g *Gate) AuthFailed(at AuthAttempt, now time.Time) error {
 	return &RateError{Limit: LimitAuthFailures, Decision: d}
 }
 
-// Admission holds the two rate decisions Gate.Admit took, for RateLimit
+// Admission holds the two rate decisions Gate.AdmitClock took, for RateLimit
 // headers. On a refusal by the credential limit, Tenant is the zero value.
 type Admission struct {
 	Credential Decision
@@ -83,25 +83,19 @@ type Admission struct {
 	// was admitted, this one included. It is approximate: now and then it
 	// also counts another tenant's (occupancy); it never misses one.
 	TenantInFlight int
-	// The counts Admit entered, for Done: the credential's in-flight
+	// The counts AdmitClock entered, for Done: the credential's in-flight
 	// entry and the tenant's hash; zero for a refused request.
 	inFlight, tenant uint64
 }
 
-// Admit applies the credential rate, the tenant rate and the in-flight cap
-// of l to one request at now. On success the caller must call Done with
-// the Admission exactly once when the request ends (defer it). On
-// refusal it returns a *RateError naming the limit and nothing stays
-// spent.
+// AdmitClock applies the credential rate, the tenant rate and the in-flight
+// cap of l to one request at the time clock returns. On success the caller
+// must call Done with the Admission exactly once when the request ends
+// (defer it). On refusal it returns a *RateError naming the limit and
+// nothing stays spent.
 //
-// Each key is hashed once (keys).
-func (g *Gate) Admit(credential, tenant string, l Limits, now time.Time) (Admission, error) {
-	return g.admit(g.keys(credential, tenant), credential, l, now)
-}
-
-// AdmitClock is Admit at the time clock returns, read after the keys are
-// hashed, just before the tables are consulted. The server admits through
-// it.
+// Each key is hashed once (keys), and the clock is read after that, just
+// before the tables are consulted.
 func (g *Gate) AdmitClock(credential, tenant string, l Limits, clock func() time.Time) (Admission, error) {
 	k := g.keys(credential, tenant)
 	return g.admit(k, credential, l, clock())
@@ -149,7 +143,7 @@ func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Ad
 	return a, nil
 }
 
-// Done ends a request that Admit admitted, given the Admission it
+// Done ends a request that AdmitClock admitted, given the Admission it
 // returned: the credential is not hashed again. The Admission of a refused
 // request names no count, so Done of it changes nothing.
 func (g *Gate) Done(a Admission) {

@@ -161,7 +161,7 @@ func TestGateAuth(t *testing.T) {
 }
 
 // TestImports: limits knows nothing of HTTP, databases, blob storage or
-// metrics (design §1).
+// metrics (docs/design.md §1).
 func TestImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {

@@ -149,9 +149,6 @@ type Pending struct {
 	bytes map[string]int64
 }
 
-// NewPending returns an empty Pending (the zero value works too).
-func NewPending() *Pending { return &Pending{} }
-
 // Add adds n bytes to tenant's pending total and returns the new total.
 func (p *Pending) Add(tenant string, n int64) int64 {
 	p.mu.Lock()

@@ -223,32 +223,6 @@ func clampTAT(tat, now, interval, tolerance int64) int64 {
 	return tat
 }
 
-// Peek reports what Allow would decide for key at now, without spending
-// anything or changing the table. Remaining counts the request asked
-// about. For an unknown key in a shard that is full of throttled keys, Peek
-// reports the same refusal Allow would give.
-func (t *Table) Peek(key string, r Rate, now time.Time) Decision {
-	interval, tolerance, limited := r.gcra()
-	if !limited {
-		return unlimitedDecision(r)
-	}
-	nowN := t.offset(now)
-	h := t.hash(key)
-	s := t.shardOf(h)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if i := s.index.find(h); i >= 0 {
-		s.latest = max(s.latest, nowN)
-		return peek(clampTAT(s.index.entries[i].tat, s.latest, interval, tolerance), nowN, interval, tolerance, r)
-	}
-	if s.n >= s.cap {
-		if wait, ok := s.evictable(nowN); !ok {
-			return Decision{RetryAfter: wait, Limit: r}
-		}
-	}
-	return peek(nowN, nowN, interval, tolerance, r)
-}
-
 // Refund gives back one unit that Allow admitted for key at rate r, for a
 // request that a later check refused (so that one limiter's refusal does
 // not use up another's allowance). It is a no-op for an unknown key or an
@@ -330,22 +304,6 @@ func (s *shard) makeRoom(now int64) (time.Duration, bool) {
 	}
 	if s.n < s.cap {
 		return 0, true
-	}
-	if wait == math.MaxInt64 {
-		wait = int64(time.Second)
-	}
-	return time.Duration(wait), false
-}
-
-// evictable is makeRoom for a full shard without changes, for Peek.
-func (s *shard) evictable(now int64) (time.Duration, bool) {
-	wait := int64(math.MaxInt64)
-	for seen := 0; seen < scanPerInsert && seen < s.n; seen++ {
-		tat := s.index.entries[s.index.find(s.ring[(s.old+seen)%len(s.ring)])].tat
-		if tat <= now {
-			return 0, true
-		}
-		wait = min(wait, tat-now)
 	}
 	if wait == math.MaxInt64 {
 		wait = int64(time.Second)

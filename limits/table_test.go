@@ -332,8 +332,8 @@ func TestEnvelope(t *testing.T) {
 	}
 }
 
-// TestStaleTimestamps covers the x/time/rate defect of limits-notes A.1:
-// a caller holding an older now must not create allowance.
+// TestStaleTimestamps covers the x/time/rate defect docs/design.md §4 warns
+// of: a caller holding an older now must not create allowance.
 func TestStaleTimestamps(t *testing.T) {
 	t.Run("alternating", func(t *testing.T) {
 		r := Rate{PerSecond: 10, Burst: 10}

@@ -63,14 +63,12 @@ func (a *admin) revoke(ctx context.Context, id string) error {
 }
 
 // removeTenant takes away what a run left of one of its tenants once its
-// credentials are revoked: today its limits record (DELETE …/limits,
-// which the abuser has and the honest tenants do not). A tenant the server
-// does not know has nothing to remove.
-//
-// TENANT DELETION GOES HERE: once the admin API deletes tenants
-// (DELETE /api/openxet/v1/admin/tenants/{tenant}, which also drops the
-// limits record, the stored bytes and the index row), call it instead, so
-// that a run leaves no tenant behind.
+// credentials are revoked: its limits record (DELETE …/limits, which the
+// abuser has and the honest tenants do not). A tenant the server does not
+// know has nothing to remove. The tenant itself and its stored bytes stay:
+// the run does not call the admin API's tenant deletion
+// (DELETE /api/openxet/v1/admin/tenants/{tenant}, `openxet tenants delete`),
+// which an operator runs when the run's tenants are no longer wanted.
 func (a *admin) removeTenant(ctx context.Context, tenant string) error {
 	err := a.call(ctx, "DELETE", "/tenants/"+url.PathEscape(tenant)+"/limits", nil, nil)
 	var ae *adminapi.Error

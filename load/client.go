@@ -126,7 +126,7 @@ func readBody(res *http.Response) ([]byte, error) {
 	return io.ReadAll(io.LimitReader(res.Body, most))
 }
 
-// refusalCode reads the error code of a refusal body (design §7), with the
+// refusalCode reads the error code of a refusal body (docs/design.md §7), with the
 // limit that refused it for rate_limited; a body that is not a refusal
 // gives "http_<status>".
 func refusalCode(status int, body []byte) string {

@@ -278,7 +278,7 @@ func (h *honest) upload(ctx context.Context, t *tenant, ci int, r *rand.Rand, cu
 	h.op(t, "upload", start, int64(len(body)+len(shard)), true)
 }
 
-// reconstruction is the JSON answer of GET /v1/reconstructions (§1.4).
+// reconstruction is the JSON answer of GET /v1/reconstructions (docs/protocol.md §1.4).
 type reconstruction struct {
 	Offset uint64 `json:"offset_into_first_range"`
 	Terms  []struct {
@@ -398,7 +398,7 @@ func (h *honest) download(ctx context.Context, t *tenant, ci int, r *rand.Rand, 
 }
 
 // assemble puts a reconstruction's fetched chunks together into the bytes
-// of the window it answered, as the client does (§1.4, §8): from the first
+// of the window it answered, as the client does (docs/protocol.md §1.4, docs/protocol.md §8): from the first
 // term's offset to the end of the last term's last chunk, which may run past
 // the window (the caller cuts it).
 func assemble(rec reconstruction) ([]byte, error) {

@@ -284,7 +284,7 @@ type AbuserReport struct {
 	QuotaStored int64 `json:"quota_stored"`
 	// QuotaInFlightPeak is the most quota uploads in flight at once over
 	// all nodes; with several nodes the usage may pass the quota by that
-	// many xorbs (QuotaOvershootAllowedBytes, decision 0018), with one
+	// many xorbs (QuotaOvershootAllowedBytes, docs/design.md §13), with one
 	// by nothing.
 	QuotaInFlightPeak          int64 `json:"quota_in_flight_peak"`
 	QuotaOvershootAllowedBytes int64 `json:"quota_overshoot_allowed_bytes"`

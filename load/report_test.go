@@ -343,7 +343,7 @@ func TestConfigValidate(t *testing.T) {
 }
 
 // TestImports: load is a client of the server's HTTP API; it knows nothing
-// of the server's packages, HTTP framework, database or flags (design §1).
+// of the server's packages, HTTP framework, database or flags (docs/design.md §1).
 func TestImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {

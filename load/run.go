@@ -126,7 +126,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.KeepTenants {
 			progress("kept the %d tenants of run %s (load-%s-…) and their limits", len(runTenants), r.RunID, r.RunID)
 		} else {
-			progress("removed the limits records of %d of %d tenants (the server has no tenant deletion yet: the tenants stay known, with their stored bytes)", removed, len(runTenants))
+			progress("removed the limits records of %d of %d tenants (the tenants stay known, with their stored bytes: openxet tenants delete removes them)", removed, len(runTenants))
 		}
 	}()
 	progress("run %s: creating %d tenants × %d credentials", r.RunID, cfg.Tenants, cfg.CredentialsPerTenant)
@@ -600,11 +600,11 @@ func (ab *abuser) checkNodes(ar *AbuserReport, inFlightRefused []int, rec *recor
 
 // checkQuota reads the abuser's usage and checks it against its quota,
 // which is global: with one node exactly, with several within the xorbs
-// in flight at once (decision 0018).
+// in flight at once (docs/design.md §13).
 func (ab *abuser) checkQuota(ctx context.Context, adm *admin, ar *AbuserReport, rec *recorder) {
 	ar.QuotaInFlightPeak = ab.quotaInFlightMax.Load()
 	if len(ab.nodes) > 1 {
-		// Decision 0018: across nodes a quota may be passed by the xorbs
+		// docs/design.md §13: across nodes a quota may be passed by the xorbs
 		// already in flight when the counter crossed it.
 		ar.QuotaOvershootAllowedBytes = ar.QuotaInFlightPeak * ab.cfg.QuotaXorbBytes
 	}

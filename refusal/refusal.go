@@ -1,5 +1,5 @@
 // Package refusal is the shape of a refused request as the client sees it
-// (design §7): a status, a wire code, a sentence, a hint and the fields the
+// (docs/design.md §7): a status, a wire code, a sentence, a hint and the fields the
 // code needs, and how a Hub route words them for the stock clients.
 //
 // It is shared by the two packages that refuse requests over HTTP: server,

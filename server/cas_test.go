@@ -50,7 +50,7 @@ func TestXorbUploadRecordsOwnerAndUsageOnce(t *testing.T) {
 }
 
 // TestBadXorbChangesNothing is the bad-input table of the CAS issue: each
-// refusal has its design §7 code and leaves no object, row or counter.
+// refusal has its docs/design.md §7 code and leaves no object, row or counter.
 func TestBadXorbChangesNothing(t *testing.T) {
 	e := newTestEnv(t)
 	alice := e.credential("alice", "write")

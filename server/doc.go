@@ -3,7 +3,7 @@
 // package hub, which it mounts (hubmount.go) and lends its auth, memory budget,
 // limits, CAS tokens and file stream.
 //
-// Request order (design §4): probes are exempt; then the client IP (the TCP
+// Request order (docs/design.md §4): probes are exempt; then the client IP (the TCP
 // peer unless it is a trusted proxy); then auth (an IP over its
 // auth-failure rate is refused before its token is looked at); then the
 // credential limiter, the tenant limiter and the in-flight cap; then the

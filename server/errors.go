@@ -18,7 +18,7 @@ import (
 	"openxet/xet"
 )
 
-// apiError is a refusal as the client sees it (design §7); the type is
+// apiError is a refusal as the client sees it (docs/design.md §7); the type is
 // package refusal's, which the Hub routes (package hub) return too.
 type apiError = refusal.Error
 
@@ -62,7 +62,7 @@ func refuse(kind error, format string, args ...any) error {
 func message(err error, kind error) string { return refusal.Message(err, kind) }
 
 // toAPIError maps any error to what the client sees; the one table of
-// design §7. Unknown errors are 500 internal.
+// docs/design.md §7. Unknown errors are 500 internal.
 func toAPIError(err error) *apiError {
 	if ae, ok := errors.AsType[*apiError](err); ok {
 		return ae
@@ -287,7 +287,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 }
 
 // isHubPath reports whether a path belongs to the Hub API, where refusals
-// follow the Hub's convention (design §7): every path the Hub owns
+// follow the Hub's convention (docs/design.md §7): every path the Hub owns
 // (hub.Owns: everything under /api/, the file routes, the LFS batch route
 // and the repo pages) but the admin API.
 func (s *Server) isHubPath(p string) bool {

@@ -15,7 +15,7 @@ import (
 	"openxet/xet"
 )
 
-// The lifecycle's routes (design §9): usage, file and tenant deletion, a
+// The lifecycle's routes (docs/design.md §9): usage, file and tenant deletion, a
 // collection pass on demand; and the collector loop `serve` runs.
 
 // Defaults of the collector loop.

@@ -11,7 +11,7 @@ import (
 )
 
 // guard authenticates a request, checks that its credential has scope, and
-// admits it through the rate limits (design §4 order). Handlers behind it
+// admits it through the rate limits (docs/design.md §4 order). Handlers behind it
 // find the identity with identityOf.
 func (s *Server) guard(scope string) echo.MiddlewareFunc { return s.guardRated(scope, true) }
 

@@ -23,9 +23,10 @@ import (
 // client that ignores Retry-After and sends again at once on the same
 // connection gets one request read per pause instead of thousands of
 // refusals a second, each of which costs this node about as much CPU as an
-// answered request (net/http, the kernel's TCP, the scheduler: BENCHMARKS,
-// issue 16 round 7), time the other tenants' requests wait behind. While
-// paused, the connection holds what an idle keep-alive connection holds.
+// answered request (net/http, the kernel's TCP, the scheduler: commit
+// d41abae; BENCHMARKS.md, "Load scenarios"), time the other tenants'
+// requests wait behind. While paused, the connection holds what an idle
+// keep-alive connection holds.
 //
 // Not paused: in-flight refusals (a slot frees when any request of the
 // credential ends, not on a clock), connections that close after the

@@ -39,8 +39,9 @@ const (
 // Without this, 320 reads of a large xorb opened at once by one tenant
 // filled their sockets in the same instant: the server's CPU copied about
 // 100 MB while every other tenant's request waited behind those 320
-// goroutines (BENCHMARKS.md, "Pinned layout", round 4). Where the socket
-// cannot tell its room (TLS, not Linux), it is a plain copy.
+// goroutines (the runs are in commit d295985; BENCHMARKS.md, "Load scenarios").
+// Where the socket cannot tell its room (TLS, not Linux), it is a plain
+// copy.
 func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, error) {
 	w := c.Response()
 	// Both sides are wrapped so that CopyBuffer uses buf, the memory this

@@ -142,7 +142,7 @@ func (s *Store) CreateCredential(ctx context.Context, tenant string, scopes []st
 // The index decides who is first: the row is inserted only if the
 // credentials table is empty, in one statement of one (immediate)
 // transaction, so of several processes starting on an empty store exactly
-// one creates it. Its bucket record is written before that (design §3),
+// one creates it. Its bucket record is written before that (docs/design.md §3),
 // revoked: a process that loses removes it, and one that stops before the
 // transaction leaves a record that reindex restores as a revoked credential
 // whose token nobody was shown. The winner rewrites its record unrevoked

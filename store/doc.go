@@ -1,13 +1,16 @@
 // Package store owns openxet's durable state: the gocloud.dev/blob bucket
-// (the source of truth) and the SQLite index derived from it.
+// (the source of truth) and the index derived from it, on SQLite
+// (modernc.org/sqlite in WAL mode, the embedded default) or PostgreSQL (the
+// scale-out index); what differs between the two engines is in engine.go.
 //
-// The bucket holds xorbs, shards, owner records, credentials and tenant-limit
-// records under the keys listed in Keys. The index (modernc.org/sqlite in WAL
-// mode) holds what the hot path needs: xorb chunk layouts, owner rows, tenant
+// The bucket holds xorbs, shards, owner records, credentials, tenant-limit
+// records, repos and their commits, blobs and file releases, under the key
+// prefixes declared in keys.go and beside the code that writes them. The
+// index holds what the hot path needs: xorb chunk layouts, owner rows, tenant
 // usage counters, the files each tenant may read, the dedup index,
 // credentials and tenant limits. Reindex rebuilds the index from the bucket.
 //
-// Consistency rules (design §3, §9):
+// Consistency rules (docs/design.md §3, docs/design.md §9):
 //   - a tenant's usage counter changes only in the transaction that inserts
 //     one of its xorb owner rows (only when that row is new) or in the one
 //     that releases it (gc.go), and never goes below zero;
@@ -32,10 +35,14 @@
 //     after a grace period, by one collector at a time.
 //
 // Reads use a pool of connections; writes use one connection of their own,
-// so a writer waiting for SQLite's write lock never holds a connection that
-// a read needs. A wait past Config.BusyTimeout, or a bucket that fails in
+// so a writer waiting for the index's write lock never holds a connection
+// that a read needs. A wait past Config.BusyTimeout, or a bucket that fails in
 // transport, is ErrUnavailable.
 //
 // The package knows nothing of HTTP or of rate limits. Errors that callers
-// must tell apart are the sentinels and typed errors in errors.go.
+// must tell apart are exported sentinels and typed errors: the ones many
+// operations share (ErrNotFound, ErrOverQuota, ErrUnavailable, ...) in
+// errors.go, the others beside the operation that returns them
+// (ErrBadToken in credentials.go, ErrCollectorBusy in gc.go, ErrRefMoved in
+// repos.go, and so on).
 package store

@@ -6,7 +6,7 @@ import (
 	"encoding/json"
 )
 
-// Bucket key layout (design §3). Tenant names and credential ids never appear
+// Bucket key layout (docs/design.md §3). Tenant names and credential ids never appear
 // in keys: their SHA-256 does.
 const (
 	prefixXorbs        = "xorbs/default/"

@@ -8,7 +8,7 @@ import (
 
 // migrations are applied in order; a migration never changes once released.
 var migrations = []string{
-	// 1: the index of design §3.
+	// 1: the index of docs/design.md §3.
 	`
 CREATE TABLE xorbs (
 	hash       TEXT PRIMARY KEY,

@@ -30,7 +30,7 @@ type File struct {
 // inlineTerms is the longest term list File reads with the file's row, so
 // that a reconstruction of a small file runs one index statement instead
 // of two. It is read before the caller reserves memory for the list
-// (design §6), which its bound makes harmless: FileTermListBytes of it is
+// (docs/design.md §6), which its bound makes harmless: FileTermListBytes of it is
 // a few KiB. A longer list is read only after the reservation.
 const inlineTerms = 32
 
@@ -48,7 +48,7 @@ func ShardHash(body []byte) string {
 // files check (a hostile shard can name the same large range many times).
 const maxShardChunkRefs = 1 << 25
 
-// VerifyShard checks a parsed shard against the stored xorbs (§6.7 of the
+// VerifyShard checks a parsed shard against the stored xorbs (docs/protocol.md §6.7 of the
 // protocol reference): every xorb it names is stored, CAS blocks agree
 // with the stored layouts, every term's chunk range and size agree, every
 // verification hash matches, and each file hash matches its chunks.

@@ -12,8 +12,8 @@ import (
 //
 // modernc.org/sqlite parses and plans a query's text on every QueryContext
 // and ExecContext and finalizes it afterwards. Under the abuse scenario that
-// parsing was a tenth of the server's CPU (BENCHMARKS.md, "SQLite statement
-// cache"). The index runs a few dozen distinct texts, so each connection
+// parsing was a tenth of the server's CPU (the runs are in commit 0f4470f;
+// BENCHMARKS.md, "Scale-out"). The index runs a few dozen distinct texts, so each connection
 // keeps the ones it ran prepared and binds new arguments to them: the
 // callers keep writing plain db.QueryContext / tx.ExecContext.
 //

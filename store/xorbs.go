@@ -47,7 +47,7 @@ func (s *Store) HasXorb(ctx context.Context, h xet.Hash) (bool, error) {
 }
 
 // PutXorb records a validated xorb for tenant and reports whether the
-// owner row is new. In order (design §3):
+// owner row is new. In order (docs/design.md §3):
 //
 //  1. The object. The index's row, when there is one, describes the object
 //     in the bucket. Else the chunk stream is written only if no object is

@@ -9,10 +9,10 @@
 // requests at once (320 held reads opening together, a flood of small
 // reads) fills that queue, and a request from anyone else that arrives
 // meanwhile is not even read until the whole batch has run: tens of
-// milliseconds on a server pinned to one core (BENCHMARKS.md, issue 16
-// round 14). The work slots (package work) order the sections that wait
-// for them fairly, but a request must be read and authenticated before it
-// can wait for anything, and the batch is that work.
+// milliseconds on a server pinned to one core (BENCHMARKS.md, "Load scenarios").
+// The work slots (package work) order the sections that wait for them
+// fairly, but a request must be read and authenticated before it can wait
+// for anything, and the batch is that work.
 //
 // # What it does
 //

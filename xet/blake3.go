@@ -9,9 +9,9 @@ import (
 )
 
 // wideBLAKE3 reports whether keyed hashes go through guts' AVX-512 kernel,
-// which hashes 16 BLAKE3 chunks (16 KiB) at once: 3.0–3.1 GB/s on one core
-// of the reference machine against 2.0 GB/s for zeebo/blake3's AVX2
-// (BENCHMARKS.md, "Xorb validation against raw BLAKE3"). Without AVX-512
+// which hashes 16 BLAKE3 chunks (16 KiB) at once: 1.4–1.5× zeebo/blake3's
+// AVX2 on 64 KiB chunks, 1.1–1.3× on the stock client's chunk sizes
+// (BENCHMARKS.md, "Ingest"). Without AVX-512
 // the hashes go through zeebo/blake3. Set once, from the CPU.
 var wideBLAKE3 = cpu.X86.HasAVX512F
 

@@ -26,7 +26,7 @@ func FileChunkCount(terms []Term) uint64 {
 	return n
 }
 
-// CheckFileHash verifies that f.Hash is the file hash (§3.3) of the chunks
+// CheckFileHash verifies that f.Hash is the file hash (docs/protocol.md §3.3) of the chunks
 // its terms reference, looked up with chunks. Each term's chunk range must
 // lie inside its xorb and its UnpackedBytes must equal the sum of those
 // chunk sizes. A file without terms is valid only with the zero hash.
@@ -40,7 +40,7 @@ func CheckFileHash(f FileInfo, chunks ChunkLookup) error {
 
 // CheckFile does everything CheckFileHash does and also verifies each
 // verification entry, when f has them, against RangeHash over the term's
-// chunk hashes (§6.7): proof that the uploader had the data. A file without
+// chunk hashes (docs/protocol.md §6.7): proof that the uploader had the data. A file without
 // verification entries is not an error here; a server that requires them
 // checks f.Verification != nil itself.
 func CheckFile(f FileInfo, chunks ChunkLookup) error {
@@ -107,7 +107,7 @@ func checkFile(f FileInfo, lookup ChunkLookup, verify bool) error {
 }
 
 // CheckCASInfo verifies a shard's CAS-info block against the chunk list of
-// the stored xorb it names (§6.7): same number of chunks, same hashes, sizes
+// the stored xorb it names (docs/protocol.md §6.7): same number of chunks, same hashes, sizes
 // and uncompressed offsets, and NumBytesInXorb equal to the xorb's
 // uncompressed size. Flags and NumBytesOnDisk are not checked (hf_xet writes
 // 0 for the latter). Chunk hashes must be unkeyed (upload shards are).

@@ -4,8 +4,8 @@
 // validation and building, shard parsing and building, HTTP Range parsing and
 // the reconstruction answer for a byte window of a file.
 //
-// The reference for every format is /work/shared/xet-protocol.md; section
-// numbers (§5.5 and so on) in comments refer to it.
+// The reference for every format is docs/protocol.md in this repository;
+// comments cite its sections as docs/protocol.md §N.
 //
 // What this package does not do: no network, no files, no database, no
 // clock (functions that need the time take it as an argument), no logging.

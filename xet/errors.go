@@ -10,9 +10,9 @@ import (
 var (
 	// ErrBadHash: a hash string is not 64 lowercase hex digits.
 	ErrBadHash = errors.New("xet: malformed hash")
-	// ErrInvalidXorb: a serialized xorb breaks the format of §5.
+	// ErrInvalidXorb: a serialized xorb breaks the format of docs/protocol.md §5.
 	ErrInvalidXorb = errors.New("xet: invalid xorb")
-	// ErrInvalidShard: a serialized shard breaks the format of §6, or a
+	// ErrInvalidShard: a serialized shard breaks the format of docs/protocol.md §6, or a
 	// shard's file or CAS entry disagrees with the xorbs it references.
 	ErrInvalidShard = errors.New("xet: invalid shard")
 	// ErrHashMismatch: a recomputed hash (xorb hash, file hash, verification

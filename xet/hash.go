@@ -17,7 +17,7 @@ const HashStringLen = 64
 
 const hexDigits = "0123456789abcdef"
 
-// String returns the protocol's string form (§2): each 8-byte group read as
+// String returns the protocol's string form (docs/protocol.md §2): each 8-byte group read as
 // a little-endian u64 and printed as 16 lowercase hex digits. It is used in
 // URLs, JSON and inside merkle node text.
 func (h Hash) String() string {
@@ -25,7 +25,7 @@ func (h Hash) String() string {
 	return string(h.AppendHex(b[:0]))
 }
 
-// AppendHex appends the §2 string form of h to dst (String without the
+// AppendHex appends the docs/protocol.md §2 string form of h to dst (String without the
 // string).
 func (h Hash) AppendHex(dst []byte) []byte {
 	for g := 0; g < 32; g += 8 {
@@ -40,7 +40,7 @@ func (h Hash) AppendHex(dst []byte) []byte {
 // IsZero reports whether h is the all-zero hash.
 func (h Hash) IsZero() bool { return h == Hash{} }
 
-// MarshalText implements encoding.TextMarshaler with the §2 string form, so a
+// MarshalText implements encoding.TextMarshaler with the docs/protocol.md §2 string form, so a
 // Hash encodes as a JSON string and works as a JSON object key.
 func (h Hash) MarshalText() ([]byte, error) {
 	return h.AppendHex(make([]byte, 0, HashStringLen)), nil
@@ -56,7 +56,7 @@ func (h *Hash) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// ParseHash parses the §2 string form: exactly 64 lowercase hex digits (the
+// ParseHash parses the docs/protocol.md §2 string form: exactly 64 lowercase hex digits (the
 // form String prints and the stock clients send), so that a hash has one
 // spelling in URLs, JSON and bucket keys. Upper case is refused. The error
 // is a *FormatError wrapping ErrBadHash; its Offset is the position of the
@@ -97,7 +97,7 @@ func unhex(c byte) (byte, bool) {
 	return 0, false
 }
 
-// The BLAKE3 keys of §3.1. Never modified.
+// The BLAKE3 keys of docs/protocol.md §3.1. Never modified.
 var (
 	dataKey = [32]byte{102, 151, 245, 119, 91, 149, 80, 222, 49, 53, 203, 172, 165, 151, 24, 28,
 		157, 228, 33, 16, 155, 235, 43, 88, 180, 208, 176, 75, 147, 173, 242, 41}
@@ -111,7 +111,7 @@ func keyedSum(key *[32]byte, data []byte) Hash {
 	return newKeyedHasher(key).sum(data)
 }
 
-// ChunkHash returns the hash of an uncompressed chunk (§3.2):
+// ChunkHash returns the hash of an uncompressed chunk (docs/protocol.md §3.2):
 // BLAKE3 keyed with DATA_KEY.
 func ChunkHash(data []byte) Hash { return keyedSum(&dataKey, data) }
 
@@ -122,7 +122,7 @@ type Leaf struct {
 	Size uint64
 }
 
-// AggregatedHash returns the merkle aggregation of §3.3 over leaves in order.
+// AggregatedHash returns the merkle aggregation of docs/protocol.md §3.3 over leaves in order.
 // It is the xorb hash when leaves are a xorb's chunks. No leaves gives the
 // zero hash; one leaf gives that leaf's hash unchanged.
 func AggregatedHash(leaves []Leaf) Hash {
@@ -173,7 +173,7 @@ func (a *AggregatedHasher) Len() uint64 {
 func (a *AggregatedHasher) Reset() { a.levels = a.levels[:0] }
 
 // push adds a node to level lvl. A group can be cut as soon as a level holds
-// maxGroup nodes: the rule of §3.3 then looks at no node beyond them.
+// maxGroup nodes: the rule of docs/protocol.md §3.3 then looks at no node beyond them.
 func (a *AggregatedHasher) push(lvl int, l Leaf) {
 	if lvl == len(a.levels) {
 		a.levels = append(a.levels, aggLevel{})
@@ -189,7 +189,7 @@ func (a *AggregatedHasher) push(lvl int, l Leaf) {
 }
 
 // cut merges the first group of level lvl's pending nodes, as the rule of
-// §3.3 chooses it for a level whose remaining nodes are exactly the pending
+// docs/protocol.md §3.3 chooses it for a level whose remaining nodes are exactly the pending
 // ones, and drops them from pending.
 func (a *AggregatedHasher) cut(lvl int) Leaf {
 	if a.kh.h == nil {
@@ -223,7 +223,7 @@ func (a *AggregatedHasher) Sum() Hash {
 	}
 }
 
-// FileHash returns the file hash (§3.3) of the leaves added so far.
+// FileHash returns the file hash (docs/protocol.md §3.3) of the leaves added so far.
 func (a *AggregatedHasher) FileHash() Hash {
 	if a.Len() == 0 {
 		return Hash{}
@@ -238,7 +238,7 @@ const (
 	maxNodeLine = 64 + 3 + 20 + 1 // hex, " : ", u64 decimal, "\n"
 )
 
-// nextMergeCut returns how many leading nodes form the next group (§3.3).
+// nextMergeCut returns how many leading nodes form the next group (docs/protocol.md §3.3).
 func nextMergeCut(nodes []Leaf) int {
 	if len(nodes) <= 2 {
 		return len(nodes)
@@ -264,7 +264,7 @@ func mergeNodes(kh keyedHasher, buf []byte, group []Leaf) Leaf {
 	return Leaf{Hash: kh.sum(buf), Size: total}
 }
 
-// FileHash returns the file hash of §3.3: BLAKE3 keyed with 32 zero bytes over
+// FileHash returns the file hash of docs/protocol.md §3.3: BLAKE3 keyed with 32 zero bytes over
 // the aggregated hash of all the file's chunks in order. An empty file
 // (no leaves) has the zero hash.
 func FileHash(leaves []Leaf) Hash {
@@ -276,7 +276,7 @@ func FileHash(leaves []Leaf) Hash {
 	return keyedSum(&zeroKey, agg[:])
 }
 
-// RangeHash returns the verification hash of §3.4 over a term's chunk hashes:
+// RangeHash returns the verification hash of docs/protocol.md §3.4 over a term's chunk hashes:
 // BLAKE3 keyed with VERIFICATION_KEY over the raw hashes concatenated.
 func RangeHash(chunks []Hash) Hash {
 	kh := newKeyedHasher(&verificationKey)
@@ -288,13 +288,13 @@ func RangeHash(chunks []Hash) Hash {
 	return out
 }
 
-// KeyedChunkHash returns the keyed chunk hash of §3.5 that dedup shards store
+// KeyedChunkHash returns the keyed chunk hash of docs/protocol.md §3.5 that dedup shards store
 // when their footer carries a non-zero key: BLAKE3 keyed with key over the
 // raw 32 bytes of h.
 func KeyedChunkHash(key [32]byte, h Hash) Hash { return keyedSum(&key, h[:]) }
 
 // DedupEligible reports whether a chunk hash alone makes the chunk eligible
-// for global dedup (§3.6): u64le(h[24:32]) % 1024 == 0. The other two rules
+// for global dedup (docs/protocol.md §3.6): u64le(h[24:32]) % 1024 == 0. The other two rules
 // (first chunk of a file, CAS entry flag bit 31) are the caller's to apply;
 // see ChunkFlagGlobalDedup.
 func DedupEligible(h Hash) bool {

@@ -33,9 +33,9 @@ func TestHashString(t *testing.T) {
 		str  string
 	}{
 		{"zero", Hash{}, strings.Repeat("0", 64)},
-		// §2 example (the spec text drops the "10" of the third group).
+		// docs/protocol.md §2 example (the spec text drops the "10" of the third group).
 		{"bytes 0..31", seq, "07060504030201000f0e0d0c0b0a090817161514131211101f1e1d1c1b1a1918"},
-		// §2 code test vector.
+		// docs/protocol.md §2 code test vector.
 		{"code vector", Hash{22, 175, 58, 132, 4, 75, 131, 214, 190, 153, 138, 66, 226, 3, 153, 242,
 			204, 86, 80, 234, 249, 153, 80, 99, 159, 80, 65, 138, 236, 231, 149, 78},
 			"d6834b04843aaf16f29903e2428a99be635099f9ea5056cc4e95e7ec8a41509f"},
@@ -137,7 +137,7 @@ func TestChunkHash(t *testing.T) {
 	}
 }
 
-// The table of §3.3.
+// The table of docs/protocol.md §3.3.
 func TestAggregatedHashSpecTable(t *testing.T) {
 	a := Leaf{mustHash(t, "cfc5d07f6f03c29bbf424132963fe08d19a37d5757aaf520bf08119f05cd56d6"), 100}
 	b := Leaf{mustHash(t, "c3e67584b5c4fc2a89837ec39e40f2c8a6bb0b2987ac94cd4b31e5fbdd210a72"), 200}
@@ -230,7 +230,7 @@ func TestAggregatedHashReference(t *testing.T) {
 	}
 }
 
-// batchAggregatedHash is a direct transcription of §3.3 (level by level),
+// batchAggregatedHash is a direct transcription of docs/protocol.md §3.3 (level by level),
 // kept as the reference for the streaming AggregatedHasher.
 func batchAggregatedHash(leaves []Leaf) Hash {
 	if len(leaves) == 0 {

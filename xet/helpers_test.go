@@ -147,7 +147,7 @@ func chunkHeader(version byte, csize int, scheme byte, usize int) []byte {
 	return []byte{version, byte(csize), byte(csize >> 8), byte(csize >> 16), scheme, byte(usize), byte(usize >> 8), byte(usize >> 16)}
 }
 
-// appendV1Footer appends a V1 xorb footer and its u32 length (§5.3).
+// appendV1Footer appends a V1 xorb footer and its u32 length (docs/protocol.md §5.3).
 func appendV1Footer(body []byte, info XorbInfo) []byte {
 	start := len(body)
 	n := uint32(len(info.Chunks))
@@ -196,7 +196,7 @@ func appendV0Footer(body []byte, info XorbInfo) []byte {
 	return binary.LittleEndian.AppendUint32(body, uint32(len(body)-start))
 }
 
-// download plays the client's part of §8: fetch each fetch range from the
+// download plays the client's part of docs/protocol.md §8: fetch each fetch range from the
 // stored chunk streams, decode the chunks, assemble every term, skip
 // OffsetIntoFirstRange and keep want bytes.
 func download(tb testing.TB, rec Reconstruction, stored map[Hash][]byte, want uint64) []byte {

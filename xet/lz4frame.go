@@ -9,7 +9,7 @@ import (
 
 // LZ4 frame format (https://github.com/lz4/lz4/blob/dev/doc/lz4_Frame_format.md),
 // as written by the Rust lz4_flex FrameEncoder that hf_xet uses for schemes
-// 1 and 2 (§5.2). Decoding is done here rather than with lz4.Reader so that
+// 1 and 2 (docs/protocol.md §5.2). Decoding is done here rather than with lz4.Reader so that
 // output goes straight into one caller-owned buffer capped at the chunk
 // header's uncompressed size (an LZ4 bomb fails at the first block that
 // overflows, without allocating), and so that the accepted subset is exactly
@@ -177,7 +177,7 @@ func appendLZ4Frame(dst, src []byte, c *lz4.Compressor) []byte {
 	return binary.LittleEndian.AppendUint32(dst, 0) // end mark
 }
 
-// bg4Regroup undoes byte grouping (§5.2 scheme 2): g holds four groups
+// bg4Regroup undoes byte grouping (docs/protocol.md §5.2 scheme 2): g holds four groups
 // back to back (byte k of the original went to group k%4); out receives the
 // original order. len(out) must equal len(g).
 func bg4Regroup(g, out []byte) {

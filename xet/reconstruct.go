@@ -18,7 +18,7 @@ func FileSize(terms []Term) uint64 {
 	return n
 }
 
-// ParseRange parses an HTTP Range header for a file of size bytes (§1.4) and
+// ParseRange parses an HTTP Range header for a file of size bytes (docs/protocol.md §1.4) and
 // returns the half-open window [start, end) it selects, clamped to size.
 //
 // Accepted: "" (the whole file), "bytes=S-E" (E inclusive; E may lie far
@@ -106,7 +106,7 @@ func parseDecimal(s string) (uint64, bool) {
 	return n, true
 }
 
-// ReconTerm is one term of a reconstruction answer (§1.4 "terms").
+// ReconTerm is one term of a reconstruction answer (docs/protocol.md §1.4 "terms").
 type ReconTerm struct {
 	Xorb           Hash
 	UnpackedLength uint32 // uncompressed bytes of exactly the chunks [ChunkStart, ChunkEnd)
@@ -159,7 +159,7 @@ func TermsInRange(terms []Term, start, end uint64) int {
 	return n
 }
 
-// Reconstruct builds the reconstruction answer (§8) for the window
+// Reconstruct builds the reconstruction answer (docs/protocol.md §8) for the window
 // [start, end) of a file made of terms (its FileDataSequenceEntries);
 // end is clamped to the file size. chunks returns a xorb's chunk list as
 // stored (XorbInfo.Chunks); it is called at most once per distinct xorb, and

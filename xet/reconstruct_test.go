@@ -121,7 +121,7 @@ func sumSizes(cl []XorbChunk, a, b uint32) uint32 {
 	return n
 }
 
-// The worked example of §8: terms X1[1,4), X2[0,3), X1[3,43).
+// The worked example of docs/protocol.md §8: terms X1[1,4), X2[0,3), X1[3,43).
 func TestReconstructSpecExample(t *testing.T) {
 	x1, x2 := Hash{1}, Hash{2}
 	lists := map[Hash][]XorbChunk{x1: specChunks(43, 1000), x2: specChunks(3, 500)}

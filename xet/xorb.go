@@ -8,7 +8,7 @@ import (
 	"github.com/pierrec/lz4/v4"
 )
 
-// Xorb limits (§5.1, §5.4).
+// Xorb limits (docs/protocol.md §5.1, docs/protocol.md §5.4).
 // MaxXorbChunks caps the chunks of one xorb. hf_xet cuts xorbs at 8192
 // chunks; the cap leaves room for other writers while bounding the work a
 // hostile xorb of empty chunks can cause.
@@ -29,7 +29,7 @@ const (
 	ChunkHeaderBytes = 8
 )
 
-// Compression schemes of a chunk header (§5.2).
+// Compression schemes of a chunk header (docs/protocol.md §5.2).
 const (
 	SchemeNone       = 0 // bytes stored as-is
 	SchemeLZ4        = 1 // one LZ4 frame
@@ -68,7 +68,7 @@ type XorbInfo struct {
 	// the integrity checksum of the object's write to S3. ParseXorb sums
 	// each chunk right after hashing it, while its bytes are in the CPU's
 	// cache, which costs a quarter of a separate pass over the whole body
-	// later (BENCHMARKS.md, "S3 request checksum").
+	// later (BENCHMARKS.md, "Ingest").
 	StreamCRC32 uint32
 }
 
@@ -92,7 +92,7 @@ func chunkLeaves(chunks []XorbChunk) []Leaf {
 }
 
 // ParseXorb validates a whole serialized xorb as uploaded to
-// POST /v1/xorbs (§5.5) and checks that its hash is want.
+// POST /v1/xorbs (docs/protocol.md §5.5) and checks that its hash is want.
 //
 // It checks every chunk header (version 0, scheme 0, 1 or 2, uncompressed
 // size <= MaxChunkBytes, compressed size <= MaxCompressedChunkBytes and within
@@ -243,7 +243,7 @@ func countChunkHeaders(body []byte) int {
 }
 
 // checkXorbFooter validates a V0 or V1 footer starting at body[off:] and the
-// u32 length after it (§5.3). numChunks is the number of chunks before it.
+// u32 length after it (docs/protocol.md §5.3). numChunks is the number of chunks before it.
 func checkXorbFooter(body []byte, off, numChunks int) error {
 	if len(body)-off < len(xorbFooterIdent)+1+4 {
 		return xorbErr(off, "truncated xorb footer")
