@@ -137,7 +137,8 @@ def test_hub_upload(cell, server, tmp_path):
     hub.api("create_repo", repo_id=repo)
     mark = server.log_mark()
     hub.api("upload_folder", repo_id=repo, folder_path=str(src), commit_message=f"from {cell.name}")
-    if cell.hf_xet:
+    if cell.hf_xet and not cell.hub_upload_pending:
+        # (A pending cell may come to store through LFS basic or Xet.)
         xorbs = [e for e in server.requests_since(mark)
                  if e["method"] == "POST" and XORB_POST.match(e["path"]) and e["status"] == "200"]
         assert xorbs, "the upload sent no xorb: it did not go through Xet"
