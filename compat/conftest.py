@@ -427,11 +427,12 @@ class XetClient:
     workdir holds this client's HF_XET_CACHE and HF_HOME; two clients with the
     same workdir share the local caches (shard cache, chunk cache)."""
 
-    def __init__(self, endpoint, token, workdir, extra_env=None):
+    def __init__(self, endpoint, token, workdir, extra_env=None, python=None):
         self.endpoint = endpoint
         self.token = token
         self.workdir = Path(workdir)
         self.extra_env = dict(extra_env or {})
+        self.python = str(python or sys.executable)  # another venv's: compat/matrix.py
         (self.workdir / "xet-cache").mkdir(parents=True, exist_ok=True)
         (self.workdir / "hf-home").mkdir(parents=True, exist_ok=True)
 
@@ -453,7 +454,7 @@ class XetClient:
         payload = dict(args, op=op, endpoint=self.endpoint, token=self.token)
         try:
             r = subprocess.run(
-                [sys.executable, str(DRIVER)], input=json.dumps(payload),
+                [self.python, str(DRIVER)], input=json.dumps(payload),
                 capture_output=True, text=True, env=self.env(), timeout=timeout,
                 cwd=self.workdir,
             )
@@ -541,11 +542,12 @@ class HubClient:
     """The stock Hub clients (hf CLI, HfApi) of one tenant's token against one
     server. workdir holds this client's HF_HOME and HF_XET_CACHE."""
 
-    def __init__(self, endpoint, token, workdir, extra_env=None):
+    def __init__(self, endpoint, token, workdir, extra_env=None, python=None):
         self.endpoint = endpoint
         self.token = token
         self.workdir = Path(workdir)
         self.extra_env = dict(extra_env or {})
+        self.python = str(python or sys.executable)  # api_call's; hf() is always the suite's CLI
         for d in ("hf-home", "xet-cache"):
             (self.workdir / d).mkdir(parents=True, exist_ok=True)
 
@@ -589,7 +591,7 @@ class HubClient:
         """HfApi().method(**kwargs) in a fresh interpreter; returns the driver's
         JSON answer ({"ok": ...})."""
         payload = json.dumps({"method": method, "kwargs": kwargs})
-        r = subprocess.run([sys.executable, str(HUB_DRIVER)], input=payload,
+        r = subprocess.run([self.python, str(HUB_DRIVER)], input=payload,
                            capture_output=True, text=True, env=self.env(), timeout=timeout,
                            cwd=self.workdir)
         lines = [ln for ln in r.stdout.splitlines() if ln.startswith("{")]
@@ -671,6 +673,29 @@ def peak_in_flight(intervals):
         cur += d
         best = max(best, cur)
     return best
+
+
+# --------------------------------------------------------------------------
+# the client matrix (compat/matrix.py, compat/test_matrix.py)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--matrix", action="store_true",
+                     help="also run every cell of the client matrix (compat/test_matrix.py), "
+                          "not only the default ones")
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "matrix: a client-matrix cell run only with --matrix")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--matrix"):
+        return
+    keep = [i for i in items if i.get_closest_marker("matrix") is None]
+    if len(keep) != len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("matrix")])
+        items[:] = keep
 
 
 # --------------------------------------------------------------------------

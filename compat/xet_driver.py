@@ -31,7 +31,9 @@ def _token_info(args):
 
 
 def _upload_info(u):
-    return {"hash": u.hash, "file_size": u.file_size, "sha256": u.sha256}
+    # hf_xet 1.0.x returns a PyPointerFile (path, hash, filesize; no SHA-256).
+    size = u.file_size if hasattr(u, "file_size") else u.filesize
+    return {"hash": u.hash, "file_size": size, "sha256": getattr(u, "sha256", None)}
 
 
 def op_upload_files(args):
@@ -48,10 +50,9 @@ def op_upload_bytes(args):
 
 
 def op_download_files(args):
-    infos = [
-        hf_xet.PyXetDownloadInfo(f["dest"], f["hash"], f.get("file_size"))
-        for f in args["files"]
-    ]
+    # hf_xet 1.0.x takes PyPointerFile(path, hash, filesize) instead.
+    info = getattr(hf_xet, "PyXetDownloadInfo", None) or hf_xet.PyPointerFile
+    infos = [info(f["dest"], f["hash"], f.get("file_size")) for f in args["files"]]
     return hf_xet.download_files(infos, args["endpoint"], _token_info(args), None, None)
 
 

@@ -13,8 +13,8 @@ func setRefusal(c echo.Context, ae *apiError) { c.Set(refusalKey, ae) }
 
 // requestLog writes one line per request: method, path, status, bytes in
 // and out, duration in milliseconds, client IP, user agent, request id,
-// tenant, credential key (never the secret), and the code and limit of a
-// refusal, and how long the request waited before it arrived when its
+// tenant, credential key (never the secret), and the code, message and
+// limit of a refusal, and how long the request waited before it arrived when its
 // sender said when it sent it (X-Request-Start, queueTime). Probes,
 // /metrics and /v1/telemetry log at debug level. An authenticated
 // request's answer carries its time so far, that wait and its stage times
@@ -60,7 +60,7 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 			attrs = append(attrs, slog.String("tenant", id.Tenant), slog.String("credential", id.CredentialKey[:16]))
 		}
 		if ae, ok := c.Get(refusalKey).(*apiError); ok {
-			attrs = append(attrs, slog.String("error", ae.Code))
+			attrs = append(attrs, slog.String("error", ae.Code), slog.String("message", ae.Message))
 			if l, ok := ae.Fields["limit"]; ok {
 				attrs = append(attrs, slog.Any("limit", l))
 			}

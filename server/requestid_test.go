@@ -173,3 +173,34 @@ func TestRequestIDInShardErrorFrames(t *testing.T) {
 		t.Errorf("%d %s (X-Request-Id %q), want an error frame with request_id frame-test", r.Status, r.Body, r.Header.Get("X-Request-Id"))
 	}
 }
+
+// TestRequestLogRefusalMessage: a refused request's log line carries the
+// refusal's sentence beside its code, on a v1 answer and on a v2 error
+// frame, so that an operator sees why a client's shard was refused.
+func TestRequestLogRefusalMessage(t *testing.T) {
+	logs := &lockedBuffer{}
+	e := newTestEnv(t)
+	e.srv.log = slog.New(slog.NewJSONHandler(logs, nil))
+	alice := e.credential("alice", "write")
+	// footer_size 200 and one entry after the CAS bookend: neither the end
+	// of the shard nor room for a footer.
+	bad := (&xet.Shard{}).MarshalUpload()
+	bad[40] = xet.ShardFooterBytes
+	bad = append(bad, make([]byte, xet.ShardEntryBytes)...)
+	for _, path := range []string{"/v1/shards", "/v2/shards"} {
+		before := len(logs.String())
+		r := e.do("POST", path, alice, bad)
+		if !strings.Contains(string(r.Body), "invalid_shard") {
+			t.Fatalf("%s: %d %s, want invalid_shard", path, r.Status, r.Body)
+		}
+		e.handlers.waitIdle() // the line is written after the answer
+		lines := logLines(t, logs.String()[before:])
+		if len(lines) != 1 {
+			t.Fatalf("%s: %d log lines, want 1: %v", path, len(lines), lines)
+		}
+		msg, _ := lines[0]["message"].(string)
+		if lines[0]["error"] != "invalid_shard" || !strings.Contains(msg, "48 bytes after the CAS-info bookend") {
+			t.Errorf("%s: log error %v message %q, want invalid_shard and the parser's reason", path, lines[0]["error"], msg)
+		}
+	}
+}

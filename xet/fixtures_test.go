@@ -2,8 +2,10 @@ package xet
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"hash/crc32"
+	"slices"
 	"testing"
 )
 
@@ -52,7 +54,15 @@ func TestFixtures(t *testing.T) {
 				if s.Footer != nil {
 					t.Errorf("shard %s has a footer; %s should upload none", sname, fx.client)
 				}
-				if got := s.MarshalUpload(); string(got) != string(body) {
+				// hf_xet 1.1.6 to 1.2.0 write footer_size 200 in the
+				// header and send no footer; MarshalUpload writes 0.
+				want := body
+				if fs := binary.LittleEndian.Uint64(body[40:]); fs != 0 {
+					t.Logf("shard %s: header footer_size %d, %d bytes, no footer", sname, fs, len(body))
+					want = slices.Clone(body)
+					binary.LittleEndian.PutUint64(want[40:], 0)
+				}
+				if got := s.MarshalUpload(); string(got) != string(want) {
 					t.Errorf("shard %s: MarshalUpload does not reproduce the upload", sname)
 				}
 				for _, c := range s.Xorbs {

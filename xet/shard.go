@@ -110,7 +110,7 @@ func CASInfoFromXorb(x XorbInfo) CASInfo {
 type Shard struct {
 	Files  []FileInfo
 	Xorbs  []CASInfo
-	Footer *ShardFooter // nil when the body had no footer (hf_xet >= 1.3 uploads)
+	Footer *ShardFooter // nil when the body had no footer (what hf_xet uploads), whatever the header's footer_size
 }
 
 // ShardFooter is the 200-byte footer of §6.5. Offsets are from the start of
@@ -141,7 +141,7 @@ type ShardFooter struct {
 type shardReader struct {
 	b   []byte
 	off int
-	end int // where the sections must stop (start of lookup tables/footer or EOF)
+	end int // len(b): the sections end at their bookends, tables and footer follow
 }
 
 func (r *shardReader) entry() ([]byte, bool) {
@@ -173,9 +173,11 @@ func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
 // ParseShard parses a serialized shard (§6): header (tag, version 2,
 // footer_size 0 or 200), the file-info section and the CAS-info section up to
-// their bookends, then either end of input (footer_size 0) or lookup tables
-// and a footer whose offsets and table bounds must agree with the body
-// (footer_size 200; the tables themselves are not returned).
+// their bookends, then either end of input or, only with footer_size 200,
+// lookup tables and a footer whose offsets and table bounds must agree with
+// the body (the tables themselves are not returned). A shard whose header
+// says 200 but that ends at the CAS bookend (hf_xet 1.1.6 to 1.2.0 upload
+// them) parses as one without footer: Footer is nil.
 //
 // Structural rules enforced: every file's terms have ChunkStart < ChunkEnd;
 // either every file carries verification entries or none does; every entry
@@ -202,10 +204,13 @@ func ParseShard(body []byte) (*Shard, error) {
 	if footerSize != 0 && footerSize != ShardFooterBytes {
 		return nil, shardErr(40, "footer size "+strconv.FormatUint(footerSize, 10)+", want 0 or 200")
 	}
-	r := &shardReader{b: body, off: ShardEntryBytes, end: len(body) - int(footerSize)}
-	if r.end < r.off {
-		return nil, shardErr(len(body), "shard too short for its footer")
-	}
+	// The sections end at their bookends, so they are read up to the end of
+	// the body whatever the header says: hf_xet 1.1.6 to 1.2.0 write
+	// footer_size 200 and still send nothing after the CAS bookend. Where
+	// the sections stopped then decides: at the end of the body (no tables,
+	// no footer, whatever footer_size says) or, with footer_size 200, at
+	// least a footer before the end.
+	r := &shardReader{b: body, off: ShardEntryBytes, end: len(body)}
 	s := &Shard{}
 
 	// File-info section.
@@ -303,11 +308,14 @@ func ParseShard(body []byte) (*Shard, error) {
 		s.Xorbs = append(s.Xorbs, c)
 	}
 
-	if footerSize == 0 {
-		if r.off != len(body) {
-			return nil, shardErr(r.off, "bytes after the CAS-info bookend in a shard without footer")
-		}
+	switch {
+	case r.off == len(body):
 		return s, nil
+	case footerSize == 0:
+		return nil, shardErr(r.off, "bytes after the CAS-info bookend in a shard without footer")
+	case len(body)-r.off < ShardFooterBytes:
+		return nil, shardErr(r.off, strconv.Itoa(len(body)-r.off)+
+			" bytes after the CAS-info bookend: neither the end of the shard nor room for its 200-byte footer")
 	}
 	ft, err := parseShardFooter(body, fileBookendEnd, r.off)
 	if err != nil {

@@ -137,7 +137,11 @@ func TestParseShardErrors(t *testing.T) {
 		{"version 1", put32(good, 32, 1), ErrInvalidShard},
 		{"version 3", put32(good, 32, 3), ErrInvalidShard},
 		{"footer size 100", put32(good, 40, 100), ErrInvalidShard},
-		{"footer size 200 but none", put32(good, 40, 200), ErrInvalidShard},
+		{"footer size 0 with a footer", put32(dedup, 40, 0), ErrInvalidShard},
+		{"footer size 200, one entry after the bookend", append(put32(good, 40, 200), make([]byte, 48)...), ErrInvalidShard},
+		{"footer size 200, 199 bytes after the bookend", append(put32(good, 40, 200), make([]byte, 199)...), ErrInvalidShard},
+		{"footer size 200, zeros for a footer", append(put32(good, 40, 200), make([]byte, 200)...), ErrInvalidShard},
+		{"footer size 200, truncated in CAS section", put32(good, 40, 200)[:len(good)-48], ErrInvalidShard},
 		{"header only", good[:48], ErrInvalidShard},
 		{"truncated in file section", good[:48+48*2], ErrInvalidShard},
 		{"truncated mid entry", good[:48+48*2+20], ErrInvalidShard},
@@ -170,6 +174,36 @@ func TestParseShardErrors(t *testing.T) {
 				t.Errorf("shard returned with error: %+v", s)
 			}
 		})
+	}
+}
+
+// hf_xet 1.1.6 to 1.2.0 write footer_size 200 in the header and end the
+// shard at the CAS bookend: it parses as the same shard without footer
+// (captured: testdata/small-hf_xet-1.1.6, small-hf_xet-1.2.0).
+func TestParseShardFooterSizeWithoutFooter(t *testing.T) {
+	full, _ := testShard(t)
+	good := full.MarshalUpload()
+	want, err := ParseShard(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := slices.Clone(good)
+	binary.LittleEndian.PutUint64(body[40:], ShardFooterBytes)
+	got, err := ParseShard(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Footer != nil {
+		t.Errorf("footer %+v parsed from a shard that has none", got.Footer)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("shard (-footer_size 0 +footer_size 200):\n%s", diff)
+	}
+	// Empty sections too: header, two bookends.
+	empty := (&Shard{}).MarshalUpload()
+	binary.LittleEndian.PutUint64(empty[40:], ShardFooterBytes)
+	if s, err := ParseShard(empty); err != nil || len(s.Files)+len(s.Xorbs) != 0 || s.Footer != nil {
+		t.Errorf("empty shard with footer_size 200: %+v, %v", s, err)
 	}
 }
 

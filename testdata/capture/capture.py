@@ -20,6 +20,12 @@ Usage (from the repository root, with hf_xet installed in the venv):
     .venv/bin/python testdata/capture/capture.py            # all cases
     .venv/bin/python testdata/capture/capture.py small      # one case
 
+With --out NAME, one case is written to testdata/NAME/ instead: that is how
+the captures of older clients were made, each from its own venv, e.g.
+
+    python3 -m venv /tmp/hfx116 && /tmp/hfx116/bin/pip install hf_xet==1.1.6
+    /tmp/hfx116/bin/python testdata/capture/capture.py --out small-hf_xet-1.1.6 small
+
 Each case runs in a fresh subprocess with its own empty HF_XET_CACHE, so
 no local shard cache leaks dedup information between cases. Inputs are
 generated from fixed seeds and file hashes are deterministic, but the
@@ -187,7 +193,9 @@ def make_handler(rec):
         def do_POST(self):
             body = self.read_body()
             path = self.path.split("?")[0]
-            m = re.fullmatch(r"/v1/xorbs/([^/]+)/([0-9a-fA-F]{64})", path)
+            # hf_xet 1.8.0 posts to /v1/xorbs/... and /v1/shards; 1.1.x and
+            # 1.2.0 to /xorb/... and /shard/<prefix>/<hash>.
+            m = re.fullmatch(r"/(?:v1/xorbs|xorbs|xorb)/([^/]+)/([0-9a-fA-F]{64})", path)
             if m:
                 d = os.path.join(rec.out_dir, "xorbs")
                 os.makedirs(d, exist_ok=True)
@@ -196,7 +204,7 @@ def make_handler(rec):
                 self.note(200)
                 self.reply(200, {"was_inserted": True})
                 return
-            if path == "/v1/shards":
+            if path in ("/v1/shards", "/shards") or re.fullmatch(r"/shard/[^/]+/[0-9a-fA-F]{64}", path):
                 d = os.path.join(rec.out_dir, "shards")
                 os.makedirs(d, exist_ok=True)
                 with rec.lock:
@@ -213,10 +221,10 @@ def make_handler(rec):
     return Handler
 
 
-def run_case(case):
+def run_case(case, out_name):
     import hf_xet
 
-    out_dir = os.path.join(TESTDATA, case)
+    out_dir = os.path.join(TESTDATA, out_name)
     if os.path.isdir(out_dir):
         shutil.rmtree(out_dir)
     os.makedirs(out_dir)
@@ -271,10 +279,16 @@ def _hf_xet_version():
 
 
 def main():
-    if len(sys.argv) >= 3 and sys.argv[1] == "--run-case":
-        run_case(sys.argv[2])
+    if len(sys.argv) >= 4 and sys.argv[1] == "--run-case":
+        run_case(sys.argv[2], sys.argv[3])
         return
-    cases = sys.argv[1:] or CASES
+    args = sys.argv[1:]
+    out_name = None
+    if args[:1] == ["--out"]:
+        if len(args) != 3:
+            raise SystemExit("usage: capture.py --out NAME CASE")
+        out_name, args = args[1], args[2:]
+    cases = args or CASES
     for case in cases:
         if case not in CASES:
             raise SystemExit("unknown case %r (have %s)" % (case, ", ".join(CASES)))
@@ -284,9 +298,9 @@ def main():
             env["HF_HOME"] = os.path.join(cache, "hf")
             env["HF_XET_TELEMETRY_ENABLED"] = "false"
             env["HF_HUB_DISABLE_TELEMETRY"] = "1"
-            subprocess.run([sys.executable, os.path.abspath(__file__), "--run-case", case],
-                           env=env, check=True, timeout=300)
-        print("captured", case, "->", os.path.join(TESTDATA, case))
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--run-case", case,
+                            out_name or case], env=env, check=True, timeout=300)
+        print("captured", case, "->", os.path.join(TESTDATA, out_name or case))
 
 
 if __name__ == "__main__":
