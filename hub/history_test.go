@@ -106,6 +106,10 @@ func TestPathsInfo(t *testing.T) {
 	if items := decodeList(t, "none", e.Do("POST", "/api/models/alice/m/paths-info/main", alice, form("false", "nope"), formCT)); len(items) != 0 {
 		t.Errorf("paths-info of a missing path: %v; want []", items)
 	}
+	// A JSON body without a Content-Type is read as JSON.
+	if items := decodeList(t, "untyped JSON", e.Do("POST", "/api/models/alice/m/paths-info/main", alice, []byte(` {"paths":["a.txt","dir"]}`))); len(items) != 2 {
+		t.Errorf("paths-info of JSON without Content-Type: %v; want a.txt and dir", items)
+	}
 	// HEAD names the default branch.
 	if items := decodeList(t, "HEAD", e.Do("POST", "/api/models/alice/m/paths-info/HEAD", alice, form("false", "b.txt"), formCT)); len(items) != 1 {
 		t.Errorf("paths-info at HEAD: %v; want b.txt", items)

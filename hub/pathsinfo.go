@@ -50,8 +50,9 @@ func (h *Hub) readPathsInfoRequest(c echo.Context) (pathsInfoRequest, error) {
 	if err != nil {
 		return req, badRequest("reading the paths-info body: %v", err)
 	}
+	// JSON when it says so, or when it says nothing and looks like it.
 	ct, _, _ := mime.ParseMediaType(c.Request().Header.Get("Content-Type"))
-	if ct == "application/json" {
+	if ct == "application/json" || (ct == "" && strings.HasPrefix(strings.TrimSpace(string(raw)), "{")) {
 		if err := json.Unmarshal(raw, &req); err != nil {
 			return req, badRequest("the body is not {\"paths\": [...], \"expand\": ...}: %v", err)
 		}
