@@ -115,11 +115,16 @@ try:
     api.get_paths_info(ARGS["repo"], ["big.bin"], revision=ARGS.get("rev"))
     out({"raised": None})
 except Exception as e:
-    out({"raised": type(e).__name__, "status": getattr(getattr(e, "response", None), "status_code", None)})
+    out({"raised": type(e).__name__, "status": getattr(getattr(e, "response", None), "status_code", None), "message": str(e)})
 """
-    assert run_py(bob, code, repo="frank/paths") == {"raised": "RepositoryNotFoundError", "status": 404}
-    assert run_py(frank, code, repo="frank/none") == {"raised": "RepositoryNotFoundError", "status": 404}
-    assert run_py(frank, code, repo="frank/paths", rev="nobranch") == {"raised": "RevisionNotFoundError", "status": 404}
+    for client, repo, rev, cls, sentence in [
+        (bob, "frank/paths", None, "RepositoryNotFoundError", "repository frank/paths not found"),
+        (frank, "frank/none", None, "RepositoryNotFoundError", "repository frank/none not found"),
+        (frank, "frank/paths", "nobranch", "RevisionNotFoundError", "revision nobranch not found in frank/paths"),
+    ]:
+        got = run_py(client, code, repo=repo, rev=rev)
+        assert got["raised"] == cls and got["status"] == 404, got
+        assert sentence in got["message"] and "/paths-info/" in got["message"], got
 
 
 def test_copy_commits_cost_no_bytes(server, frank, src_repo):
