@@ -19,11 +19,15 @@ import (
 // length of the whole history. ErrNotFound when the repo has no commit
 // sha.
 func (s *Store) History(ctx context.Context, id RepoID, sha string, skip, limit int) (commits []Commit, total int, err error) {
+	// CROSS JOIN keeps chain the outer loop on SQLite, so that each step is
+	// one primary-key lookup of the parent; with a plain JOIN the planner
+	// scanned the commits table, trees and all, at every step (202 commits
+	// of a 1,500-file tree: 11.8 s instead of 0.34 s).
 	const chain = `WITH RECURSIVE chain(sha, parent, summary, description, created, depth) AS (
 		SELECT sha, parent, summary, description, created, 0 FROM commits WHERE tenant = ?1 AND type = ?2 AND name = ?3 AND sha = ?4
 		UNION ALL
-		SELECT c.sha, c.parent, c.summary, c.description, c.created, chain.depth + 1 FROM commits c JOIN chain
-			ON c.tenant = ?1 AND c.type = ?2 AND c.name = ?3 AND c.sha = chain.parent)`
+		SELECT c.sha, c.parent, c.summary, c.description, c.created, chain.depth + 1 FROM chain CROSS JOIN commits c
+			WHERE c.tenant = ?1 AND c.type = ?2 AND c.name = ?3 AND c.sha = chain.parent)`
 	if err := s.queryRow(ctx, chain+` SELECT count(*) FROM chain`, id.Tenant, id.Type, id.Name, sha).Scan(&total); err != nil {
 		return nil, 0, fmt.Errorf("history of %s: %w", sha, err)
 	}
