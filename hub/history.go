@@ -1,9 +1,6 @@
 package hub
 
 import (
-	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"html"
 	"net/http"
 	"sort"
@@ -16,8 +13,7 @@ import (
 )
 
 // The commits listing (huggingface_hub's list_repo_commits, @huggingface/hub's
-// listCommits and countCommits) and the last commit that changed a path,
-// which the expand answers of paths-info carry.
+// listCommits and countCommits).
 
 const (
 	// commitsPageSize is the commits of a page when the request says no
@@ -104,64 +100,12 @@ func (h *Hub) commits(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// lastCommits finds, for each of paths (files or folders of head), the
-// newest commit of head's history that changed it: added it, or changed
-// the file or a file under the folder. A path whose state goes back to the
-// oldest commit the index holds gets that commit. Paths not in head get
-// nothing. It reads one commit's tree at a time and stops once every path
-// has its commit.
-func (h *Hub) lastCommits(ctx context.Context, r store.RepoID, head store.Commit, paths []string) (map[string]store.Commit, error) {
-	found := map[string]store.Commit{}
-	pending := map[string]string{} // path -> its state in the newer commit
-	for _, p := range paths {
-		if st := pathState(head.Tree, p); st != "" {
-			pending[p] = st
-		}
-	}
-	if len(pending) == 0 {
-		return found, nil
-	}
-	var newer store.Commit
-	first := true
-	err := h.store.WalkHistory(ctx, r, head.SHA, func(cm store.Commit) (bool, error) {
-		if first {
-			first, newer = false, cm
-			return true, nil
-		}
-		for p, st := range pending {
-			if older := pathState(cm.Tree, p); older != st {
-				found[p] = newer
-				delete(pending, p)
-			}
-		}
-		newer = cm
-		return len(pending) > 0, nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	for p := range pending {
-		found[p] = newer
-	}
-	return found, nil
-}
-
-// pathState sums what a tree holds at p: the file there, or every file
-// under the folder p; "" when it holds neither.
-func pathState(tree []store.TreeEntry, p string) string {
-	if i := sort.Search(len(tree), func(i int) bool { return tree[i].Path >= p }); i < len(tree) && tree[i].Path == p {
-		return "f:" + tree[i].GitOID + ":" + tree[i].XetHash
-	}
+// isFolder reports whether a tree (sorted by path) holds files under the
+// folder p.
+func isFolder(tree []store.TreeEntry, p string) bool {
 	prefix := p + "/"
 	i := sort.Search(len(tree), func(i int) bool { return tree[i].Path >= prefix })
-	if i == len(tree) || !strings.HasPrefix(tree[i].Path, prefix) {
-		return ""
-	}
-	sum := sha1.New()
-	for ; i < len(tree) && strings.HasPrefix(tree[i].Path, prefix); i++ {
-		sum.Write([]byte(tree[i].Path + "\x00" + tree[i].GitOID + "\x00" + tree[i].XetHash + "\x00"))
-	}
-	return "d:" + hex.EncodeToString(sum.Sum(nil))
+	return i < len(tree) && strings.HasPrefix(tree[i].Path, prefix)
 }
 
 // lastCommitJSON is a commit as the expand answers name it.

@@ -81,7 +81,8 @@ func (h *Hub) readPathsInfoRequest(c echo.Context) (pathsInfoRequest, error) {
 // asked for that is a file or a folder at rev answers as the tree route
 // answers it, in the order asked; a path that is neither is left out, as
 // the Hub leaves it out. With expand, each carries lastCommit (id, title,
-// date). openxet scans no file, so no answer carries securityFileStatus.
+// date), the newest commit of rev's history that changed the path
+// (store.LastChanges). openxet scans no file, so no answer carries securityFileStatus.
 func (h *Hub) pathsInfo(c echo.Context) error {
 	r, err := h.apiRepo(c)
 	if err != nil {
@@ -106,7 +107,7 @@ func (h *Hub) pathsInfo(c echo.Context) error {
 		seen[p] = true
 		if e, ok := cm.Entry(p); ok {
 			items = append(items, fileItem(e))
-		} else if pathState(cm.Tree, p) != "" {
+		} else if isFolder(cm.Tree, p) {
 			items = append(items, dirItem(cm, p))
 		} else {
 			continue
@@ -114,7 +115,7 @@ func (h *Hub) pathsInfo(c echo.Context) error {
 		found = append(found, p)
 	}
 	if req.Expand && len(found) > 0 {
-		last, err := h.lastCommits(c.Request().Context(), r, cm, found)
+		last, err := h.store.LastChanges(c.Request().Context(), r, cm.SHA, found)
 		if err != nil {
 			return err
 		}

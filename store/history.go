@@ -1,11 +1,13 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -57,46 +59,156 @@ func (s *Store) History(ctx context.Context, id RepoID, sha string, skip, limit 
 	return commits, total, nil
 }
 
-// WalkHistory calls fn with each commit of the history of sha, newest
-// first, each with its tree, one commit read at a time, until fn returns
-// false or an error (which WalkHistory returns), or the history ends.
-// ErrNotFound when the repo has no commit sha.
-func (s *Store) WalkHistory(ctx context.Context, id RepoID, sha string, fn func(Commit) (bool, error)) error {
-	for first := true; sha != ""; first = false {
-		c, err := s.commitBySHA(ctx, id, sha)
-		if errors.Is(err, ErrNotFound) && !first {
-			return nil // the history ends where the index dropped a commit
+// LastChanges finds, for each of paths that sha's tree holds (a file, or a
+// folder: the files under it), the newest commit of sha's history that
+// changed it: added it, or changed the file or a file under the folder.
+// A path unchanged since the oldest commit the index still holds gets that
+// commit; a path sha's tree does not hold gets none. The commits carry no
+// tree. It reads one commit at a time, from sha back, and stops once every
+// path has its commit. ErrNotFound when the repo has no commit sha.
+//
+// Trees are compared by their stored text first: a path's entries are
+// found in it by their "path" member, and only entries whose text differs
+// are decoded and compared, so a long history costs one read and a few
+// searches per commit rather than decoding every tree.
+func (s *Store) LastChanges(ctx context.Context, id RepoID, sha string, paths []string) (map[string]Commit, error) {
+	found := map[string]Commit{}
+	newer, err := s.rawCommit(ctx, id, sha)
+	if err != nil {
+		return nil, err
+	}
+	type view struct {
+		span  []byte // the text of the path's entries in the newer commit
+		state string // their decoded state, "" until needed
+	}
+	pending := map[string]*view{}
+	for _, p := range paths {
+		st, err := newer.state(p)
+		if err != nil {
+			return nil, err
+		}
+		if st != "" {
+			pending[p] = &view{span: treeSpan(newer.tree, p), state: st}
+		}
+	}
+	for len(pending) > 0 && newer.Parent != "" {
+		older, err := s.rawCommit(ctx, id, newer.Parent)
+		if errors.Is(err, ErrNotFound) {
+			break // the history ends where the index dropped a commit
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if more, err := fn(c); err != nil || !more {
-			return err
+		for p, v := range pending {
+			span := treeSpan(older.tree, p)
+			if span != nil && bytes.Equal(span, v.span) {
+				continue
+			}
+			st, err := older.state(p)
+			if err != nil {
+				return nil, err
+			}
+			if st != v.state {
+				found[p] = newer.Commit
+				delete(pending, p)
+				continue
+			}
+			v.span = span
 		}
-		sha = c.Parent
+		newer = older
 	}
-	return nil
+	for p := range pending {
+		found[p] = newer.Commit
+	}
+	return found, nil
 }
 
-// commitBySHA reads one commit of a repo with its tree; ErrNotFound when
-// there is none.
-func (s *Store) commitBySHA(ctx context.Context, id RepoID, sha string) (Commit, error) {
-	var (
-		c       Commit
-		created int64
-		tree    []byte
-	)
+// rawCommit is a commit with its tree as the index stores it (the JSON
+// text of its entries, sorted by path), decoded only when needed.
+type rawCommit struct {
+	Commit
+	tree    []byte
+	entries []TreeEntry
+	decoded bool
+}
+
+func (s *Store) rawCommit(ctx context.Context, id RepoID, sha string) (*rawCommit, error) {
+	c := &rawCommit{}
+	var created int64
 	err := s.queryRow(ctx, `SELECT sha, parent, summary, description, created, tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`,
-		id.Tenant, id.Type, id.Name, sha).Scan(&c.SHA, &c.Parent, &c.Summary, &c.Description, &created, &tree)
+		id.Tenant, id.Type, id.Name, sha).Scan(&c.SHA, &c.Parent, &c.Summary, &c.Description, &created, &c.tree)
 	if errors.Is(err, sql.ErrNoRows) {
-		return Commit{}, fmt.Errorf("commit %s of %s: %w", sha, id, ErrNotFound)
+		return nil, fmt.Errorf("commit %s of %s: %w", sha, id, ErrNotFound)
 	}
 	if err != nil {
-		return Commit{}, fmt.Errorf("commit %s: %w", sha, err)
+		return nil, fmt.Errorf("commit %s: %w", sha, err)
 	}
 	c.Created = time.Unix(0, created).UTC()
-	if err := json.Unmarshal(tree, &c.Tree); err != nil {
-		return Commit{}, fmt.Errorf("tree of %s: %w", sha, err)
-	}
 	return c, nil
+}
+
+// state sums the entries of the commit's tree at p: the file p, or the
+// files under the folder p; "" when there are none. It decodes only the
+// text treeSpan finds, or the whole tree when that finds nothing (the
+// text of an older format, or a path that is not there).
+func (c *rawCommit) state(p string) (string, error) {
+	var es []TreeEntry
+	if span := treeSpan(c.tree, p); span != nil && json.Unmarshal(append(append([]byte{'['}, span...), ']'), &es) == nil {
+		return entriesState(es, p), nil
+	}
+	if !c.decoded {
+		if err := json.Unmarshal(c.tree, &c.entries); err != nil {
+			return "", fmt.Errorf("tree of %s: %w", c.SHA, err)
+		}
+		c.decoded = true
+	}
+	return entriesState(c.entries, p), nil
+}
+
+// entriesState sums the entries of es that are the file p or under the
+// folder p, in order.
+func entriesState(es []TreeEntry, p string) string {
+	var b strings.Builder
+	for _, e := range es {
+		if e.Path == p || strings.HasPrefix(e.Path, p+"/") {
+			b.WriteString(e.Path + "\x00" + e.XetHash + "\x00" + e.SHA256 + "\x00" + e.GitOID + "\x00")
+		}
+	}
+	return b.String()
+}
+
+// treeSpan finds in the JSON text of a tree the entries of the file p, or
+// of the files under the folder p (contiguous, as the tree is sorted by
+// path): the text from the first entry's '{' to the last one's '}'. nil
+// when the text holds none. An entry starts with its "path" member, and
+// no other member's text holds a '}'.
+func treeSpan(tree []byte, p string) []byte {
+	quoted, _ := json.Marshal(p)
+	needle := append([]byte(`{"path":`), quoted...)
+	if i := bytes.Index(tree, append(needle, ',')); i >= 0 {
+		if j := bytes.IndexByte(tree[i:], '}'); j >= 0 {
+			return tree[i : i+j+1]
+		}
+		return nil
+	}
+	folder, _ := json.Marshal(p + "/")
+	needle = append([]byte(`{"path":`), folder[:len(folder)-1]...) // without the closing quote
+	start := bytes.Index(tree, needle)
+	if start < 0 {
+		return nil
+	}
+	end := start
+	for bytes.HasPrefix(tree[end:], needle) {
+		j := bytes.IndexByte(tree[end:], '}')
+		if j < 0 {
+			return nil
+		}
+		end += j + 1
+		if end < len(tree) && tree[end] == ',' && bytes.HasPrefix(tree[end+1:], needle) {
+			end++
+			continue
+		}
+		break
+	}
+	return tree[start:end]
 }
