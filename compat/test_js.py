@@ -309,3 +309,83 @@ def test_js_memory_busy_text(start_server, node_client, tmp_path):
         "the server's memory for request work is taken by other requests. "
         "Retry in 1 s (Retry-After); fewer concurrent requests help", url.group(1), out), out
     assert server.request_by_id(out["requestId"])["error"] == "memory_busy"
+
+
+# --------------------------------------------------------------------------
+# paths, history and the cache downloads
+
+
+@pytest.fixture(scope="module")
+def js_history(server, tmp_path_factory):
+    """jshist/repo and jshist/data (a dataset): two commits with hf upload
+    (a regular file, a Xet file under a folder), then a third changing the
+    regular file. Returns the token, the files' sha256 and the commits,
+    newest first."""
+    token = server.make_credential("jshist")
+    tmp = tmp_path_factory.mktemp("js-history")
+    hub = HubClient(server.url, token, tmp / "hf")
+    src = tmp / "src"
+    (src / "w").mkdir(parents=True)
+    (src / "README.md").write_text("# one\n")
+    write_random(src / "w/big.bin", 300 * KiB + 3, "js-history")
+    hub.hf_ok("repos", "create", "repo")
+    hub.hf_ok("repos", "create", "data", "--repo-type", "dataset")
+    hub.hf_ok("upload", "jshist/repo", src, "--commit-message", "first")
+    hub.hf_ok("upload", "jshist/data", src, "--repo-type", "dataset", "--commit-message", "first")
+    (src / "README.md").write_text("# two\n")
+    hub.hf_ok("upload", "jshist/repo", src / "README.md", "README.md", "--commit-message", "second")
+    commits = hub.api("list_repo_commits", repo_id="jshist/repo")
+    files = {p: sha256_file(src / p) for p in ("README.md", "w/big.bin")}
+    return {"token": token, "files": files, "commits": [c["commit_id"] for c in commits]}
+
+
+def test_js_paths_info(server, node_client, js_history):
+    token, (second, first, _initial) = js_history["token"], js_history["commits"]
+    got = js_ok(node_client, server, token, "pathsInfo", repo="jshist/repo", paths=["w/big.bin", "README.md", "w", "nope"], expand=True)
+    by = {p["path"]: p for p in got}
+    assert set(by) == {"w/big.bin", "README.md", "w"}, got
+    big = by["w/big.bin"]
+    assert big["type"] == "file" and big["lfs"]["oid"] == js_history["files"]["w/big.bin"] and big["xetHash"], big
+    assert big["lastCommit"]["id"] == first and big["lastCommit"]["title"] == "first", big
+    assert by["README.md"]["lastCommit"]["id"] == second and "lfs" not in by["README.md"], by["README.md"]
+    assert by["w"]["type"] == "directory" and by["w"]["lastCommit"]["id"] == first, by["w"]
+    plain = js_ok(node_client, server, token, "pathsInfo", repo="jshist/repo", paths=["README.md"], revision=first)
+    assert len(plain) == 1 and "lastCommit" not in plain[0] and plain[0]["size"] == len("# one\n"), plain
+    out = js_error(node_client, server, server.make_credential("jsnosy2"), "pathsInfo", repo="jshist/repo", paths=["README.md"])
+    assert out["status"] == 404, out
+
+
+def test_js_list_and_count_commits(server, node_client, js_history):
+    token, commits = js_history["token"], js_history["commits"]
+    listed = js_ok(node_client, server, token, "listCommits", repo="jshist/repo", batchSize=2)
+    assert [c["oid"] for c in listed] == commits, listed
+    assert [c["title"] for c in listed] == ["second", "first", "initial commit"], listed
+    assert listed[0]["authors"] == [{"username": "jshist"}] and listed[0]["date"], listed
+    out = js_call(node_client, server, token, "listCommits", repo="jshist/repo", batchSize=2)
+    assert [q["path"] for q in out["requests"]] == [
+        "/api/models/jshist/repo/commits/main?limit=2", "/api/models/jshist/repo/commits/main?limit=2&p=1"], out
+    assert js_ok(node_client, server, token, "countCommits", repo="jshist/repo") == 3
+    assert js_ok(node_client, server, token, "countCommits", repo="jshist/repo", revision=commits[1]) == 2
+    assert js_ok(node_client, server, token, "countCommits", repo="jshist/data", repoType="dataset") == 2
+
+
+def test_js_model_and_dataset_info_without_revision(server, node_client, js_history):
+    token = js_history["token"]
+    m = js_ok(node_client, server, token, "modelInfo", repo="jshist/repo")
+    assert m["name"] == "jshist/repo" and m["sha"] == js_history["commits"][0], m
+    assert set(m["files"]) >= {"README.md", "w/big.bin"}, m
+    d = js_ok(node_client, server, token, "datasetInfo", repo="jshist/data")
+    assert d["name"] == "jshist/data" and set(d["files"]) >= {"README.md", "w/big.bin"}, d
+    out = js_call(node_client, server, token, "modelInfo", repo="jshist/repo")
+    assert out["requests"][0]["path"].startswith("/api/models/jshist/repo/revision/HEAD?"), out
+
+
+def test_js_snapshot_and_cache_downloads(server, node_client, js_history, tmp_path):
+    token, files = js_history["token"], js_history["files"]
+    snap = js_ok(node_client, server, token, "snapshotDownload", repo="jshist/repo", cacheDir=str(tmp_path / "cache"))
+    assert snap["folder"].endswith("/snapshots/" + js_history["commits"][0]), snap
+    got = {p: s for p, s in snap["files"].items() if not p.endswith(".gitattributes")}
+    assert got == files, snap
+    one = js_ok(node_client, server, token, "downloadFileToCacheDir", repo="jshist/data", repoType="dataset",
+                path="w/big.bin", cacheDir=str(tmp_path / "cache2"))
+    assert one["sha256"] == files["w/big.bin"] and "/snapshots/" in one["pointer"], one

@@ -1,7 +1,8 @@
 // Package hub is openxet's Hugging Face Hub API: the routes that
 // huggingface_hub, the hf CLI and @huggingface/hub call at HF_ENDPOINT
-// (repo creation and deletion, repo info, trees, preupload, commits, the
-// git-lfs batch route, the xet token endpoints that hand out CAS tokens,
+// (repo creation and deletion, repo info, trees, paths-info, preupload,
+// commits and their history, copies between a tenant's repos, the git-lfs
+// batch route, the xet token endpoints that hand out CAS tokens,
 // resolve and raw downloads, branches, tags and super-squash, listings,
 // whoami), and the pages a browser reaches (the landing page at / and the
 // repo pages behind the URLs the hf CLI prints).

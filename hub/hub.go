@@ -97,6 +97,7 @@ func New(cfg Config) (*Hub, error) {
 func (h *Hub) Mount(e *echo.Echo) {
 	h.repoRoutes(e)
 	h.lifecycleRoutes(e)
+	h.pathRoutes(e)
 	h.readRoutes(e)
 	h.pageRoutes(e)
 }

@@ -149,8 +149,13 @@ func (h *Hub) apiRepo(c echo.Context) (store.RepoID, error) {
 	return h.repoID(c, typ)
 }
 
-// resolveRev resolves a revision of a repo.
+// resolveRev resolves a revision of a repo. HEAD names the default branch,
+// main (@huggingface/hub's modelInfo and datasetInfo ask for revision/HEAD
+// when given no revision).
 func (h *Hub) resolveRev(c echo.Context, r store.RepoID, rev string) (store.Commit, error) {
+	if rev == "HEAD" {
+		rev = "main"
+	}
 	cm, err := h.store.Resolve(c.Request().Context(), r, rev)
 	if errors.Is(err, store.ErrNotFound) {
 		return cm, hubNotFound("RevisionNotFound", "revision %s not found in %s", rev, r)

@@ -22,8 +22,7 @@ func treeItems(cm store.Commit, dir string, recursive bool) []map[string]any {
 	addDir := func(p string) {
 		if !seenDirs[p] {
 			seenDirs[p] = true
-			sum := sha1.Sum([]byte("tree:" + cm.SHA + ":" + p))
-			items = append(items, map[string]any{"type": "directory", "path": p, "oid": hex.EncodeToString(sum[:]), "size": 0})
+			items = append(items, dirItem(cm, p))
 		}
 	}
 	for _, e := range cm.Tree {
@@ -44,15 +43,27 @@ func treeItems(cm store.Commit, dir string, recursive bool) []map[string]any {
 				addDir(path.Join(dir, strings.Join(parts[:i], "/")))
 			}
 		}
-		item := map[string]any{"type": "file", "path": e.Path, "size": e.SizeBytes, "oid": e.GitOID}
-		if e.XetHash != "" {
-			item["lfs"] = map[string]any{"oid": e.SHA256, "size": e.SizeBytes, "pointerSize": len(lfsPointer(e.SHA256, e.SizeBytes))}
-			item["xetHash"] = e.XetHash
-		}
-		items = append(items, item)
+		items = append(items, fileItem(e))
 	}
 	sort.SliceStable(items, func(i, j int) bool { return items[i]["path"].(string) < items[j]["path"].(string) })
 	return items
+}
+
+// fileItem is a file as the tree and paths-info routes answer it.
+func fileItem(e store.TreeEntry) map[string]any {
+	item := map[string]any{"type": "file", "path": e.Path, "size": e.SizeBytes, "oid": e.GitOID}
+	if e.XetHash != "" {
+		item["lfs"] = map[string]any{"oid": e.SHA256, "size": e.SizeBytes, "pointerSize": len(lfsPointer(e.SHA256, e.SizeBytes))}
+		item["xetHash"] = e.XetHash
+	}
+	return item
+}
+
+// dirItem is a folder (derived from the paths under it) as the tree and
+// paths-info routes answer it.
+func dirItem(cm store.Commit, p string) map[string]any {
+	sum := sha1.Sum([]byte("tree:" + cm.SHA + ":" + p))
+	return map[string]any{"type": "directory", "path": p, "oid": hex.EncodeToString(sum[:]), "size": 0}
 }
 
 func (h *Hub) tree(c echo.Context) error {

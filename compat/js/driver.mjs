@@ -11,6 +11,17 @@
 //   fileExists {path, revision}     -> true or false
 //   uploadFiles {files: [{path, text} | {path, size}]}
 //                                   -> the commit's oid
+//   pathsInfo {paths, expand, revision}
+//                                   -> [{path, type, oid, size, lfs, xetHash,
+//                                       lastCommit: {id, title, date}}]
+//   listCommits {revision, batchSize} -> [{oid, title, message, authors, date}]
+//   countCommits {revision}         -> a number
+//   modelInfo / datasetInfo {revision} -> {id, name, sha, files} (sha and
+//                                      the file paths asked as additionalFields)
+//   snapshotDownload {cacheDir, revision}
+//                                   -> {folder, files: {path: sha256 hex}}
+//   downloadFileToCacheDir {cacheDir, path, revision}
+//                                   -> {pointer, sha256}
 // Output, one line: {"ok": true, "result": ...} or, when the client threw,
 //   {"ok": false, "name": "HubApiError", "message": "<what the client
 //    shows>", "status": 403, "requestId": "...", "requests": [...]}
@@ -18,8 +29,23 @@
 // Every request goes through a fetch that refuses any host but 127.0.0.1 /
 // localhost, as in roundtrip.mjs.
 
-import { randomBytes } from "node:crypto";
-import { fileExists, listDatasets, listModels, uploadFiles, whoAmI } from "@huggingface/hub";
+import { createHash, randomBytes } from "node:crypto";
+import { readdir, readFile } from "node:fs/promises";
+import { join, relative } from "node:path";
+import {
+	countCommits,
+	datasetInfo,
+	downloadFileToCacheDir,
+	fileExists,
+	listCommits,
+	listDatasets,
+	listModels,
+	modelInfo,
+	pathsInfo,
+	snapshotDownload,
+	uploadFiles,
+	whoAmI,
+} from "@huggingface/hub";
 
 const LOCAL_HOSTS = new Set(["127.0.0.1", "localhost", "[::1]"]);
 const requests = [];
@@ -46,6 +72,22 @@ async function collect(iter) {
 	return out;
 }
 
+async function sha256Of(path) {
+	return createHash("sha256").update(await readFile(path)).digest("hex");
+}
+
+// filesUnder maps each file under dir (symlinks followed) to its sha256.
+async function filesUnder(dir) {
+	const out = {};
+	for (const e of await readdir(dir, { recursive: true, withFileTypes: true })) {
+		const full = join(e.parentPath ?? e.path, e.name);
+		if (e.isFile() || e.isSymbolicLink()) {
+			out[relative(dir, full)] = await sha256Of(full);
+		}
+	}
+	return out;
+}
+
 async function run(a) {
 	const creds = { accessToken: a.token, hubUrl: a.hubUrl, fetch: localFetch };
 	const repo = a.repo ? { type: a.repoType ?? "model", name: a.repo } : undefined;
@@ -59,6 +101,42 @@ async function run(a) {
 			return collect(listDatasets({ ...creds, search, limit: a.limit }));
 		case "fileExists":
 			return fileExists({ ...creds, repo, path: a.path, revision: a.revision });
+		case "pathsInfo":
+			return (await pathsInfo({ ...creds, repo, paths: a.paths, expand: a.expand, revision: a.revision })).map((p) => ({
+				...p,
+				lastCommit: p.lastCommit && { ...p.lastCommit, date: p.lastCommit.date.toISOString() },
+			}));
+		case "listCommits": {
+			const out = [];
+			for await (const c of listCommits({ ...creds, repo, revision: a.revision, batchSize: a.batchSize })) {
+				out.push({ ...c, date: c.date.toISOString() });
+			}
+			return out;
+		}
+		case "countCommits":
+			return countCommits({ ...creds, repo, revision: a.revision });
+		case "modelInfo":
+		case "datasetInfo": {
+			// modelInfo derives filePaths from siblings; datasetInfo passes
+			// the raw siblings through.
+			const model = a.op === "modelInfo";
+			const info = await (model ? modelInfo : datasetInfo)({
+				...creds,
+				name: a.repo,
+				revision: a.revision,
+				additionalFields: ["sha", model ? "filePaths" : "siblings"],
+			});
+			const files = model ? info.filePaths : info.siblings?.map((s) => s.rfilename);
+			return { id: info.id, name: info.name, sha: info.sha, files };
+		}
+		case "snapshotDownload": {
+			const folder = await snapshotDownload({ ...creds, repo, cacheDir: a.cacheDir, revision: a.revision });
+			return { folder, files: await filesUnder(folder) };
+		}
+		case "downloadFileToCacheDir": {
+			const pointer = await downloadFileToCacheDir({ ...creds, repo, path: a.path, cacheDir: a.cacheDir, revision: a.revision });
+			return { pointer, sha256: await sha256Of(pointer) };
+		}
 		case "uploadFiles": {
 			const files = a.files.map((f) => ({
 				path: f.path,

@@ -1,0 +1,205 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestHistory: History pages a branch's history newest first with its
+// length, a squash shortens it to one commit, and an unknown commit or
+// another repo's commit is ErrNotFound.
+func TestHistory(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	id := RepoID{Tenant: "alice", Type: "model", Name: "m"}
+	other := RepoID{Tenant: "alice", Type: "model", Name: "other"}
+	for _, r := range []RepoID{id, other} {
+		if _, err := s.CreateRepo(ctx, r, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	head, err := s.Resolve(ctx, id, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{head.SHA} // oldest first while building
+	var tree []TreeEntry
+	for i := range 4 {
+		data := []byte(fmt.Sprintf("file %d", i))
+		sha := fmt.Sprintf("%064x", i+1)
+		if err := s.PutBlob(ctx, sha, data); err != nil {
+			t.Fatal(err)
+		}
+		tree = append(tree, TreeEntry{Path: fmt.Sprintf("f%d", i), SizeBytes: int64(len(data)), SHA256: sha, GitOID: fmt.Sprintf("%040x", i+1)})
+		c, err := s.Commit(ctx, id, "main", head.SHA, fmt.Sprintf("commit %d", i), "body", append([]TreeEntry(nil), tree...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		head = c
+		want = append([]string{c.SHA}, want...)
+	}
+	shas := func(cs []Commit) []string {
+		out := []string{}
+		for _, c := range cs {
+			out = append(out, c.SHA)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		skip, limit int
+		want        []string
+	}{
+		{0, 100, want},
+		{0, 2, want[:2]},
+		{2, 2, want[2:4]},
+		{4, 2, want[4:]},
+		{5, 2, []string{}},
+	} {
+		got, total, err := s.History(ctx, id, head.SHA, c.skip, c.limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total != len(want) || !cmp.Equal(shas(got), c.want) {
+			t.Errorf("History(skip %d, limit %d): %v of %d; want %v of %d", c.skip, c.limit, shas(got), total, c.want, len(want))
+		}
+	}
+	got, _, _ := s.History(ctx, id, head.SHA, 0, 1)
+	if got[0].Summary != "commit 3" || got[0].Description != "body" || !got[0].Created.Equal(head.Created) || got[0].Tree != nil {
+		t.Errorf("History's newest commit: %+v; want commit 3, body, created %v, no tree", got[0], head.Created)
+	}
+	otherHead, _ := s.Resolve(ctx, other, "main")
+	for name, sha := range map[string]string{"unknown": fmt.Sprintf("%040x", 9), "another repo's": otherHead.SHA} {
+		if _, _, err := s.History(ctx, id, sha, 0, 10); !errors.Is(err, ErrNotFound) {
+			t.Errorf("History of an %s commit: %v; want ErrNotFound", name, err)
+		}
+		if _, err := s.LastChanges(ctx, id, sha, []string{"f0"}); !errors.Is(err, ErrNotFound) {
+			t.Errorf("LastChanges at an %s commit: %v; want ErrNotFound", name, err)
+		}
+	}
+
+	sq, err := s.SquashHistory(ctx, id, "main", "squashed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, total, err := s.History(ctx, id, sq.SHA, 0, 10)
+	if err != nil || total != 1 || len(got) != 1 || got[0].Summary != "squashed" {
+		t.Errorf("History after a squash: %v of %d (%v); want the one squashed commit", shas(got), total, err)
+	}
+}
+
+// TestLastChanges: the newest commit that changed each file or folder,
+// through additions, changes, deletions around it and commits that leave
+// it alone; the oldest commit for a path unchanged since; nothing for a
+// path the tree does not hold. A tree stored in another text (an older
+// format: other member order, spaces) with the same entries is no change.
+func TestLastChanges(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	id := RepoID{Tenant: "alice", Type: "model", Name: "m"}
+	if _, err := s.CreateRepo(ctx, id, false); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := s.Resolve(ctx, id, "main")
+	files := map[string]TreeEntry{}
+	n := 0
+	put := func(p string) {
+		n++
+		data := []byte(fmt.Sprintf("%s %d", p, n))
+		sha := fmt.Sprintf("%064x", n)
+		if err := s.PutBlob(ctx, sha, data); err != nil {
+			t.Fatal(err)
+		}
+		files[p] = TreeEntry{Path: p, SizeBytes: int64(len(data)), SHA256: sha, GitOID: fmt.Sprintf("%040x", n)}
+	}
+	commit := func(summary string) string {
+		var tree []TreeEntry
+		for _, e := range files {
+			tree = append(tree, e)
+		}
+		c, err := s.Commit(ctx, id, "main", head.SHA, summary, "", tree)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head = c
+		return c.SHA
+	}
+	put("a.txt")
+	put("d/x.txt")
+	put("d/y.txt")
+	put("d2/z.txt") // "d2" sorts after "d/…": not under folder d
+	put(`q"uote<&>.txt`)
+	c1 := commit("c1")
+	put("d/x.txt")
+	c2 := commit("c2")
+	put("d2/z.txt")
+	put("b.txt")
+	c3 := commit("c3")
+	delete(files, "d/y.txt")
+	c4 := commit("c4")
+	c5 := commit("c5") // changes nothing
+
+	// c4's tree again in another text, as a commit c6 on top.
+	var tree []byte
+	if err := s.queryRow(ctx, `SELECT tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`, id.Tenant, id.Type, id.Name, c5).Scan(&tree); err != nil {
+		t.Fatal(err)
+	}
+	var entries []TreeEntry
+	json.Unmarshal(tree, &entries)
+	var other []string
+	for _, e := range entries {
+		other = append(other, fmt.Sprintf(`{"git_oid": %q, "sha256": %q, "size": %d, "path": %q}`, e.GitOID, e.SHA256, e.SizeBytes, e.Path))
+	}
+	c6 := Commit{Parent: c5, Summary: "c6", Created: head.Created.Add(time.Second), Tree: entries}
+	c6.SHA = commitSHA(c6)
+	if err := s.exec(ctx, `INSERT INTO commits(tenant, type, name, sha, parent, summary, description, created, tree) VALUES (?, ?, ?, ?, ?, ?, '', ?, ?)`,
+		id.Tenant, id.Type, id.Name, c6.SHA, c5, "c6", c6.Created.UnixNano(), []byte("[ "+strings.Join(other, ", ")+" ]")); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, c := range []struct {
+		at   string
+		want map[string]string
+	}{
+		{c6.SHA, map[string]string{"a.txt": c1, "d": c4, "d/x.txt": c2, "d2": c3, "d2/z.txt": c3, "b.txt": c3, `q"uote<&>.txt`: c1}},
+		{c5, map[string]string{"a.txt": c1, "d": c4, "d/x.txt": c2, "d2": c3, "b.txt": c3}},
+		{c3, map[string]string{"d": c2, "d/y.txt": c1, "b.txt": c3}},
+		{c1, map[string]string{"a.txt": c1, "d": c1}},
+	} {
+		paths := []string{"nope", "d/y"}
+		for p := range c.want {
+			paths = append(paths, p)
+		}
+		got, err := s.LastChanges(ctx, id, c.at, paths)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shas := map[string]string{}
+		for p, cm := range got {
+			shas[p] = cm.SHA
+			if cm.Tree != nil || cm.Summary == "" {
+				t.Errorf("at %s, %s: %+v; want a commit with its summary, without a tree", c.at, p, cm)
+			}
+		}
+		if !cmp.Equal(shas, c.want) {
+			t.Errorf("LastChanges at %s: %v\nwant %v", c.at, shas, c.want)
+		}
+	}
+	// After a squash the one commit left is every path's.
+	sq, err := s.SquashHistory(ctx, id, "main", "squashed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.LastChanges(ctx, id, sq.SHA, []string{"a.txt", "d"})
+	if err != nil || got["a.txt"].SHA != sq.SHA || got["d"].SHA != sq.SHA {
+		t.Errorf("LastChanges after a squash: %v (%v); want the squashed commit for both", got, err)
+	}
+}
