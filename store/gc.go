@@ -356,10 +356,23 @@ type ownerRow struct {
 
 type shardOwnerRow struct{ shard, tenant string }
 
+// mark reads what the pass keeps, as of one moment after T0: all its reads
+// run in one snapshot of the index (inSnapshot). The pass is safe only
+// because of that: a commit retains its parent's entries without touching
+// them, so a blob a branch has referenced for longer than the grace period
+// is kept only because the mark sees a revision naming it. Read statement
+// by statement, a commit landing between the read of the commits and that
+// of the refs left a ref naming a commit the mark had not read, the repo's
+// revisions looked empty, and the sweep deleted every blob of its head
+// (issue 34). Whatever commits after the snapshot either names only what a
+// revision in the snapshot names, or touched it after T0.
 func (p *pass) mark(ctx context.Context) error {
+	return p.s.inSnapshot(ctx, func(tx *sql.Tx) error { return p.markIn(ctx, tx) })
+}
+
+func (p *pass) markIn(ctx context.Context, db queryer) error {
 	m := &mark{ownerCount: map[string]int{}, need: map[string]map[string]bool{}, fileRef: map[string]bool{},
 		shardCount: map[string]int{}, blobs: map[string]bool{}, touched: map[string]int64{}, released: map[string]int64{}, dropped: map[[2]string]bool{}}
-	db := p.s.db
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE((SELECT value FROM gc_state WHERE name = 'epoch'), 0)`).Scan(&m.epoch); err != nil {
 		return fmt.Errorf("mark: %w", err)
 	}
@@ -373,6 +386,9 @@ func (p *pass) mark(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := p.hook("mark: owners read"); err != nil {
 		return err
 	}
 	files := 0
@@ -402,6 +418,9 @@ func (p *pass) mark(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := p.hook("mark: files read"); err != nil {
+		return err
+	}
 	err = eachRow(ctx, db, `SELECT shard, tenant FROM shard_owners`, func(r *sql.Rows) error {
 		var o shardOwnerRow
 		if err := r.Scan(&o.shard, &o.tenant); err != nil {
@@ -414,18 +433,24 @@ func (p *pass) mark(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tenants, err := queryStrings(ctx, db, `SELECT DISTINCT tenant FROM repos`)
+	if err := p.hook("mark: shard owners read"); err != nil {
+		return err
+	}
+	tenants, err := queryStrings(ctx, db, `SELECT DISTINCT tenant FROM repos ORDER BY tenant`)
 	if err != nil {
 		return err
 	}
 	for _, t := range tenants {
-		rev, err := loadRevisions(ctx, db, t)
+		rev, err := loadRevisions(ctx, db, t, p.hook)
 		if err != nil {
 			return err
 		}
 		for b := range rev.blobs {
 			m.blobs[b] = true
 		}
+	}
+	if err := p.hook("mark: revisions read"); err != nil {
+		return err
 	}
 	err = eachRow(ctx, db, `SELECT key, touched, released FROM gc_objects`, func(r *sql.Rows) error {
 		var k string
@@ -437,6 +462,9 @@ func (p *pass) mark(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := p.hook("mark: objects read"); err != nil {
 		return err
 	}
 	err = eachRow(ctx, db, `SELECT tenant, xorb FROM gc_dropped`, func(r *sql.Rows) error {
