@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"testing"
@@ -198,4 +199,35 @@ func (r *repoRace) checkHeads() error {
 		}
 	}
 	return nil
+}
+
+// TestCommitOfACollectedBlob: a blob stored and collected before the
+// commit that names it (with a grace period shorter than the gap) makes
+// the commit wait with ErrCollecting instead of naming a missing object;
+// stored again, the commit goes through.
+func TestCommitOfACollectedBlob(t *testing.T) { onEngines(t, testCommitOfACollectedBlob) }
+
+func testCommitOfACollectedBlob(t *testing.T, newLC func(testing.TB) *lc) {
+	l := newLC(t)
+	ctx := context.Background()
+	r := &repoRace{l: l, id: l.repo("alice", "m"), xet: map[string]tfile{}}
+	content := "stored, then collected before its commit"
+	sum := hexSHA(content)
+	if err := l.s.PutBlob(ctx, sum, []byte(content)); err != nil {
+		t.Fatal(err)
+	}
+	l.clock.advance(time.Second)
+	if rep := l.collect(0); rep.DeletedBlobs != 1 {
+		t.Fatalf("pass %+v, want the unreferenced blob deleted", rep)
+	}
+	e := TreeEntry{Path: "a.txt", SizeBytes: int64(len(content)), SHA256: sum, GitOID: "oid"}
+	if err := r.commitEntry("main", e); !errors.Is(err, ErrCollecting) {
+		t.Fatalf("commit naming a collected blob: %v, want ErrCollecting", err)
+	}
+	if err := r.commitBlob("main", "a.txt", content); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.checkHeads(); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -20,7 +20,11 @@ import (
 // write lock, so any write that commits after T0 touches with a time of at
 // least T0, and the pass re-checks touched < T0 - grace in the transaction
 // that condemns an object: whatever a pass did not see, it does not
-// delete. An object a collector is deleting (gc_objects.doomed) and an
+// delete. That holds for what a write adds; what a commit keeps from its
+// parent it does not touch, and the pass keeps it because its mark reads
+// every revision in one snapshot taken after T0 (gc.go, mark). A commit
+// adding a regular file whose blob row is gone (collected since PutBlob
+// stored it) is refused with ErrCollecting. An object a collector is deleting (gc_objects.doomed) and an
 // owner record whose release is under way (gc_pending) make the request
 // wait with ErrCollecting; they last milliseconds, or until the next pass
 // after a crash.
@@ -303,6 +307,18 @@ func checkNewTree(ctx context.Context, tx *sql.Tx, id RepoID, ref, parent string
 				return err
 			}
 		} else if e.SHA256 != "" {
+			// PutBlob touched it before the commit; a blob whose row is gone
+			// was collected since (nothing referenced it yet), and a commit
+			// naming it would name a missing object: the caller stores it
+			// again.
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM gc_objects WHERE key = ?`, "blobs/"+e.SHA256).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("blob %s of %s was collected after it was stored; store it and commit again: %w", e.SHA256, e.Path, ErrCollecting)
+			}
+			if err != nil {
+				return err
+			}
 			if err := touchTx(ctx, tx, now, "blobs/"+e.SHA256); err != nil {
 				return err
 			}
