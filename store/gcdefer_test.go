@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestPassRightAfterADelete (issue 34 item 1): a repo deleted (or its
@@ -82,4 +84,47 @@ func testDeferredCountsOnlyRaces(t *testing.T, newLC func(testing.TB) *lc) {
 		t.Fatalf("next pass %+v, alice's usage %d: want alice's owner released", rep, l.usage("alice"))
 	}
 	l.checkConsistent("alice", "bob", "carol", "dave", "erin")
+}
+
+// TestTouchStraddlingAPassStart (PostgreSQL, where writers do not queue
+// for one write lock): a touching transaction that read the touch floor
+// before a pass's start committed cannot commit after it with a time at
+// or before T0 (the pass would count it as before its start, and its mark
+// might not see the write). SERIALIZABLE refuses one of the two, and the
+// touch, run again, is after T0.
+func TestTouchStraddlingAPassStart(t *testing.T) {
+	indexes := pgIndexes(t)
+	dir := t.TempDir()
+	l := newLCOn(t, dir, indexes(dir))
+	ctx := context.Background()
+	key := xorbKey(strings.Repeat("ab", 32))
+	w, err := l.s.wdb.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Rollback()
+	if err := touchTx(ctx, w, l.clock.Now().Unix(), key); err != nil {
+		t.Fatal(err)
+	}
+	p := &pass{s: l.s, cfg: GCConfig{LeaseTTL: time.Minute}, holder: "test"}
+	leaseErr := p.lease(ctx, true)
+	commitErr := w.Commit()
+	t.Logf("lease: %v; touch commit: %v", leaseErr, commitErr)
+	if leaseErr == nil && commitErr == nil {
+		var touched int64
+		if err := l.s.db.QueryRowContext(ctx, `SELECT touched FROM gc_objects WHERE key = ?`, key).Scan(&touched); err != nil {
+			t.Fatal(err)
+		}
+		t.Fatalf("both committed: touched %d, T0 %d", touched, p.t0)
+	}
+	if leaseErr != nil {
+		return // the pass did not start; the touch stands before any pass
+	}
+	if err := l.s.touch(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	var touched int64
+	if err := l.s.db.QueryRowContext(ctx, `SELECT touched FROM gc_objects WHERE key = ?`, key).Scan(&touched); err != nil || touched <= p.t0 {
+		t.Fatalf("the touch run again: touched %d (%v), want > T0 %d", touched, err, p.t0)
+	}
 }
