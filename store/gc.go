@@ -104,8 +104,10 @@ type GCConfig struct {
 	// Progress, when set, is told how far the pass is.
 	Progress Progress
 	// Hook, when set, is called between the steps of a pass with the
-	// step's name; an error stops the pass right there, as a crash would
-	// (no clean-up, the lease stays until it expires). For tests.
+	// step's name, and after each read of its mark ("mark: files read",
+	// ...; those run inside the mark's snapshot); an error stops the pass
+	// right there, as a crash would (no clean-up, the lease stays until
+	// it expires). For tests.
 	Hook func(step string) error
 }
 
