@@ -17,13 +17,16 @@ import (
 // Collection (design §9): one pass of Collect
 //
 //  1. takes the collector lease in the index (one collector per
-//     deployment; another process keeps serving) and reads the pass's start
-//     time T0 under the index's write lock;
+//     deployment; another process keeps serving) and, in the same
+//     transaction, picks the pass's start T0: later than every touch
+//     committed before it, earlier than every touch committed after it
+//     (startTx);
 //  2. finishes what a pass before it left half done (owner records whose
 //     release committed in the index, objects it was deleting, dedup rows to
 //     recompute);
-//  3. marks: the xorbs each tenant's retained files reference, the xorbs
-//     any retained file references, the blobs any revision names;
+//  3. marks, in one snapshot of the index: the xorbs each tenant's
+//     retained files reference, the xorbs any retained file references,
+//     the blobs any revision names;
 //  4. releases each xorb owner whose tenant no longer needs it (at once
 //     for the xorbs of files it deleted, else after OwnerGrace): the owner
 //     row and the tenant's usage change in one index transaction (the only
@@ -49,7 +52,9 @@ import (
 // (upload, registration, commit) or release, so each of those has that long
 // to finish. The index hooks (touch.go) make the pass safe against the
 // races, whatever the grace: a pass never deletes what was touched after it
-// started.
+// started ("after" is ordered through the index, startTx), and its mark
+// reads one snapshot of the index, so what a commit keeps from its parent
+// without touching it is seen (mark).
 
 // DefaultGCGrace is the default grace period, 22 days: hf_xet keeps the
 // shards of its own uploads in a local cache for 3 weeks and dedups new
@@ -99,8 +104,10 @@ type GCConfig struct {
 	// Progress, when set, is told how far the pass is.
 	Progress Progress
 	// Hook, when set, is called between the steps of a pass with the
-	// step's name; an error stops the pass right there, as a crash would
-	// (no clean-up, the lease stays until it expires). For tests.
+	// step's name, and after each read of its mark ("mark: files read",
+	// ...; those run inside the mark's snapshot); an error stops the pass
+	// right there, as a crash would (no clean-up, the lease stays until
+	// it expires). For tests.
 	Hook func(step string) error
 }
 
@@ -123,8 +130,10 @@ type GCReport struct {
 	// Resumed is work an earlier, interrupted pass left: owner records
 	// deleted and objects finished.
 	Resumed int `json:"resumed"`
-	// Deferred candidates were touched after the pass started (an upload
-	// or registration raced it); the next pass looks again.
+	// Deferred owners and objects the pass would have released or deleted
+	// were touched after it started (an upload, registration or commit
+	// raced it); the next pass looks again. A touch made before the pass
+	// started never defers it.
 	Deferred int `json:"deferred"`
 	// Waiting objects nobody owns or references, still within the grace
 	// period, and their bytes.
@@ -159,7 +168,7 @@ type pass struct {
 	s      *Store
 	cfg    GCConfig
 	holder string
-	t0     int64 // unix seconds, read under the index's write lock
+	t0     int64 // unix seconds (startTx): touched > t0 means touched after the pass started
 	cutoff int64 // t0 - grace
 	rep    GCReport
 	m      *mark
@@ -251,9 +260,48 @@ func (p *pass) leaseTx(ctx context.Context, tx *sql.Tx, first bool) error {
 		return fmt.Errorf("collector lease: %w", err)
 	}
 	if first {
-		p.t0 = now.Unix()
+		t0, err := startTx(ctx, tx, p.s.pg, now.Unix())
+		if err != nil {
+			return fmt.Errorf("collector lease: %w", err)
+		}
+		p.t0 = t0
 	}
 	return nil
+}
+
+// startTx picks a pass's start T0, in the transaction that takes the
+// lease, and makes it the touch floor (gc_state 'touch_floor') every later
+// touch reads (touchTx): T0 is at least now, one more than the floor the
+// last pass set, and every touch committed so far; a touch that commits
+// after it is at least floor+1 = T0+1. So "touched after the pass
+// started" is touched > T0, ordered through the index whatever the
+// clock's resolution: a touch made before the pass never defers it, one
+// made after always does (issue 34).
+//
+// On PostgreSQL a touching transaction that started before this one
+// committed read the old floor; this transaction reads every touch since
+// that floor (the range, not just its maximum) and the touching one reads
+// the floor this one writes, so SERIALIZABLE aborts one of the two
+// (pgTx runs it again) rather than let both commit.
+func startTx(ctx context.Context, tx *sql.Tx, pg bool, now int64) (int64, error) {
+	var floor int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(value), 0) FROM gc_state WHERE name = 'touch_floor'`).Scan(&floor); err != nil {
+		return 0, err
+	}
+	var latest, n int64
+	q := `SELECT COALESCE(MAX(touched), 0), 0 FROM gc_objects WHERE touched > ?`
+	if pg {
+		q = `SELECT COALESCE(MAX(touched), 0), COUNT(*) FROM gc_objects WHERE touched > ?`
+	}
+	if err := tx.QueryRowContext(ctx, q, floor).Scan(&latest, &n); err != nil {
+		return 0, err
+	}
+	t0 := max(now, floor+1, latest)
+	if _, err := tx.ExecContext(ctx, `INSERT INTO gc_state(name, value) VALUES ('touch_floor', ?)
+		ON CONFLICT(name) DO UPDATE SET value = excluded.value`, t0); err != nil {
+		return 0, err
+	}
+	return t0, nil
 }
 
 // inLeasedTx runs fn in a transaction that first renews the lease, so
@@ -345,7 +393,11 @@ type mark struct {
 func (m *mark) owned(x string) bool      { return m.ownerCount[x] > 0 }
 func (m *mark) referenced(x string) bool { return m.fileRef[x] }
 
-func (m *mark) ownerReleased(x string)          { m.ownerCount[x]-- }
+func (m *mark) ownerReleased(x string) { m.ownerCount[x]-- }
+
+// releasedAt notes a release this pass made, so that its sweep counts the
+// object as waiting out its grace period (not as deferred).
+func (m *mark) releasedAt(key string, at int64) { m.released[key] = max(m.released[key], at) }
 func (m *mark) shardOwnerReleased(shard string) { m.shardCount[shard]-- }
 
 type ownerRow struct {
@@ -356,10 +408,23 @@ type ownerRow struct {
 
 type shardOwnerRow struct{ shard, tenant string }
 
+// mark reads what the pass keeps, as of one moment after T0: all its reads
+// run in one snapshot of the index (inSnapshot). The pass is safe only
+// because of that: a commit retains its parent's entries without touching
+// them, so a blob a branch has referenced for longer than the grace period
+// is kept only because the mark sees a revision naming it. Read statement
+// by statement, a commit landing between the read of the commits and that
+// of the refs left a ref naming a commit the mark had not read, the repo's
+// revisions looked empty, and the sweep deleted every blob of its head
+// (issue 34). Whatever commits after the snapshot either names only what a
+// revision in the snapshot names, or touched it after T0.
 func (p *pass) mark(ctx context.Context) error {
+	return p.s.inSnapshot(ctx, func(tx *sql.Tx) error { return p.markIn(ctx, tx) })
+}
+
+func (p *pass) markIn(ctx context.Context, db queryer) error {
 	m := &mark{ownerCount: map[string]int{}, need: map[string]map[string]bool{}, fileRef: map[string]bool{},
 		shardCount: map[string]int{}, blobs: map[string]bool{}, touched: map[string]int64{}, released: map[string]int64{}, dropped: map[[2]string]bool{}}
-	db := p.s.db
 	if err := db.QueryRowContext(ctx, `SELECT COALESCE((SELECT value FROM gc_state WHERE name = 'epoch'), 0)`).Scan(&m.epoch); err != nil {
 		return fmt.Errorf("mark: %w", err)
 	}
@@ -373,6 +438,9 @@ func (p *pass) mark(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := p.hook("mark: owners read"); err != nil {
 		return err
 	}
 	files := 0
@@ -402,6 +470,9 @@ func (p *pass) mark(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := p.hook("mark: files read"); err != nil {
+		return err
+	}
 	err = eachRow(ctx, db, `SELECT shard, tenant FROM shard_owners`, func(r *sql.Rows) error {
 		var o shardOwnerRow
 		if err := r.Scan(&o.shard, &o.tenant); err != nil {
@@ -414,18 +485,24 @@ func (p *pass) mark(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tenants, err := queryStrings(ctx, db, `SELECT DISTINCT tenant FROM repos`)
+	if err := p.hook("mark: shard owners read"); err != nil {
+		return err
+	}
+	tenants, err := queryStrings(ctx, db, `SELECT DISTINCT tenant FROM repos ORDER BY tenant`)
 	if err != nil {
 		return err
 	}
 	for _, t := range tenants {
-		rev, err := loadRevisions(ctx, db, t)
+		rev, err := loadRevisions(ctx, db, t, p.hook)
 		if err != nil {
 			return err
 		}
 		for b := range rev.blobs {
 			m.blobs[b] = true
 		}
+	}
+	if err := p.hook("mark: revisions read"); err != nil {
+		return err
 	}
 	err = eachRow(ctx, db, `SELECT key, touched, released FROM gc_objects`, func(r *sql.Rows) error {
 		var k string
@@ -437,6 +514,9 @@ func (p *pass) mark(ctx context.Context) error {
 		return nil
 	})
 	if err != nil {
+		return err
+	}
+	if err := p.hook("mark: objects read"); err != nil {
 		return err
 	}
 	err = eachRow(ctx, db, `SELECT tenant, xorb FROM gc_dropped`, func(r *sql.Rows) error {
@@ -465,11 +545,11 @@ func (p *pass) releaseOwners(ctx context.Context) error {
 		if p.m.need[o.tenant][o.xorb] {
 			continue
 		}
-		if p.m.touched[xorbKey(o.xorb)] >= p.t0 {
-			p.rep.Deferred++
+		if o.created >= p.t0-int64(min(p.cfg.Grace, OwnerGrace)/time.Second) && !p.m.dropped[[2]string{o.tenant, o.xorb}] {
 			continue
 		}
-		if o.created >= p.t0-int64(min(p.cfg.Grace, OwnerGrace)/time.Second) && !p.m.dropped[[2]string{o.tenant, o.xorb}] {
+		if p.m.touched[xorbKey(o.xorb)] > p.t0 {
+			p.rep.Deferred++ // a candidate an upload or registration touched since T0
 			continue
 		}
 		cands = append(cands, o)
@@ -481,9 +561,11 @@ func (p *pass) releaseOwners(ctx context.Context) error {
 		return cands[i].xorb < cands[j].xorb
 	})
 	if p.cfg.DryRun {
+		now := p.s.now().Unix()
 		for _, o := range cands {
 			p.noteReleased(o.tenant, o.size)
 			p.m.ownerReleased(o.xorb)
+			p.m.releasedAt(xorbKey(o.xorb), now)
 		}
 		return nil
 	}
@@ -491,9 +573,10 @@ func (p *pass) releaseOwners(ctx context.Context) error {
 	for start := 0; start < len(cands); start += gcBatch {
 		batch := cands[start:min(start+gcBatch, len(cands))]
 		var keys []string
+		var now int64
 		err := p.inLeasedTx(ctx, func(tx *sql.Tx) error {
 			keys = keys[:0]
-			now := p.s.now().Unix()
+			now = p.s.now().Unix()
 			for _, o := range batch {
 				ok, err := p.releaseOwnerTx(ctx, tx, o, now)
 				if err != nil {
@@ -516,6 +599,7 @@ func (p *pass) releaseOwners(ctx context.Context) error {
 			if released[xorbOwnerKey(o.xorb, o.tenant)] {
 				p.noteReleased(o.tenant, o.size)
 				p.m.ownerReleased(o.xorb)
+				p.m.releasedAt(xorbKey(o.xorb), now)
 			}
 		}
 		if err := p.hook("owners indexed"); err != nil {
@@ -579,7 +663,7 @@ func (p *pass) releaseOwnerTx(ctx context.Context, tx *sql.Tx, o ownerRow, now i
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, err
 	}
-	if touched >= p.t0 {
+	if touched > p.t0 {
 		p.rep.Deferred++
 		return false, nil
 	}
@@ -640,7 +724,7 @@ func tidyTenantTx(ctx context.Context, tx *sql.Tx, tenant string) error {
 func (p *pass) releaseShardOwners(ctx context.Context) error {
 	var cands []shardOwnerRow
 	for _, o := range p.m.shardOwners {
-		if p.m.touched[shardKey(o.shard)] >= p.cutoff || p.m.epoch > p.graceEnd() {
+		if p.m.touched[shardKey(o.shard)] > p.cutoff || p.m.epoch > p.graceEnd() {
 			continue
 		}
 		cands = append(cands, o)
@@ -649,9 +733,10 @@ func (p *pass) releaseShardOwners(ctx context.Context) error {
 	for start := 0; start < len(cands); start += gcBatch {
 		batch := cands[start:min(start+gcBatch, len(cands))]
 		var keys []string
+		var now int64
 		release := func(tx *sql.Tx) error {
 			keys = keys[:0]
-			now := p.s.now().Unix()
+			now = p.s.now().Unix()
 			for _, o := range batch {
 				ok, err := p.releaseShardOwnerTx(ctx, tx, o, now)
 				if err != nil {
@@ -686,6 +771,7 @@ func (p *pass) releaseShardOwners(ctx context.Context) error {
 		for _, o := range batch {
 			if released[shardOwnerKey(o.shard, o.tenant)] {
 				p.m.shardOwnerReleased(o.shard)
+				p.m.releasedAt(shardKey(o.shard), now)
 			}
 		}
 		if p.cfg.DryRun {
@@ -712,7 +798,7 @@ func (p *pass) releaseShardOwnerTx(ctx context.Context, tx *sql.Tx, o shardOwner
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, err
 	}
-	if touched >= p.cutoff {
+	if touched > p.cutoff {
 		return false, nil
 	}
 	var one int
@@ -906,10 +992,10 @@ func (p *pass) sweep(ctx context.Context) error {
 					continue
 				}
 			}
-			// touched is the race guard (nothing touched since T0 - grace);
+			// touched is the race guard (nothing touched after T0 - grace);
 			// the release, write and epoch times only start the grace.
 			settled := max(p.m.released[o.Key], o.ModTime.Unix(), p.m.epoch)
-			if p.m.touched[o.Key] >= p.cutoff || settled > p.graceEnd() {
+			if p.m.touched[o.Key] > p.cutoff || settled > p.graceEnd() {
 				p.rep.Waiting++
 				p.rep.WaitingBytes += o.Size
 				continue
@@ -1001,8 +1087,13 @@ func (p *pass) doomTx(ctx context.Context, tx *sql.Tx, key string, now int64) (b
 	if doomed.Valid {
 		return false, nil
 	}
-	if touched >= p.cutoff || released > p.graceEnd() {
-		p.rep.Deferred++
+	if touched > p.cutoff {
+		p.rep.Deferred++ // touched since the mark read it
+		return false, nil
+	}
+	if released > p.graceEnd() {
+		// Released since the mark (only this pass releases, and it notes
+		// its releases in m.released): it waits out its grace.
 		return false, nil
 	}
 	var one int

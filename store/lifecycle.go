@@ -85,8 +85,13 @@ type revisions struct {
 }
 
 // loadRevisions walks every ref of tenant's repos through the parent chain
-// and collects the files and blobs the reachable commits name.
-func loadRevisions(ctx context.Context, q queryer, tenant string) (*revisions, error) {
+// and collects the files and blobs the reachable commits name. Its reads
+// agree with each other only when q is a transaction (inTx, or a pass's
+// snapshot): read on the pool, a commit landing between the read of the
+// commits and that of the refs leaves a ref naming a commit it did not
+// read, and the repo's revisions look empty. hook, when set, is called
+// after each read (a pass's test hook, gc.go).
+func loadRevisions(ctx context.Context, q queryer, tenant string, hook func(step string) error) (*revisions, error) {
 	rev := &revisions{commits: map[repoKey]map[string]bool{}, files: map[string][]repoKey{}, blobs: map[string]bool{}}
 	parents := map[repoKey]map[string]string{}
 	rows, err := q.QueryContext(ctx, `SELECT type, name, sha, parent FROM commits WHERE tenant = ?`, tenant)
@@ -109,6 +114,11 @@ func loadRevisions(ctx context.Context, q queryer, tenant string) (*revisions, e
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	if hook != nil {
+		if err := hook("mark: commits read"); err != nil {
+			return nil, err
+		}
+	}
 	rows, err = q.QueryContext(ctx, `SELECT type, name, commit_sha FROM refs WHERE tenant = ?`, tenant)
 	if err != nil {
 		return nil, fmt.Errorf("refs of %s: %w", tenant, err)
@@ -129,6 +139,11 @@ func loadRevisions(ctx context.Context, q queryer, tenant string) (*revisions, e
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	if hook != nil {
+		if err := hook("mark: refs read"); err != nil {
+			return nil, err
+		}
 	}
 	for _, h := range heads {
 		seen := rev.commits[h.k]
@@ -293,7 +308,7 @@ func (s *Store) changeRevisions(ctx context.Context, ch revisionChange) ([]strin
 		if len(cands) == 0 {
 			return nil
 		}
-		rev, err := loadRevisions(ctx, tx, ch.tenant)
+		rev, err := loadRevisions(ctx, tx, ch.tenant, nil)
 		if err != nil {
 			return err
 		}
@@ -374,7 +389,7 @@ func (s *Store) ReleaseFile(ctx context.Context, tenant string, file xet.Hash) e
 	if _, err := s.File(ctx, tenant, file); err != nil {
 		return fmt.Errorf("file %s of %s: %w", file, tenant, ErrNotFound)
 	}
-	rev, err := loadRevisions(ctx, s.db, tenant)
+	rev, err := loadRevisions(ctx, s.db, tenant, nil)
 	if err != nil {
 		return err
 	}

@@ -169,7 +169,7 @@ func (b *builder) lifecycle() error {
 		return err
 	}
 	for _, t := range tenants {
-		rev, err := loadRevisions(b.ctx, tx, t)
+		rev, err := loadRevisions(b.ctx, tx, t, nil)
 		if err != nil {
 			return err
 		}

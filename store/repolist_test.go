@@ -36,6 +36,9 @@ func TestReposListsOneTenantsReposOfOneType(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock = clock.Add(90 * time.Minute)
+	if err := s.PutBlob(ctx, "s", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
 	c, err := s.Commit(ctx, a, "main", head.SHA, "add", "", []TreeEntry{{Path: "x", SizeBytes: 1, SHA256: "s", GitOID: "g"}})
 	if err != nil {
 		t.Fatal(err)

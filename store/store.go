@@ -389,6 +389,24 @@ func (s *Store) txOnce(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return nil
 }
 
+// inSnapshot runs fn in one read-only transaction on the read pool: every
+// read in it sees the index as of one moment (on SQLite the WAL snapshot of
+// its first read, on PostgreSQL REPEATABLE READ), whatever commits
+// meanwhile. The transaction is rolled back; errors of fn come back
+// through dbErr.
+func (s *Store) inSnapshot(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	opts := &sql.TxOptions{ReadOnly: true}
+	if s.pg {
+		opts.Isolation = sql.LevelRepeatableRead
+	}
+	tx, err := s.db.BeginTx(ctx, opts)
+	if err != nil {
+		return fmt.Errorf("begin: %w", dbErr(err))
+	}
+	defer tx.Rollback()
+	return dbErr(fn(tx))
+}
+
 // row is a query's one row; its Scan marks errors that mean "the index
 // cannot be read right now" with ErrUnavailable.
 type row struct{ r *sql.Row }

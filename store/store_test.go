@@ -146,6 +146,9 @@ func populate(tb testing.TB, s *Store) {
 		tb.Fatal(err)
 	}
 	head, _ := s.Resolve(ctx, r.RepoID, "main")
+	if err := s.PutBlob(ctx, "x", []byte("hi")); err != nil {
+		tb.Fatal(err)
+	}
 	if _, err := s.Commit(ctx, r.RepoID, "main", head.SHA, "add", "", []TreeEntry{{Path: "a.txt", SizeBytes: 2, SHA256: "x", GitOID: "y"}}); err != nil {
 		tb.Fatal(err)
 	}

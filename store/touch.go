@@ -16,11 +16,17 @@ import (
 //
 // Every object an upload, a shard registration or a commit names is
 // "touched" in the index (gc_objects.touched) before it is written or
-// relied on. A collection pass reads its start time T0 under the index's
-// write lock, so any write that commits after T0 touches with a time of at
-// least T0, and the pass re-checks touched < T0 - grace in the transaction
+// relied on. A collection pass picks its start T0 in the index (startTx):
+// T0 is at least every touch committed before, and it becomes the floor
+// every later touch reads, so any write that commits after the pass
+// started touches with a time of at least T0+1, whatever the clocks'
+// resolution. The pass re-checks touched <= T0 - grace in the transaction
 // that condemns an object: whatever a pass did not see, it does not
-// delete. An object a collector is deleting (gc_objects.doomed) and an
+// delete. That holds for what a write adds; what a commit keeps from its
+// parent it does not touch, and the pass keeps it because its mark reads
+// every revision in one snapshot taken after T0 (gc.go, mark). A commit
+// adding a regular file whose blob row is gone (collected since PutBlob
+// stored it) is refused with ErrCollecting. An object a collector is deleting (gc_objects.doomed) and an
 // owner record whose release is under way (gc_pending) make the request
 // wait with ErrCollecting; they last milliseconds, or until the next pass
 // after a crash.
@@ -51,7 +57,8 @@ func (s *Store) openLifecycle(ctx context.Context) error {
 	return nil
 }
 
-// touchTx marks keys as used now; ErrCollecting when one is being deleted.
+// touchTx marks keys as used now, or at one more than the last pass's start
+// when that is later; ErrCollecting when one is being deleted.
 func touchTx(ctx context.Context, tx *sql.Tx, now int64, keys ...string) error {
 	for _, k := range keys {
 		var doomed sql.NullInt64
@@ -62,8 +69,13 @@ func touchTx(ctx context.Context, tx *sql.Tx, now int64, keys ...string) error {
 		if doomed.Valid {
 			return fmt.Errorf("%s: %w", k, ErrCollecting)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO gc_objects(key, touched) VALUES (?, ?)
-			ON CONFLICT(key) DO UPDATE SET touched = CASE WHEN excluded.touched > gc_objects.touched THEN excluded.touched ELSE gc_objects.touched END`, k, now); err != nil {
+		// The touch time is now, or one more than the last pass's start
+		// when that is later (startTx, gc.go): a touch that commits after
+		// a pass started is after its T0 whatever the clocks say.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO gc_objects(key, touched)
+			SELECT ?, CASE WHEN f.v + 1 > ? THEN f.v + 1 ELSE ? END
+			FROM (SELECT COALESCE(MAX(value), 0) AS v FROM gc_state WHERE name = 'touch_floor') f WHERE true
+			ON CONFLICT(key) DO UPDATE SET touched = CASE WHEN excluded.touched > gc_objects.touched THEN excluded.touched ELSE gc_objects.touched END`, k, now, now); err != nil {
 			return fmt.Errorf("touch %s: %w", k, err)
 		}
 	}
@@ -303,6 +315,18 @@ func checkNewTree(ctx context.Context, tx *sql.Tx, id RepoID, ref, parent string
 				return err
 			}
 		} else if e.SHA256 != "" {
+			// PutBlob touched it before the commit; a blob whose row is gone
+			// was collected since (nothing referenced it yet), and a commit
+			// naming it would name a missing object: the caller stores it
+			// again.
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM gc_objects WHERE key = ?`, "blobs/"+e.SHA256).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("blob %s of %s was collected after it was stored; store it and commit again: %w", e.SHA256, e.Path, ErrCollecting)
+			}
+			if err != nil {
+				return err
+			}
 			if err := touchTx(ctx, tx, now, "blobs/"+e.SHA256); err != nil {
 				return err
 			}

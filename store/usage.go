@@ -190,7 +190,7 @@ func (s *Store) UsageReport(ctx context.Context, tenant string) (UsageReport, er
 			}
 		}
 		u.Files = len(files[t])
-		rev, err := loadRevisions(ctx, s.db, t)
+		rev, err := loadRevisions(ctx, s.db, t, nil)
 		if err != nil {
 			return rep, err
 		}
