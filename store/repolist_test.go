@@ -36,7 +36,7 @@ func TestReposListsOneTenantsReposOfOneType(t *testing.T) {
 		t.Fatal(err)
 	}
 	clock = clock.Add(90 * time.Minute)
-	c, err := s.Commit(ctx, a, "main", head.SHA, "add", "", []TreeEntry{{Path: "x", SizeBytes: 1, SHA256: "s", GitOID: "g"}})
+	c, err := s.Commit(ctx, a, "main", NewCommit{Parent: head.SHA, Summary: "add", Changes: []Change{{Op: PutFile, Path: "x", Entry: TreeEntry{SizeBytes: 1, SHA256: "s", GitOID: "g"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
