@@ -79,8 +79,9 @@ type commitRequest struct {
 	ops    []commitOp
 }
 
-// readCommit parses an NDJSON commit body: every line that is not blank is
-// one JSON object with a "key"; at most one is the header.
+// readCommit parses an NDJSON commit body: every line that is not blank
+// (spaces, tabs and a CR are JSON's white space; a form feed or U+00A0 is
+// not) is one JSON object with a "key"; at most one is the header.
 func readCommit(body io.Reader) (commitRequest, error) {
 	var req commitRequest
 	counted := &countingReader{r: io.LimitReader(body, maxCommitBytes+1)}
@@ -88,7 +89,7 @@ func readCommit(body io.Reader) (commitRequest, error) {
 	sc.Buffer(make([]byte, 64<<10), maxCommitBytes)
 	headers := 0
 	for n := 1; sc.Scan(); n++ {
-		line := bytes.TrimSpace(sc.Bytes())
+		line := bytes.Trim(sc.Bytes(), " \t\r") // JSON's own white space only
 		if len(line) == 0 {
 			continue
 		}

@@ -109,6 +109,8 @@ func TestRefusedCommitsChangeNothing(t *testing.T) {
 		{"not JSON", "main", []string{fresh, "this is not json"}, 400, "bad_request", "line 3 is not a JSON object"},
 		{"JSON not an object", "main", []string{fresh, "[1,2]"}, 400, "bad_request", "not a JSON object"},
 		{"null", "main", []string{fresh, "null"}, 400, "bad_request", "not a JSON object"},
+		{"a form feed", "main", []string{fresh, "\f"}, 400, "bad_request", "not a JSON object"},
+		{"a no-break space", "main", []string{fresh, "\u00a0"}, 400, "bad_request", "not a JSON object"},
 		{"trailing garbage", "main", []string{fresh, deleteLine("deletedFile", "keep.txt") + " x"}, 400, "bad_request", "not JSON"},
 		{"a second header", "main", []string{fresh, `{"key":"header","value":{"summary":"again"}}`}, 400, "bad_request", "second header"},
 		{"missing file", "main", []string{fresh, deleteLine("deletedFile", "nope.txt")}, 404, "EntryNotFound", "no file nope.txt to delete"},
