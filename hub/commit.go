@@ -124,10 +124,14 @@ func tooLargeCommit() error {
 }
 
 // changes checks every operation of the commit and turns it into a store
-// change; it reads the index (lfs oids) and writes nothing.
+// change; it reads the index (lfs oids) and writes nothing. It drops each
+// regular file's base64 text once decoded, so that the body's text and its
+// decoded bytes together stay within what the request reserved.
 func (h *Hub) changes(ctx context.Context, tenant string, ops []commitOp) ([]store.Change, error) {
 	out := make([]store.Change, 0, len(ops))
-	for _, op := range ops {
+	for i := range ops {
+		op := ops[i]
+		ops[i].Value.Content = ""
 		p := strings.TrimPrefix(op.Value.Path, "/")
 		if op.Key == "deletedFolder" {
 			p = strings.TrimSuffix(p, "/")
