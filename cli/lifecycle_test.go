@@ -148,7 +148,8 @@ func makeLCState(t *testing.T) lcState {
 		t.Fatal(err)
 	}
 	head, _ := st.Resolve(ctx, r.RepoID, "main")
-	if _, err := st.Commit(ctx, r.RepoID, "main", head.SHA, "add", "", []store.TreeEntry{{Path: "w.bin", SizeBytes: int64(len(s.repo.data)), XetHash: s.repo.info.Hash.String(), SHA256: "ab", GitOID: "cd"}}); err != nil {
+	if _, err := st.Commit(ctx, r.RepoID, "main", store.NewCommit{Parent: head.SHA, Summary: "add", Changes: []store.Change{{Op: store.PutFile, Path: "w.bin",
+		Entry: store.TreeEntry{SizeBytes: int64(len(s.repo.data)), XetHash: s.repo.info.Hash.String(), SHA256: "ab", GitOID: "cd"}}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := st.DeleteRepo(ctx, r.RepoID); err != nil {

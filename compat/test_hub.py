@@ -326,6 +326,41 @@ def test_second_upload_new_commit_and_delete(server, alice, alice_token, tmp_pat
     assert sha256_file(tmp_path / "dl-c3/data/blob.bin") == new_sha
 
 
+def test_refused_commits_raise_what_the_hub_raises(server, alice, tmp_path):
+    """delete_file / delete_folder of a path the branch does not have raise
+    RemoteEntryNotFoundError (an EntryNotFoundError), as on the Hub, instead
+    of making an empty commit; a commit to a tag and a branch name git
+    refuses raise BadRequestError with the server's sentence. None of them
+    moves the head."""
+    repo = "alice/hub-refused"
+    alice.hf_ok("repos", "create", repo)
+    keep = tmp_path / "keep.txt"
+    keep.write_bytes(b"kept\n")
+    alice.hf_ok("upload", repo, keep, "keep.txt")
+    alice.api("create_tag", repo_id=repo, tag="vt")
+    head = alice.api("repo_info", repo_id=repo)["sha"]
+
+    for method, kwargs in [("delete_file", {"path_in_repo": "nope.txt"}),
+                           ("delete_folder", {"path_in_repo": "nope"})]:
+        out = alice.api_call(method, repo_id=repo, **kwargs)
+        assert not out["ok"] and out["error_type"] == "RemoteEntryNotFoundError", out
+        assert out["status"] == 404 and out["headers"].get("x-error-code") == "EntryNotFound", out
+        assert "nope" in out["error"], out
+
+    out = alice.api_call("upload_file", repo_id=repo, path_or_fileobj=str(keep),
+                         path_in_repo="other.txt", revision="vt")
+    assert not out["ok"] and out["error_type"] == "BadRequestError", out
+    assert "tags cannot be committed to" in out["error"], out
+
+    out = alice.api_call("create_branch", repo_id=repo, branch="a..b")
+    assert not out["ok"] and out["error_type"] == "BadRequestError", out
+    assert "invalid branch or tag name" in out["error"], out
+
+    assert alice.api("repo_info", repo_id=repo)["sha"] == head
+    files = alice.api("list_repo_files", repo_id=repo)
+    assert "keep.txt" in files and "other.txt" not in files, files
+
+
 # --------------------------------------------------------------------------
 # dataset repo
 

@@ -2,6 +2,8 @@ package hub
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -11,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -33,18 +36,185 @@ type commitOp struct {
 	} `json:"value"`
 }
 
-func validRepoPath(p string) bool {
-	if p == "" || strings.HasPrefix(p, "/") || strings.Contains(p, "\x00") || len(p) > 1024 {
-		return false
+// maxRepoPathBytes caps a path in a repo.
+const maxRepoPathBytes = 1024
+
+// repoPathProblem is why p cannot name a file or folder in a repo, or ""
+// when it can: a path is 1 to 1,024 bytes of UTF-8 without control
+// characters (NUL, newlines, DEL), its components separated by single "/",
+// none of them ".", ".." or ".git"; it neither starts nor ends with "/".
+func repoPathProblem(p string) string {
+	switch {
+	case p == "":
+		return "the path is empty"
+	case len(p) > maxRepoPathBytes:
+		return fmt.Sprintf("the path has %d bytes, over the %d a path may have", len(p), maxRepoPathBytes)
+	case !utf8.ValidString(p):
+		return "the path is not UTF-8"
+	case strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/"):
+		return `the path starts or ends with "/"`
 	}
-	for _, part := range strings.Split(p, "/") {
-		if part == "" || part == "." || part == ".." || part == ".git" {
-			return false
+	for _, r := range p {
+		if r < 0x20 || r == 0x7f {
+			return "the path has a control character"
 		}
 	}
-	return true
+	for _, part := range strings.Split(p, "/") {
+		switch part {
+		case "":
+			return `the path has an empty component ("//")`
+		case ".", "..":
+			return fmt.Sprintf("the path has a %q component", part)
+		case ".git":
+			return `the path has a ".git" component`
+		}
+	}
+	return ""
 }
 
+// commitRequest is a commit body, parsed and checked, before anything is
+// written.
+type commitRequest struct {
+	header commitOp
+	ops    []commitOp
+}
+
+// readCommit parses an NDJSON commit body: every line that is not blank
+// (spaces, tabs and a CR are JSON's white space; a form feed or U+00A0 is
+// not) is one JSON object with a "key"; at most one is the header.
+func readCommit(body io.Reader) (commitRequest, error) {
+	var req commitRequest
+	counted := &countingReader{r: io.LimitReader(body, maxCommitBytes+1)}
+	sc := bufio.NewScanner(counted)
+	sc.Buffer(make([]byte, 64<<10), maxCommitBytes)
+	headers := 0
+	for n := 1; sc.Scan(); n++ {
+		line := bytes.Trim(sc.Bytes(), " \t\r") // JSON's own white space only
+		if len(line) == 0 {
+			continue
+		}
+		if line[0] != '{' {
+			return req, badRequest("commit line %d is not a JSON object", n)
+		}
+		var op commitOp
+		if err := json.Unmarshal(line, &op); err != nil {
+			return req, badRequest("commit line %d is not JSON: %v", n, err)
+		}
+		if op.Key == "header" {
+			if headers++; headers > 1 {
+				return req, badRequest("commit line %d is a second header", n)
+			}
+			req.header = op
+			continue
+		}
+		req.ops = append(req.ops, op)
+	}
+	if counted.n > maxCommitBytes {
+		return req, tooLargeCommit()
+	}
+	if err := sc.Err(); err != nil {
+		return req, badRequest("reading the commit: %v", err)
+	}
+	return req, nil
+}
+
+func tooLargeCommit() error {
+	return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body is over the %d-byte limit", maxCommitBytes),
+		Hint: "commit fewer or smaller regular files; large files go through Xet"}
+}
+
+// changes checks every operation of the commit and turns it into a store
+// change; it reads the index (lfs oids) and writes nothing. It drops each
+// regular file's base64 text once decoded, so that the body's text and its
+// decoded bytes together stay within what the request reserved.
+func (h *Hub) changes(ctx context.Context, tenant string, ops []commitOp) ([]store.Change, error) {
+	out := make([]store.Change, 0, len(ops))
+	for i := range ops {
+		op := ops[i]
+		ops[i].Value.Content = ""
+		p := strings.TrimPrefix(op.Value.Path, "/")
+		if op.Key == "deletedFolder" {
+			p = strings.TrimSuffix(p, "/")
+		}
+		switch op.Key {
+		case "file", "lfsFile", "deletedFile", "deletedFolder":
+		default:
+			return nil, badRequest("unknown commit operation %q (file, lfsFile, deletedFile or deletedFolder)", op.Key)
+		}
+		if why := repoPathProblem(p); why != "" {
+			return nil, badRequest("%s %q: %s", op.Key, op.Value.Path, why)
+		}
+		switch op.Key {
+		case "file":
+			ch, err := regularChange(p, op)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ch)
+		case "lfsFile":
+			ch, err := h.lfsChange(ctx, tenant, p, op)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ch)
+		case "deletedFile":
+			out = append(out, store.Change{Op: store.DeleteFile, Path: p})
+		case "deletedFolder":
+			out = append(out, store.Change{Op: store.DeleteFolder, Path: p})
+		}
+	}
+	return out, nil
+}
+
+// regularChange decodes a regular file (base64 in the commit).
+func regularChange(p string, op commitOp) (store.Change, error) {
+	if op.Value.Encoding != "" && op.Value.Encoding != "base64" {
+		return store.Change{}, badRequest("file %s: unknown encoding %q", p, op.Value.Encoding)
+	}
+	data, err := base64.StdEncoding.DecodeString(op.Value.Content)
+	if err != nil {
+		return store.Change{}, badRequest("file %s: content is not base64", p)
+	}
+	if len(data) > maxRegularFileBytes {
+		return store.Change{}, &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("file %s of %d bytes is over the %d bytes a regular file may have", p, len(data), maxRegularFileBytes),
+			Hint: "upload large files through Xet (preupload answers lfs for files over 64KiB)"}
+	}
+	if data == nil {
+		data = []byte{} // an empty file still has its (empty) blob
+	}
+	sum := sha256.Sum256(data)
+	return store.Change{Op: store.PutFile, Path: p, Content: data,
+		Entry: store.TreeEntry{SizeBytes: int64(len(data)), SHA256: hex.EncodeToString(sum[:]), GitOID: gitBlobOID(data)}}, nil
+}
+
+// lfsChange maps an lfs oid to the tenant's uploaded file.
+func (h *Hub) lfsChange(ctx context.Context, tenant, p string, op commitOp) (store.Change, error) {
+	if op.Value.Algo != "" && op.Value.Algo != "sha256" {
+		return store.Change{}, badRequest("lfsFile %s: unknown algo %q", p, op.Value.Algo)
+	}
+	oid := op.Value.OID
+	if err := checkSHA256(oid); err != nil {
+		return store.Change{}, badRequest("lfsFile %s: oid %v", p, err)
+	}
+	f, err := h.store.FileBySHA256(ctx, tenant, oid)
+	if errors.Is(err, store.ErrNotFound) {
+		return store.Change{}, badRequest("lfsFile %s: no file with sha256 %s was uploaded by tenant %s; upload it through Xet first", p, oid, tenant)
+	}
+	if err != nil {
+		return store.Change{}, err
+	}
+	if op.Value.Size != nil && *op.Value.Size != int64(f.SizeBytes) {
+		return store.Change{}, badRequest("lfsFile %s: size %d, the uploaded file has %d bytes", p, *op.Value.Size, f.SizeBytes)
+	}
+	size := int64(f.SizeBytes)
+	return store.Change{Op: store.PutFile, Path: p,
+		Entry: store.TreeEntry{SizeBytes: size, XetHash: f.Hash.String(), SHA256: oid, GitOID: gitBlobOID([]byte(lfsPointer(oid, size)))}}, nil
+}
+
+// commit: POST /api/{types}/{ns}/{name}/commit/{branch} with an NDJSON
+// body (a header line, then one line per operation). Every operation is
+// checked before anything is written; the store then applies the changes
+// to the branch's head in its own transaction.
 func (h *Hub) commit(c echo.Context) error {
 	r, err := h.apiRepo(c)
 	if err != nil {
@@ -54,8 +224,8 @@ func (h *Hub) commit(c echo.Context) error {
 		return badRequest("openxet does not support pull requests; commit to a branch instead")
 	}
 	ctx := c.Request().Context()
-	if c.Request().ContentLength > maxCommitBytes {
-		return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body of %d bytes is over the %d-byte limit", c.Request().ContentLength, maxCommitBytes),
+	if n := c.Request().ContentLength; n > maxCommitBytes {
+		return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body of %d bytes is over the %d-byte limit", n, maxCommitBytes),
 			Hint: "commit fewer or smaller regular files; large files go through Xet"}
 	}
 	reserve := c.Request().ContentLength
@@ -68,144 +238,32 @@ func (h *Hub) commit(c echo.Context) error {
 	}
 	defer release()
 
-	var header commitOp
-	var ops []commitOp
-	body := &countingReader{r: io.LimitReader(c.Request().Body, maxCommitBytes+1)}
-	sc := bufio.NewScanner(body)
-	sc.Buffer(make([]byte, 64<<10), maxCommitBytes)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		var op commitOp
-		if err := json.Unmarshal([]byte(line), &op); err != nil {
-			return badRequest("commit line %d is not JSON: %v", len(ops)+2, err)
-		}
-		if op.Key == "header" {
-			header = op
-			continue
-		}
-		ops = append(ops, op)
-	}
-	if body.n > maxCommitBytes {
-		return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body is over the %d-byte limit", maxCommitBytes),
-			Hint: "commit fewer or smaller regular files; large files go through Xet"}
-	}
-	if err := sc.Err(); err != nil {
-		return badRequest("reading the commit: %v", err)
-	}
-	ref := revision(c)
-	if ok, err := h.store.HasRef(ctx, r, ref); err != nil {
+	req, err := readCommit(c.Request().Body)
+	if err != nil {
 		return err
-	} else if !ok {
-		return hubNotFound("RevisionNotFound", "branch %s not found in %s", ref, r)
 	}
-	// Resolve the operations once: blobs stored, lfs oids mapped.
-	type change struct {
-		del      bool
-		folder   bool
-		entry    store.TreeEntry
-		pathName string
+	changes, err := h.changes(ctx, r.Tenant, req.ops)
+	if err != nil {
+		return err
 	}
-	var changes []change
-	for _, op := range ops {
-		p := strings.TrimPrefix(op.Value.Path, "/")
-		switch op.Key {
-		case "file":
-			if !validRepoPath(p) {
-				return badRequest("invalid path %q", op.Value.Path)
-			}
-			if op.Value.Encoding != "" && op.Value.Encoding != "base64" {
-				return badRequest("file %s: unknown encoding %q", p, op.Value.Encoding)
-			}
-			data, err := base64.StdEncoding.DecodeString(op.Value.Content)
-			if err != nil {
-				return badRequest("file %s: content is not base64", p)
-			}
-			if len(data) > maxRegularFileBytes {
-				return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("file %s of %d bytes is over the %d bytes a regular file may have", p, len(data), maxRegularFileBytes),
-					Hint: "upload large files through Xet (preupload answers lfs for files over 64KiB)"}
-			}
-			sum := sha256.Sum256(data)
-			sha := hex.EncodeToString(sum[:])
-			if err := h.store.PutBlob(ctx, sha, data); err != nil {
-				return err
-			}
-			changes = append(changes, change{entry: store.TreeEntry{Path: p, SizeBytes: int64(len(data)), SHA256: sha, GitOID: gitBlobOID(data)}})
-		case "lfsFile":
-			if !validRepoPath(p) {
-				return badRequest("invalid path %q", op.Value.Path)
-			}
-			if op.Value.Algo != "" && op.Value.Algo != "sha256" {
-				return badRequest("lfsFile %s: unknown algo %q", p, op.Value.Algo)
-			}
-			oid := op.Value.OID
-			if err := checkSHA256(oid); err != nil {
-				return badRequest("lfsFile %s: oid %v", p, err)
-			}
-			f, err := h.store.FileBySHA256(ctx, r.Tenant, oid)
-			if errors.Is(err, store.ErrNotFound) {
-				return badRequest("lfsFile %s: no file with sha256 %s was uploaded by tenant %s; upload it through Xet first", p, oid, r.Tenant)
-			}
-			if err != nil {
-				return err
-			}
-			if op.Value.Size != nil && *op.Value.Size != int64(f.SizeBytes) {
-				return badRequest("lfsFile %s: size %d, the uploaded file has %d bytes", p, *op.Value.Size, f.SizeBytes)
-			}
-			size := int64(f.SizeBytes)
-			changes = append(changes, change{entry: store.TreeEntry{Path: p, SizeBytes: size, XetHash: f.Hash.String(), SHA256: oid,
-				GitOID: gitBlobOID([]byte(lfsPointer(oid, size)))}})
-		case "deletedFile":
-			changes = append(changes, change{del: true, pathName: p})
-		case "deletedFolder":
-			changes = append(changes, change{del: true, folder: true, pathName: strings.TrimSuffix(p, "/")})
-		default:
-			return badRequest("unknown commit operation %q", op.Key)
-		}
-	}
-	summary := header.Value.Summary
+	summary := req.header.Value.Summary
 	if summary == "" {
 		summary = "Commit with huggingface_hub"
 	}
-	for attempt := 0; ; attempt++ {
-		head, err := h.resolveRev(c, r, ref)
-		if err != nil {
-			return err
-		}
-		if p := header.Value.ParentCommit; p != "" && p != head.SHA {
-			return &refusal.Error{Status: 412, Code: "bad_request", Message: fmt.Sprintf("parent commit %s is not the head of %s (%s)", p, ref, head.SHA), Hint: "pull the new head and commit again"}
-		}
-		files := map[string]store.TreeEntry{}
-		for _, e := range head.Tree {
-			files[e.Path] = e
-		}
-		for _, ch := range changes {
-			switch {
-			case ch.del && ch.folder:
-				for p := range files {
-					if p == ch.pathName || strings.HasPrefix(p, ch.pathName+"/") {
-						delete(files, p)
-					}
-				}
-			case ch.del:
-				delete(files, ch.pathName)
-			default:
-				files[ch.entry.Path] = ch.entry
-			}
-		}
-		tree := make([]store.TreeEntry, 0, len(files))
-		for _, e := range files {
-			tree = append(tree, e)
-		}
-		cm, err := h.store.Commit(ctx, r, ref, head.SHA, summary, header.Value.Description, tree)
-		if errors.Is(err, store.ErrRefMoved) && attempt < 5 && header.Value.ParentCommit == "" {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		return c.JSON(http.StatusOK, map[string]any{"commitUrl": h.repoURL(c, r) + "/commit/" + cm.SHA, "commitOid": cm.SHA, "success": true})
+	branch := revision(c)
+	parent := req.header.Value.ParentCommit
+	cm, err := h.store.Commit(ctx, r, branch, store.NewCommit{Parent: parent, Summary: summary, Description: req.header.Value.Description, Changes: changes})
+	switch {
+	case errors.Is(err, store.ErrEntryNotFound):
+		return hubNotFound("EntryNotFound", "%v", err)
+	case errors.Is(err, store.ErrNoBranch):
+		return hubNotFound("RevisionNotFound", "branch %s not found in %s", branch, r)
+	case errors.Is(err, store.ErrRefMoved) && parent != "":
+		return &refusal.Error{Status: 412, Code: "bad_request", Message: fmt.Sprintf("parent commit %s is not the head of %s", parent, branch),
+			Hint: "pull the new head and commit again", Cause: err}
 	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{"commitUrl": h.repoURL(c, r) + "/commit/" + cm.SHA, "commitOid": cm.SHA, "success": true})
 }

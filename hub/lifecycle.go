@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -43,7 +44,7 @@ func (h *Hub) superSquash(c echo.Context) error {
 	branch := revision(c)
 	cm, err := h.store.SquashHistory(c.Request().Context(), r, branch, req.Message)
 	if errors.Is(err, store.ErrNotFound) {
-		return hubNotFound("RevisionNotFound", "branch %s not found in %s", branch, r)
+		return refNotFound("branch", branch, r)
 	}
 	if err != nil {
 		return err
@@ -59,12 +60,12 @@ func (h *Hub) deleteBranch(c echo.Context) error {
 		return err
 	}
 	branch := revision(c)
-	if err := store.ValidRefName(branch); err != nil {
-		return err
+	if strings.HasPrefix(branch, "refs/") {
+		return store.ValidRefName(branch) // a tag or another ref is not a branch
 	}
 	if err := h.store.DeleteRef(c.Request().Context(), r, branch); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return hubNotFound("RevisionNotFound", "branch %s not found in %s", branch, r)
+			return refNotFound("branch", branch, r)
 		}
 		return err
 	}
@@ -110,17 +111,25 @@ func (h *Hub) deleteTag(c echo.Context) error {
 		return err
 	}
 	tag := unescape(c.Param("rev"))
-	if err := store.ValidRefName(tag); err != nil {
-		return err
-	}
 	if err := h.store.DeleteRef(c.Request().Context(), r, store.TagRef(tag)); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return hubNotFound("RevisionNotFound", "tag %s not found in %s", tag, r)
+			return refNotFound("tag", tag, r)
 		}
 		return err
 	}
 	h.cfg.Released()
 	return c.NoContent(http.StatusOK)
+}
+
+// refNotFound answers for a branch or tag a repo does not have: a name no
+// branch or tag may have (store.ValidRefName) is refused as such, 400, any
+// other is 404 RevisionNotFound. A ref that exists is deleted whatever its
+// name, so that one created before the rule can still go.
+func refNotFound(kind, name string, r store.RepoID) error {
+	if err := store.ValidRefName(name); err != nil {
+		return err
+	}
+	return hubNotFound("RevisionNotFound", "%s %s not found in %s", kind, name, r)
 }
 
 // listRefs: GET /api/{types}/{ns}/{name}/refs.

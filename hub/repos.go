@@ -300,6 +300,9 @@ func (h *Hub) createBranch(c echo.Context) error {
 	}
 	json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req)
 	branch := revision(c)
+	if err := store.ValidRefName(branch); err != nil {
+		return err
+	}
 	ctx := c.Request().Context()
 	if ok, err := h.store.HasRef(ctx, r, branch); err != nil {
 		return err
@@ -314,7 +317,7 @@ func (h *Hub) createBranch(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.store.CreateRef(ctx, r, branch, cm); err != nil {
+	if err := h.store.CreateBranch(ctx, r, branch, cm); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusOK)

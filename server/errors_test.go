@@ -44,6 +44,8 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{store.ErrCollectorBusy, 409, "conflict"},
 		{store.ErrNotBranch, 400, "bad_request"},
 		{store.ErrBadRefName, 400, "bad_request"},
+		{store.ErrEntryNotFound, 404, "not_found"},
+		{store.ErrNoBranch, 404, "not_found"},
 		{&store.OverQuotaError{Tenant: "a", QuotaBytes: 10, UsageBytes: 9, SizeBytes: 2}, 403, "quota_exceeded"},
 		{&limits.QuotaError{Tenant: "a", Quota: 10, Usage: 9, Size: 2, Verdict: limits.QuotaExceeded}, 403, "quota_exceeded"},
 		{&limits.QuotaError{Tenant: "a", Quota: 10, Usage: 1, Pending: 8, Size: 2, Verdict: limits.QuotaPending}, 503, "quota_pending"},

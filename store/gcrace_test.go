@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"testing"
 	"time"
 )
@@ -51,16 +52,14 @@ func testPassRacesCommits(t *testing.T, newLC func(testing.TB) *lc) {
 			if err != nil {
 				return err
 			}
-			if err := r.l.s.CreateRef(ctx, r.id, fmt.Sprintf("keep-%d", i), head); err != nil {
+			if err := r.l.s.CreateBranch(ctx, r.id, fmt.Sprintf("keep-%d", i), head); err != nil {
 				return err
 			}
-			var tree []TreeEntry
-			for _, e := range head.Tree {
-				if e.Path != fmt.Sprintf("small-%d.txt", i%8) {
-					tree = append(tree, e)
-				}
+			drop := Change{Op: DeleteFile, Path: fmt.Sprintf("small-%d.txt", i%8)}
+			if !slices.ContainsFunc(head.Tree, func(e TreeEntry) bool { return e.Path == drop.Path }) {
+				return nil // an earlier race dropped it
 			}
-			_, err = r.l.s.Commit(ctx, r.id, "main", head.SHA, "drop", "", tree)
+			_, err = r.l.s.Commit(ctx, r.id, "main", NewCommit{Parent: head.SHA, Summary: "drop", Changes: []Change{drop}})
 			return err
 		}},
 	} {
@@ -145,13 +144,8 @@ func (r *repoRace) commitEntry(ref string, e TreeEntry) error {
 	if err != nil {
 		return err
 	}
-	tree := []TreeEntry{e}
-	for _, o := range head.Tree {
-		if o.Path != e.Path {
-			tree = append(tree, o)
-		}
-	}
-	_, err = r.l.s.Commit(ctx, r.id, ref, head.SHA, "add "+e.Path, "", tree)
+	put := Change{Op: PutFile, Path: e.Path, Entry: e}
+	_, err = r.l.s.Commit(ctx, r.id, ref, NewCommit{Parent: head.SHA, Summary: "add " + e.Path, Changes: []Change{put}})
 	return err
 }
 

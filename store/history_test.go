@@ -39,7 +39,7 @@ func TestHistory(t *testing.T) {
 			t.Fatal(err)
 		}
 		tree = append(tree, TreeEntry{Path: fmt.Sprintf("f%d", i), SizeBytes: int64(len(data)), SHA256: sha, GitOID: fmt.Sprintf("%040x", i+1)})
-		c, err := s.Commit(ctx, id, "main", head.SHA, fmt.Sprintf("commit %d", i), "body", append([]TreeEntry(nil), tree...))
+		c, err := commitTree(ctx, s, id, "main", head.SHA, fmt.Sprintf("commit %d", i), "body", append([]TreeEntry(nil), tree...))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestLastChanges(t *testing.T) {
 		for _, e := range files {
 			tree = append(tree, e)
 		}
-		c, err := s.Commit(ctx, id, "main", head.SHA, summary, "", tree)
+		c, err := commitTree(ctx, s, id, "main", head.SHA, summary, "", tree)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,4 +202,26 @@ func TestLastChanges(t *testing.T) {
 	if err != nil || got["a.txt"].SHA != sq.SHA || got["d"].SHA != sq.SHA {
 		t.Errorf("LastChanges after a squash: %v (%v); want the squashed commit for both", got, err)
 	}
+}
+
+// commitTree commits tree as the whole new tree of branch (whose head
+// must be parent): a PutFile for each of its entries, a DeleteFile for each
+// file of the head it lacks.
+func commitTree(ctx context.Context, s *Store, id RepoID, branch, parent, summary, description string, tree []TreeEntry) (Commit, error) {
+	head, err := s.Resolve(ctx, id, branch)
+	if err != nil {
+		return Commit{}, err
+	}
+	var changes []Change
+	keep := map[string]bool{}
+	for _, e := range tree {
+		keep[e.Path] = true
+		changes = append(changes, Change{Op: PutFile, Path: e.Path, Entry: e})
+	}
+	for _, e := range head.Tree {
+		if !keep[e.Path] {
+			changes = append(changes, Change{Op: DeleteFile, Path: e.Path})
+		}
+	}
+	return s.Commit(ctx, id, branch, NewCommit{Parent: parent, Summary: summary, Description: description, Changes: changes})
 }

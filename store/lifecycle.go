@@ -699,9 +699,12 @@ func (s *Store) DeleteRef(ctx context.Context, id RepoID, ref string) error {
 	return err
 }
 
-// CreateTag points a new tag at a commit. ErrRepoExists-like conflicts are
-// reported as ErrRefExists.
+// CreateTag points a new tag at a commit. ErrBadRefName for a name
+// ValidRefName refuses; ErrRefExists when the tag exists.
 func (s *Store) CreateTag(ctx context.Context, id RepoID, tag string, c Commit) error {
+	if err := ValidRefName(tag); err != nil {
+		return err
+	}
 	ok, err := s.HasRef(ctx, id, TagRef(tag))
 	if err != nil {
 		return err
@@ -709,29 +712,8 @@ func (s *Store) CreateTag(ctx context.Context, id RepoID, tag string, c Commit) 
 	if ok {
 		return fmt.Errorf("tag %s of %s: %w", tag, id, ErrRefExists)
 	}
-	return s.CreateRef(ctx, id, TagRef(tag), c)
+	return s.createRef(ctx, id, TagRef(tag), c)
 }
 
 // ErrRefExists means a branch or tag of that name already exists.
 var ErrRefExists = errors.New("ref already exists")
-
-// ValidRefName checks a branch or tag name: 1 to 200 characters, no
-// control characters, no "..", not starting with "refs/" or "/", not
-// ending with "/" or ".lock".
-func ValidRefName(name string) error {
-	bad := name == "" || len(name) > 200 || strings.Contains(name, "..") || strings.HasPrefix(name, "/") ||
-		strings.HasSuffix(name, "/") || strings.HasSuffix(name, ".lock") || strings.HasPrefix(name, "refs/") ||
-		strings.ContainsAny(name, " ~^:?*[\\")
-	for _, r := range name {
-		if r < 0x20 || r == 0x7f {
-			bad = true
-		}
-	}
-	if bad {
-		return fmt.Errorf("%w: %q", ErrBadRefName, name)
-	}
-	return nil
-}
-
-// ErrBadRefName means a branch or tag name is not of the allowed form.
-var ErrBadRefName = errors.New("invalid branch or tag name")

@@ -301,22 +301,18 @@ func (l *lc) commit(id RepoID, ref string, files map[string]*tfile) Commit {
 	if err != nil {
 		l.tb.Fatal(err)
 	}
-	tree := map[string]TreeEntry{}
-	for _, e := range head.Tree {
-		tree[e.Path] = e
-	}
+	var changes []Change
 	for p, f := range files {
 		if f == nil {
-			delete(tree, p)
+			if _, ok := head.Entry(p); ok {
+				changes = append(changes, Change{Op: DeleteFile, Path: p})
+			}
 			continue
 		}
-		tree[p] = TreeEntry{Path: p, SizeBytes: int64(len(f.data)), XetHash: f.hash().String(), SHA256: f.info.SHA256.String(), GitOID: "oid-" + p}
+		changes = append(changes, Change{Op: PutFile, Path: p,
+			Entry: TreeEntry{SizeBytes: int64(len(f.data)), XetHash: f.hash().String(), SHA256: f.info.SHA256.String(), GitOID: "oid-" + p}})
 	}
-	var entries []TreeEntry
-	for _, e := range tree {
-		entries = append(entries, e)
-	}
-	c, err := l.s.Commit(ctx, id, ref, head.SHA, "test", "", entries)
+	c, err := l.s.Commit(ctx, id, ref, NewCommit{Parent: head.SHA, Summary: "test", Changes: changes})
 	if err != nil {
 		l.tb.Fatal(err)
 	}
@@ -572,7 +568,7 @@ func TestSquashDeleteBranchAndTag(t *testing.T) {
 	l.commit(r, "main", map[string]*tfile{"w.bin": &v1})
 	l.commit(r, "main", map[string]*tfile{"w.bin": &v2})
 	head, _ := l.s.Resolve(ctx, r, "main")
-	if err := l.s.CreateRef(ctx, r, "dev", head); err != nil {
+	if err := l.s.CreateBranch(ctx, r, "dev", head); err != nil {
 		t.Fatal(err)
 	}
 	l.commit(r, "dev", map[string]*tfile{"dev.bin": &dev})

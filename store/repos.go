@@ -259,8 +259,18 @@ func (s *Store) HasRef(ctx context.Context, id RepoID, ref string) (bool, error)
 	return err == nil, err
 }
 
-// CreateRef points a new ref at a commit.
-func (s *Store) CreateRef(ctx context.Context, id RepoID, ref string, c Commit) error {
+// CreateBranch points a new branch at a commit. ErrBadRefName for a name
+// ValidRefName refuses; ErrNotFound when the commit is no longer in the
+// index.
+func (s *Store) CreateBranch(ctx context.Context, id RepoID, branch string, c Commit) error {
+	if err := ValidRefName(branch); err != nil {
+		return err
+	}
+	return s.createRef(ctx, id, branch, c)
+}
+
+// createRef points a new ref (a branch, or TagRef(tag)) at a commit.
+func (s *Store) createRef(ctx context.Context, id RepoID, ref string, c Commit) error {
 	if err := s.writeCommitRecords(ctx, id, ref, c); err != nil {
 		return err
 	}
@@ -270,46 +280,6 @@ func (s *Store) CreateRef(ctx context.Context, id RepoID, ref string, c Commit) 
 		}
 		return setRef(ctx, tx, id, ref, c.SHA)
 	})
-}
-
-// Commit records a new commit on ref whose tree is tree, if ref still
-// points at parent (else ErrRefMoved). Regular file contents must already
-// be stored with PutBlob.
-func (s *Store) Commit(ctx context.Context, id RepoID, ref, parent string, summary, description string, tree []TreeEntry) (Commit, error) {
-	sort.Slice(tree, func(i, j int) bool { return tree[i].Path < tree[j].Path })
-	c := Commit{Parent: parent, Summary: summary, Description: description, Created: s.now().UTC(), Tree: tree}
-	c.SHA = commitSHA(c)
-	rec, _ := json.Marshal(commitRecord{Repo: id, Commit: c})
-	if _, err := s.writeObject(ctx, id.prefix()+"commits/"+c.SHA+".json", rec, typeJSON, false); err != nil {
-		return Commit{}, fmt.Errorf("write commit: %w", err)
-	}
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var head string
-		err := tx.QueryRowContext(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&head)
-		if err != nil {
-			return fmt.Errorf("ref %s: %w", ref, err)
-		}
-		if head != parent {
-			return fmt.Errorf("%s of %s is at %s, not %s: %w", ref, id, head, parent, ErrRefMoved)
-		}
-		if err := checkNewTree(ctx, tx, id, ref, parent, tree, s.now().Unix()); err != nil {
-			return err
-		}
-		if err := insertCommit(ctx, tx, id, c); err != nil {
-			return err
-		}
-		return setRef(ctx, tx, id, ref, c.SHA)
-	})
-	if err != nil {
-		return Commit{}, err
-	}
-	// The ref record follows the index: reindex takes the newest commit a
-	// ref record names, so a crash here leaves the bucket one commit behind.
-	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: ref, Commit: c.SHA})
-	if _, err := s.writeObject(ctx, id.prefix()+"refs/"+HashName(ref)+".json", rr, typeJSON, false); err != nil {
-		return Commit{}, fmt.Errorf("write ref %s: %w", ref, err)
-	}
-	return c, nil
 }
 
 // DeleteRepo removes a repo and releases the files its revisions

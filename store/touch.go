@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	"openxet/xet"
 )
@@ -279,63 +278,7 @@ func (p *shardPrep) apply(ctx context.Context, tx *sql.Tx, now int64) error {
 	return nil
 }
 
-// checkNewTree is Commit's hook, in its transaction: a commit goes only to
-// a branch; every xet file it adds must still be retained by the tenant
-// (a release may have dropped it since the commit looked it up), and every
-// regular file it adds is touched (refused while being collected).
-func checkNewTree(ctx context.Context, tx *sql.Tx, id RepoID, ref, parent string, tree []TreeEntry, now int64) error {
-	if strings.HasPrefix(ref, "refs/") {
-		return fmt.Errorf("%s: %w: commits go to branches", ref, ErrNotBranch)
-	}
-	old := map[string]TreeEntry{}
-	var blob []byte
-	err := tx.QueryRowContext(ctx, `SELECT tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`, id.Tenant, id.Type, id.Name, parent).Scan(&blob)
-	if err == nil {
-		var entries []TreeEntry
-		if err := json.Unmarshal(blob, &entries); err != nil {
-			return fmt.Errorf("tree of %s: %w", parent, err)
-		}
-		for _, e := range entries {
-			old[e.Path] = e
-		}
-	} else if !errors.Is(err, sql.ErrNoRows) {
-		return err
-	}
-	for _, e := range tree {
-		if o, ok := old[e.Path]; ok && o.XetHash == e.XetHash && o.SHA256 == e.SHA256 {
-			continue // the parent revision retains it
-		}
-		if e.XetHash != "" {
-			var one int
-			err := tx.QueryRowContext(ctx, `SELECT 1 FROM files WHERE tenant = ? AND hash = ?`, id.Tenant, e.XetHash).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("file %s (%s) was released before the commit; upload it again: %w", e.Path, e.XetHash, ErrNotFound)
-			}
-			if err != nil {
-				return err
-			}
-		} else if e.SHA256 != "" {
-			// PutBlob touched it before the commit; a blob whose row is gone
-			// was collected since (nothing referenced it yet), and a commit
-			// naming it would name a missing object: the caller stores it
-			// again.
-			var one int
-			err := tx.QueryRowContext(ctx, `SELECT 1 FROM gc_objects WHERE key = ?`, "blobs/"+e.SHA256).Scan(&one)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("blob %s of %s was collected after it was stored; store it and commit again: %w", e.SHA256, e.Path, ErrCollecting)
-			}
-			if err != nil {
-				return err
-			}
-			if err := touchTx(ctx, tx, now, "blobs/"+e.SHA256); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// commitExists is CreateRef's hook: the commit a new ref points at must
+// commitExists is createRef's hook: the commit a new ref points at must
 // still be in the index (a squash may have dropped it).
 func commitExists(ctx context.Context, tx *sql.Tx, id RepoID, sha string) error {
 	var one int

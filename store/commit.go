@@ -1,0 +1,272 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Commits. A commit is a list of changes applied to a branch's head: Commit
+// checks them against the head as it is (writing nothing, so a commit the
+// head refuses leaves no object), stores the regular files' contents, and
+// then, in one index transaction, applies them to the head the branch has
+// at that moment, checks the new tree's files against retention, writes the
+// commit record and moves the branch. The head may have moved between the
+// check and the transaction; the changes apply to the new head unless the
+// commit named the parent it expects.
+
+// ChangeOp is what one Change of a commit does.
+type ChangeOp int
+
+const (
+	// PutFile puts Change.Entry at Change.Path, replacing the file there.
+	PutFile ChangeOp = iota + 1
+	// DeleteFile deletes the file at Change.Path (ErrEntryNotFound when
+	// there is none).
+	DeleteFile
+	// DeleteFolder deletes every file under Change.Path + "/"
+	// (ErrEntryNotFound when there is none).
+	DeleteFolder
+)
+
+// Change is one operation of a commit.
+type Change struct {
+	Op ChangeOp
+	// Path is the file's (or for DeleteFolder the folder's) path in the
+	// repo, without a leading or trailing "/".
+	Path string
+	// Entry is the file PutFile puts (its Path is set to Path).
+	Entry TreeEntry
+	// Content is the bytes of a regular file PutFile puts (Entry.XetHash
+	// ""), stored as the blob Entry.SHA256 names before the index changes;
+	// nil when that blob is already stored (PutBlob).
+	Content []byte
+}
+
+// NewCommit is what Commit applies to a branch.
+type NewCommit struct {
+	// Parent is the head the branch must have (ErrRefMoved otherwise);
+	// "" applies the changes to whatever head the branch has.
+	Parent               string
+	Summary, Description string
+	Changes              []Change
+}
+
+// ErrEntryNotFound means a commit deletes a file or folder the branch's
+// head does not have. It is an ErrNotFound.
+var ErrEntryNotFound = fmt.Errorf("entry %w", ErrNotFound)
+
+// ErrNoBranch means a commit names a branch the repo does not have. It is
+// an ErrNotFound.
+var ErrNoBranch = fmt.Errorf("branch %w", ErrNotFound)
+
+// Commit applies nc's changes to the head of branch and records the result
+// as a new commit on it, which it returns. Errors, each before anything is
+// written: ErrNotBranch when branch names a tag or a ref under refs/;
+// ErrBadRefName for a name ValidRefName refuses; ErrNoBranch when the repo
+// has no such branch; ErrRefMoved when nc.Parent is set and is not the
+// head; ErrEntryNotFound when a deletion names nothing. A file the tenant
+// released since the caller looked it up is ErrNotFound, a regular file
+// being collected ErrCollecting.
+func (s *Store) Commit(ctx context.Context, id RepoID, branch string, nc NewCommit) (Commit, error) {
+	if err := commitBranchName(branch); err != nil {
+		return Commit{}, err
+	}
+	for _, ch := range nc.Changes {
+		if ch.Op < PutFile || ch.Op > DeleteFolder || ch.Path == "" {
+			return Commit{}, fmt.Errorf("commit to %s of %s: change %+v has no operation or path", branch, id, ch)
+		}
+	}
+	// Against the head as it is, before anything is written.
+	if _, _, err := applyToHead(ctx, s.db, id, branch, nc); err != nil {
+		return Commit{}, err
+	}
+	stored := map[string]bool{}
+	for _, ch := range nc.Changes {
+		if ch.Op != PutFile || ch.Content == nil || ch.Entry.XetHash != "" || stored[ch.Entry.SHA256] {
+			continue
+		}
+		if err := s.PutBlob(ctx, ch.Entry.SHA256, ch.Content); err != nil {
+			return Commit{}, err
+		}
+		stored[ch.Entry.SHA256] = true
+	}
+	if err := s.step("commit checked"); err != nil {
+		return Commit{}, err
+	}
+	var c Commit
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		head, tree, err := applyToHead(ctx, tx, id, branch, nc)
+		if err != nil {
+			return err
+		}
+		now := s.now().UTC()
+		if err := checkNewTree(ctx, tx, id, head.Tree, tree, now.Unix()); err != nil {
+			return err
+		}
+		c = Commit{Parent: head.SHA, Summary: nc.Summary, Description: nc.Description, Created: now, Tree: tree}
+		c.SHA = commitSHA(c)
+		// The commit record goes before the index has the commit: reindex
+		// never finds a head without its record.
+		rec, _ := json.Marshal(commitRecord{Repo: id, Commit: c})
+		if _, err := s.writeObject(ctx, id.prefix()+"commits/"+c.SHA+".json", rec, typeJSON, false); err != nil {
+			return fmt.Errorf("write commit: %w", err)
+		}
+		if err := insertCommit(ctx, tx, id, c); err != nil {
+			return err
+		}
+		return setRef(ctx, tx, id, branch, c.SHA)
+	})
+	if err != nil {
+		return Commit{}, err
+	}
+	// The ref record follows the index: reindex takes the newest commit a
+	// ref record names, so a crash here leaves the bucket one commit behind.
+	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: branch, Commit: c.SHA})
+	if _, err := s.writeObject(ctx, id.prefix()+"refs/"+HashName(branch)+".json", rr, typeJSON, false); err != nil {
+		return Commit{}, fmt.Errorf("write ref %s: %w", branch, err)
+	}
+	return c, nil
+}
+
+// commitBranchName refuses a name a commit cannot go to: a tag, another
+// ref under refs/ (a pull request), or a name that is no branch name.
+func commitBranchName(branch string) error {
+	if tag, ok := strings.CutPrefix(branch, "refs/tags/"); ok {
+		return fmt.Errorf("%s is a tag: %w: tags cannot be committed to, only branches", tag, ErrNotBranch)
+	}
+	if strings.HasPrefix(branch, "refs/") {
+		return fmt.Errorf("%s: %w: commits go to branches", branch, ErrNotBranch)
+	}
+	return ValidRefName(branch)
+}
+
+// applyToHead reads the head of branch through q and applies nc's changes
+// to its tree: the head and the new tree, sorted by path.
+func applyToHead(ctx context.Context, q queryer, id RepoID, branch string, nc NewCommit) (Commit, []TreeEntry, error) {
+	var sha string
+	err := q.QueryRowContext(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`,
+		id.Tenant, id.Type, id.Name, branch).Scan(&sha)
+	if errors.Is(err, sql.ErrNoRows) {
+		var one int
+		err := q.QueryRowContext(ctx, `SELECT 1 FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`,
+			id.Tenant, id.Type, id.Name, TagRef(branch)).Scan(&one)
+		if err == nil {
+			return Commit{}, nil, fmt.Errorf("%s is a tag of %s: %w: tags cannot be committed to, only branches", branch, id, ErrNotBranch)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return Commit{}, nil, fmt.Errorf("ref %s: %w", branch, err)
+		}
+		return Commit{}, nil, fmt.Errorf("%s of %s: %w", branch, id, ErrNoBranch)
+	}
+	if err != nil {
+		return Commit{}, nil, fmt.Errorf("ref %s: %w", branch, err)
+	}
+	if nc.Parent != "" && nc.Parent != sha {
+		return Commit{}, nil, fmt.Errorf("parent commit %s is not the head of %s (%s): %w", nc.Parent, branch, sha, ErrRefMoved)
+	}
+	head := Commit{SHA: sha}
+	var blob []byte
+	err = q.QueryRowContext(ctx, `SELECT tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`,
+		id.Tenant, id.Type, id.Name, sha).Scan(&blob)
+	if err != nil {
+		return Commit{}, nil, fmt.Errorf("head %s of %s: %w", sha, branch, err)
+	}
+	if err := json.Unmarshal(blob, &head.Tree); err != nil {
+		return Commit{}, nil, fmt.Errorf("tree of %s: %w", sha, err)
+	}
+	tree, err := applyChanges(head.Tree, nc.Changes)
+	if err != nil {
+		return Commit{}, nil, fmt.Errorf("commit to %s of %s: %w", branch, id, err)
+	}
+	return head, tree, nil
+}
+
+// applyChanges applies changes in order to tree (which it does not change)
+// and returns the result sorted by path. A deletion of a file or folder
+// that is not there (at that point of the list) is ErrEntryNotFound.
+func applyChanges(tree []TreeEntry, changes []Change) ([]TreeEntry, error) {
+	files := make(map[string]TreeEntry, len(tree)+len(changes))
+	for _, e := range tree {
+		files[e.Path] = e
+	}
+	for _, ch := range changes {
+		switch ch.Op {
+		case PutFile:
+			e := ch.Entry
+			e.Path = ch.Path
+			files[ch.Path] = e
+		case DeleteFile:
+			if _, ok := files[ch.Path]; !ok {
+				return nil, fmt.Errorf("no file %s to delete: %w", ch.Path, ErrEntryNotFound)
+			}
+			delete(files, ch.Path)
+		case DeleteFolder:
+			prefix, n := ch.Path+"/", 0
+			for p := range files {
+				if strings.HasPrefix(p, prefix) {
+					delete(files, p)
+					n++
+				}
+			}
+			if n == 0 {
+				return nil, fmt.Errorf("no folder %s to delete: %w", ch.Path, ErrEntryNotFound)
+			}
+		default:
+			return nil, fmt.Errorf("change of %s: unknown operation %d", ch.Path, ch.Op)
+		}
+	}
+	out := make([]TreeEntry, 0, len(files))
+	for _, e := range files {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+// checkNewTree is Commit's hook, in its transaction: every xet file the new
+// tree adds to the head's must still be retained by the tenant (a release
+// may have dropped it since the commit looked it up), and every regular
+// file it adds is touched (refused while being collected).
+func checkNewTree(ctx context.Context, tx *sql.Tx, id RepoID, head, tree []TreeEntry, now int64) error {
+	old := make(map[string]TreeEntry, len(head))
+	for _, e := range head {
+		old[e.Path] = e
+	}
+	for _, e := range tree {
+		if o, ok := old[e.Path]; ok && o.XetHash == e.XetHash && o.SHA256 == e.SHA256 {
+			continue // the head retains it
+		}
+		if e.XetHash != "" {
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM files WHERE tenant = ? AND hash = ?`, id.Tenant, e.XetHash).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("file %s (%s) was released before the commit; upload it again: %w", e.Path, e.XetHash, ErrNotFound)
+			}
+			if err != nil {
+				return err
+			}
+		} else if e.SHA256 != "" {
+			// The commit stored it (PutBlob touched it) before this
+			// transaction; a blob whose row is gone was collected since
+			// (nothing referenced it yet), and a commit naming it would name
+			// a missing object: the client stores it again.
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM gc_objects WHERE key = ?`, "blobs/"+e.SHA256).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("blob %s of %s was collected after it was stored; store it and commit again: %w", e.SHA256, e.Path, ErrCollecting)
+			}
+			if err != nil {
+				return err
+			}
+			if err := touchTx(ctx, tx, now, "blobs/"+e.SHA256); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
