@@ -125,7 +125,7 @@ func (h *Hub) commit(c echo.Context) error {
 			}
 			if len(data) > maxRegularFileBytes {
 				return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("file %s of %d bytes is over the %d bytes a regular file may have", p, len(data), maxRegularFileBytes),
-					Hint: "upload large files through Xet (preupload answers lfs for files over 64KiB)"}
+					Hint: "upload large files through Xet (preupload answers lfs for them)"}
 			}
 			sum := sha256.Sum256(data)
 			sha := hex.EncodeToString(sum[:])

@@ -3,6 +3,7 @@ package hub
 import (
 	"crypto/rand"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,11 +26,12 @@ import (
 // tenant's repos.
 
 const (
-	// regularMaxBytes: preupload sends files up to this size as regular
-	// (base64 in the commit); larger ones go through the CAS.
-	regularMaxBytes = 64 << 10
+	// regularMaxBytes: preupload answers regular (base64 in the commit)
+	// for a text file up to this size that no LFS pattern names, as the
+	// Hub does (10 MB); larger ones go through Xet (gitattributes.go).
+	regularMaxBytes = 10 << 20
 	// maxRegularFileBytes caps one regular file in a commit.
-	maxRegularFileBytes = 1 << 20
+	maxRegularFileBytes = regularMaxBytes
 	// maxCommitBytes caps a commit body.
 	maxCommitBytes = 32 << 20
 	treePageSize   = 1000
@@ -195,7 +197,16 @@ func (h *Hub) createRepo(c echo.Context) error {
 	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
 	private := req.Visibility == "private" || (req.Private != nil && *req.Private)
 	body := map[string]any{"url": h.repoURL(c, r), "id": r.String(), "name": r.String()}
-	if _, err := h.store.CreateRepo(c.Request().Context(), r, private); err != nil {
+	// A new repo starts, as on the Hub, with a commit of the default
+	// .gitattributes, whose LFS patterns preupload then honours.
+	attrs := defaultGitattributes(typ)
+	sum := sha256.Sum256(attrs)
+	attrsSHA := hex.EncodeToString(sum[:])
+	if err := h.store.PutBlob(c.Request().Context(), attrsSHA, attrs); err != nil {
+		return err
+	}
+	initial := store.TreeEntry{Path: gitattributesPath, SizeBytes: int64(len(attrs)), SHA256: attrsSHA, GitOID: gitBlobOID(attrs)}
+	if _, err := h.store.CreateRepo(c.Request().Context(), r, private, initial); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
 			// huggingface_hub's create_repo(exist_ok=True) reads the url of
 			// the 409 answer.

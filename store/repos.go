@@ -122,8 +122,10 @@ func commitSHA(c Commit) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// CreateRepo makes a repo with an initial empty commit on main.
-func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool) (Repo, error) {
+// CreateRepo makes a repo with an initial commit on main whose tree is
+// initial (none: an empty tree). Only regular files may be in it, whose
+// contents are already stored with PutBlob.
+func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool, initial ...TreeEntry) (Repo, error) {
 	if err := ValidTenant(id.Tenant); err != nil {
 		return Repo{}, err
 	}
@@ -141,12 +143,24 @@ func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool) (Repo, 
 	if _, err := s.writeObject(ctx, id.prefix()+"repo.json", rec, typeJSON, false); err != nil {
 		return Repo{}, fmt.Errorf("create repo %s: %w", id, err)
 	}
-	c := Commit{Summary: "initial commit", Created: now}
+	tree := append([]TreeEntry(nil), initial...)
+	sort.Slice(tree, func(i, j int) bool { return tree[i].Path < tree[j].Path })
+	blobs := make([]string, 0, len(tree))
+	for _, e := range tree {
+		if e.XetHash != "" {
+			return Repo{}, fmt.Errorf("create repo %s: the initial tree holds only regular files, not %s", id, e.Path)
+		}
+		blobs = append(blobs, "blobs/"+e.SHA256)
+	}
+	c := Commit{Summary: "initial commit", Created: now, Tree: tree}
 	c.SHA = commitSHA(c)
 	if err := s.writeCommitRecords(ctx, id, "main", c); err != nil {
 		return Repo{}, err
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := touchTx(ctx, tx, now.Unix(), blobs...); err != nil {
+			return err
+		}
 		if err := insertRepo(ctx, tx, r); err != nil {
 			return err
 		}
