@@ -99,6 +99,7 @@ func (h *Hub) Mount(e *echo.Echo) {
 	h.lifecycleRoutes(e)
 	h.readRoutes(e)
 	h.pageRoutes(e)
+	h.notServedRoutes(e)
 }
 
 // Owns reports whether a path belongs to the Hub, where refusals follow

@@ -57,6 +57,9 @@ func (h *Hub) preupload(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if v := c.QueryParam("create_pr"); v == "1" || v == "true" {
+		return notServed("pull requests", hintPR)
+	}
 	body, release, err := h.hubJSONBody(c)
 	if err != nil {
 		return err
