@@ -116,3 +116,21 @@ func (h *Hub) Owns(p string) bool {
 func badRequest(format string, args ...any) error {
 	return refusal.Wrap(refusal.ErrBadRequest, format, args...)
 }
+
+// NamesRepo reports whether a request path names a repo: the repo routes
+// under /api/{models,datasets,spaces}/{ns}/{name} and the file routes
+// (resolve, raw). The server answers a request without a token there as
+// the Hub answers for a repo it will not show (401 with X-Error-Code
+// RepoNotFound), so that huggingface_hub's repo_exists and file_exists
+// return False.
+func (h *Hub) NamesRepo(p string) bool {
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	if len(parts) >= 4 && parts[0] == "api" {
+		_, ok := repoTypePlural[parts[1]]
+		return ok && parts[2] != "" && parts[3] != ""
+	}
+	if len(parts) > 0 && (parts[0] == "datasets" || parts[0] == "spaces") {
+		parts = parts[1:]
+	}
+	return len(parts) >= 4 && (parts[2] == "resolve" || parts[2] == "raw") && !h.reserved[parts[0]]
+}

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,8 +23,9 @@ import (
 // trendingScore are 0 for every openxet repo, so they keep id order),
 // direction (-1 or 1), limit (the page size, at most listPageSize) and
 // cursor (from the Link header). filter, pipeline_tag and gated=true
-// match nothing, since openxet repos have no tags and are never gated; the
-// other Hub parameters (expand, full, config, cardData, ...) are ignored.
+// match nothing, since openxet repos have no tags and are never gated;
+// full=true (or expand=siblings) adds each repo's files at its head as
+// siblings; the other Hub parameters (config, cardData, ...) are ignored.
 
 // readRoutes are the Hub routes beside the repo ones of repos.go: who a
 // token is, repo listings, and raw files.
@@ -106,9 +108,27 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 			next.Set("cursor", strconv.Itoa(end))
 			c.Response().Header().Set("Link", "<"+h.cfg.BaseURL(c)+c.Request().URL.EscapedPath()+"?"+next.Encode()+`>; rel="next"`)
 		}
+		// full=true (HfApi.list_models(full=True)) or expand=siblings adds
+		// each repo's files at its head, as the Hub's listing does.
+		full := truthy(q.Get("full")) || slices.Contains(q["expand"], "siblings") || slices.Contains(q["expand[]"], "siblings")
 		items := make([]map[string]any, 0, end-start)
 		for _, r := range repos[start:end] {
-			items = append(items, repoListItem(r))
+			item := repoListItem(r)
+			if full {
+				var cm store.Commit
+				if r.HeadSHA != "" {
+					var err error
+					if cm, err = h.store.Resolve(c.Request().Context(), r.RepoID, r.HeadSHA); err != nil {
+						return err
+					}
+				}
+				sib := make([]map[string]any, 0, len(cm.Tree))
+				for _, e := range cm.Tree {
+					sib = append(sib, map[string]any{"rfilename": e.Path})
+				}
+				item["siblings"] = sib
+			}
+			items = append(items, item)
 		}
 		return c.JSON(http.StatusOK, items)
 	}

@@ -288,12 +288,25 @@ func (h *Hub) repoInfo(c echo.Context) error {
 		}
 		siblings = append(siblings, sib)
 	}
-	return c.JSON(http.StatusOK, map[string]any{
+	card, err := h.readCard(c.Request().Context(), cm)
+	if err != nil {
+		return err
+	}
+	info := map[string]any{
 		"_id": r.String(), "id": r.String(), "modelId": r.String(), "author": r.Tenant, "sha": cm.SHA,
 		"private": repo.Private, "disabled": false, "gated": false,
 		"createdAt": repo.Created.Format(hubTime), "lastModified": cm.Created.Format(hubTime),
-		"siblings": siblings, "tags": []string{},
-	})
+		"siblings": siblings, "tags": cardTags(card),
+	}
+	if card != nil {
+		info["cardData"] = card
+		for _, k := range []string{"library_name", "pipeline_tag"} {
+			if v, ok := card[k].(string); ok && r.Type == "model" {
+				info[k] = v
+			}
+		}
+	}
+	return c.JSON(http.StatusOK, info)
 }
 
 func (h *Hub) createBranch(c echo.Context) error {
