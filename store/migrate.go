@@ -156,6 +156,10 @@ CREATE TABLE gc_state (
 	one INTEGER PRIMARY KEY CHECK (one = 1),
 	id  TEXT NOT NULL
 );`,
+	// 6 (Hub parity, issue 30): a repo's settings (store/reposettings.go),
+	// from its repo.json. '' is "as private says" and "not gated".
+	`ALTER TABLE repos ADD COLUMN visibility TEXT NOT NULL DEFAULT '';
+ALTER TABLE repos ADD COLUMN gated TEXT NOT NULL DEFAULT '';`,
 }
 
 // migrate brings the index on db to the newest schema in one transaction.

@@ -343,7 +343,7 @@ var compared = []struct{ table, key, value, liveWhere string }{
 	{"shard_owners", "shard || '/' || tenant", "''", ""},
 	{"files", "tenant || '/' || hash", "size || ' ' || COALESCE(sha256, '') || ' ' || hex(terms)", ""},
 	{"dedup", "chunk || '/' || tenant", "xorb", ""},
-	{"repos", "tenant || '/' || type || '/' || name", "CAST(private AS TEXT)", ""},
+	{"repos", "tenant || '/' || type || '/' || name", "CAST(private AS TEXT) || ' ' || visibility || ' ' || gated", ""},
 	{"refs", "tenant || '/' || type || '/' || name || '@' || ref", "commit_sha", ""},
 	{"commits", "tenant || '/' || type || '/' || name || '@' || sha", "parent || ' ' || hex(tree)", ""},
 	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(CAST(revoked AS TEXT), '')", ""},

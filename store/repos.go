@@ -64,6 +64,28 @@ type Repo struct {
 	RepoID
 	Private bool      `json:"private"`
 	Created time.Time `json:"created"`
+	// Visibility is one of Visibilities; "" for a record written before
+	// settings existed, which reads as Private says (VisibilityOf).
+	Visibility string `json:"visibility,omitempty"`
+	// Gated is "auto" or "manual" for a gated repo, "" for one that is not.
+	Gated string `json:"gated,omitempty"`
+}
+
+// Visibilities are the visibilities a repo may have: the Hub's public,
+// private and protected (Spaces), and internal (design §11). Until sharing
+// gives them meaning a repo is read by its tenant only, whatever it says.
+var Visibilities = []string{"private", "public", "internal", "protected"}
+
+// VisibilityOf is r's visibility, private or public for a record that
+// predates settings.
+func (r Repo) VisibilityOf() string {
+	switch {
+	case r.Visibility != "":
+		return r.Visibility
+	case r.Private:
+		return "private"
+	}
+	return "public"
 }
 
 // TreeEntry is one file of a commit's tree.
@@ -185,8 +207,8 @@ func (s *Store) writeCommitRecords(ctx context.Context, id RepoID, ref string, c
 }
 
 func insertRepo(ctx context.Context, tx *sql.Tx, r Repo) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO repos(tenant, type, name, private, created) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		r.Tenant, r.Type, r.Name, boolInt(r.Private), r.Created.Unix())
+	_, err := tx.ExecContext(ctx, `INSERT INTO repos(tenant, type, name, private, created, visibility, gated) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		r.Tenant, r.Type, r.Name, boolInt(r.Private), r.Created.Unix(), r.Visibility, r.Gated)
 	if err != nil {
 		return fmt.Errorf("index repo %s: %w", r.RepoID, err)
 	}
@@ -219,7 +241,7 @@ func (s *Store) Repo(ctx context.Context, id RepoID) (Repo, error) {
 		r       Repo
 		created int64
 	)
-	err := s.queryRow(ctx, `SELECT private, created FROM repos WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name).Scan(&r.Private, &created)
+	err := s.queryRow(ctx, `SELECT private, created, visibility, gated FROM repos WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name).Scan(&r.Private, &created, &r.Visibility, &r.Gated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Repo{}, fmt.Errorf("repo %s: %w", id, ErrNotFound)
 	}
