@@ -99,6 +99,7 @@ func (h *Hub) Mount(e *echo.Echo) {
 	h.lifecycleRoutes(e)
 	h.readRoutes(e)
 	h.pageRoutes(e)
+	h.settingsRoutes(e)
 	h.notServedRoutes(e)
 }
 

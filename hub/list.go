@@ -22,8 +22,9 @@ import (
 // id), sort (id, lastModified, createdAt; downloads, likes and
 // trendingScore are 0 for every openxet repo, so they keep id order),
 // direction (-1 or 1), limit (the page size, at most listPageSize) and
-// cursor (from the Link header). filter, pipeline_tag and gated=true
-// match nothing, since openxet repos have no tags and are never gated;
+// cursor (from the Link header). filter and pipeline_tag match nothing,
+// since openxet repos have no tags; gated=true and gated=false keep the
+// repos whose gated setting says so (stored, never enforced);
 // full=true (or expand=siblings) adds each repo's files at its head as
 // siblings; the other Hub parameters (config, cardData, ...) are ignored.
 
@@ -92,7 +93,10 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 			if err != nil {
 				return err
 			}
-			repos = filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "" || q.Get("gated") == "true")
+			repos = filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "")
+			if g := q.Get("gated"); g == "true" || g == "false" {
+				repos = slices.DeleteFunc(repos, func(r store.RepoSummary) bool { return (r.Gated != "") != (g == "true") })
+			}
 		}
 		// Stable on the store's name order: ties stay in id order.
 		sort.SliceStable(repos, func(i, j int) bool {
@@ -155,7 +159,7 @@ func filterRepos(repos []store.RepoSummary, search string, wantsTags bool) []sto
 func repoListItem(r store.RepoSummary) map[string]any {
 	item := map[string]any{
 		"_id": store.HashName(r.Type + "/" + r.RepoID.String())[:24], "id": r.RepoID.String(),
-		"author": r.Tenant, "sha": r.HeadSHA, "private": r.Private, "gated": false, "disabled": false,
+		"author": r.Tenant, "sha": r.HeadSHA, "private": r.Private, "gated": gatedValue(r.Gated), "disabled": false,
 		"downloads": 0, "likes": 0, "tags": []string{},
 		"createdAt": r.Created.Format(hubTime), "lastModified": r.Updated.Format(hubTime),
 	}
@@ -163,4 +167,13 @@ func repoListItem(r store.RepoSummary) map[string]any {
 		item["modelId"] = r.RepoID.String()
 	}
 	return item
+}
+
+// gatedValue is a repo's gated setting as the Hub shows it: false, or
+// "auto" / "manual".
+func gatedValue(g string) any {
+	if g == "" {
+		return false
+	}
+	return g
 }

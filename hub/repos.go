@@ -294,7 +294,7 @@ func (h *Hub) repoInfo(c echo.Context) error {
 	}
 	info := map[string]any{
 		"_id": r.String(), "id": r.String(), "modelId": r.String(), "author": r.Tenant, "sha": cm.SHA,
-		"private": repo.Private, "disabled": false, "gated": false,
+		"private": repo.Private, "disabled": false, "gated": gatedValue(repo.Gated),
 		"createdAt": repo.Created.Format(hubTime), "lastModified": cm.Created.Format(hubTime),
 		"siblings": siblings, "tags": cardTags(card),
 	}

@@ -183,6 +183,8 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another process is collecting; try again when its pass is done", Cause: err}
 	case errors.Is(err, store.ErrNotBranch), errors.Is(err, store.ErrBadRefName):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "name a branch other than main, or a tag: 1 to 200 characters, no spaces, no '..', no refs/ prefix", Cause: err}
+	case errors.Is(err, store.ErrBadSetting):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "visibility is private, public, internal or protected; gated is auto, manual or false", Cause: err}
 	case errors.Is(err, store.ErrBadRepoName):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "repo names match [A-Za-z0-9][A-Za-z0-9._-]{0,95}", Cause: err}
 	case errors.Is(err, errBadRequest):
