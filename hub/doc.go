@@ -3,8 +3,10 @@
 // (repo creation and deletion, repo info, trees, preupload, commits, the
 // git-lfs batch route, the xet token endpoints that hand out CAS tokens,
 // resolve and raw downloads, branches, tags and super-squash, listings,
-// whoami), and the pages a browser reaches (the landing page at / and the
-// repo pages behind the URLs the hf CLI prints).
+// whoami, repo settings, moves and duplicates), the answers for the Hub
+// features it does not serve (notserved.go), and the pages a browser
+// reaches (the landing page at / and the repo pages behind the URLs the hf
+// CLI prints).
 //
 // Repos live under a namespace equal to the tenant; a credential reads and
 // writes only its own tenant's repos, and another tenant's repo is
