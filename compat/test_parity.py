@@ -157,6 +157,9 @@ def test_repo_settings_move_duplicate_and_ls(server, alice, tmp_path):
     # Move within the namespace; the old name is gone.
     assert alice.api("move_repo", from_id="alice/set-me", to_id="alice/moved") is None
     assert alice.api("repo_exists", repo_id="alice/set-me") is False
+    gone = alice.api_call("model_info", repo_id="alice/set-me")
+    assert gone["error_type"] == "RepositoryNotFoundError", gone
+    assert "repository alice/set-me was moved to alice/moved. Use the new name, alice/moved" in gone["error"], gone
     assert alice.api("file_exists", repo_id="alice/moved", filename="w.bin") is True
     moved = alice.hf_ok("repos", "move", "alice/moved", "alice/moved-again")
     assert "alice/moved-again" in moved.output, moved

@@ -135,11 +135,26 @@ func (h *Hub) repoID(c echo.Context, typ string) (store.RepoID, error) {
 	}
 	if _, err := h.store.Repo(c.Request().Context(), r); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+			return r, h.repoNotFound(c, r)
 		}
 		return r, err
 	}
 	return r, nil
+}
+
+// repoNotFound is the 404 RepoNotFound of a repo the caller's tenant does
+// not have; for a name a repo was moved from, it says where it went
+// (openxet does not redirect: docs/api.md says why).
+func (h *Hub) repoNotFound(c echo.Context, r store.RepoID) error {
+	to, err := h.store.MovedTo(c.Request().Context(), r)
+	if errors.Is(err, store.ErrNotFound) {
+		return hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+	}
+	if err != nil {
+		return err
+	}
+	return &refusal.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("repository %s was moved to %s", r, to),
+		Hint: "use the new name, " + to.String(), Headers: map[string]string{"X-Error-Code": "RepoNotFound"}}
 }
 
 // apiRepo reads the repo of an /api/{types}/{ns}/{name}/… route.

@@ -129,8 +129,9 @@ func targetNamespace(tenant, ns, verb string) error {
 }
 
 // moveRepo: POST /api/repos/move {"fromRepo": "ns/a", "toRepo": "ns/b",
-// "type": "model"}. The old name is free afterwards and answers as any
-// unknown repo (no redirect: docs/api.md says why).
+// "type": "model"}. The old name is free afterwards; until a repo takes it
+// again it answers 404 RepoNotFound saying where the repo went (no
+// redirect: docs/api.md says why).
 func (h *Hub) moveRepo(c echo.Context) error {
 	id := h.cfg.Principal(c)
 	var req struct {

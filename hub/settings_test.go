@@ -105,8 +105,15 @@ func TestMoveRepoRoute(t *testing.T) {
 	if r := e.Do("GET", "/alice/b/resolve/main/w.bin", alice, nil); r.Status != 200 {
 		t.Errorf("file after the move: %d", r.Status)
 	}
-	hubRefusal(t, "old name", e.Do("GET", "/api/models/alice/a", alice, nil), 404, "not_found", "RepoNotFound", "repository alice/a not found. Check the repo id, revision and path")
+	for _, p := range []string{"/api/models/alice/a", "/api/models/alice/a/tree/main", "/alice/a/resolve/main/w.bin"} {
+		hubRefusal(t, "old name "+p, e.Do("GET", p, alice, nil), 404, "not_found", "RepoNotFound", "repository alice/a was moved to alice/b. Use the new name, alice/b")
+	}
+	// Only for the tenant's own names: bob learns nothing.
+	hubRefusal(t, "old name as bob", e.Do("GET", "/api/models/alice/a", bob, nil), 404, "not_found", "RepoNotFound", "repository alice/a not found. Check the repo id, revision and path")
 	e.createRepoJSON(alice, `{"name":"a"}`) // the old name is free
+	if r := e.Do("GET", "/api/models/alice/a", alice, nil); r.Status != 200 {
+		t.Errorf("the new repo at the old name: %d %s", r.Status, r.Body)
+	}
 }
 
 // TestDuplicateRepoRoute: a duplicate has the source's history and files,

@@ -161,6 +161,9 @@ func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool, initial
 	}
 	now := s.now().UTC()
 	r := Repo{RepoID: id, Private: private, Created: now.Truncate(time.Second)}
+	if err := s.clearMoveRecord(ctx, id); err != nil {
+		return Repo{}, err
+	}
 	rec, _ := json.Marshal(r)
 	if _, err := s.writeObject(ctx, id.prefix()+"repo.json", rec, typeJSON, false); err != nil {
 		return Repo{}, fmt.Errorf("create repo %s: %w", id, err)
@@ -184,6 +187,9 @@ func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool, initial
 			return err
 		}
 		if err := insertRepo(ctx, tx, r); err != nil {
+			return err
+		}
+		if err := deleteMove(ctx, tx, id); err != nil {
 			return err
 		}
 		if err := insertCommit(ctx, tx, id, c); err != nil {

@@ -196,10 +196,12 @@ func repoTaken(ctx context.Context, tx *sql.Tx, to RepoID) error {
 // MoveRepo renames a repo within its tenant and type, with its whole
 // history (commit ids stay). ErrNotFound for no such repo, ErrRepoExists
 // when to is taken, ErrBadRepoName for a bad name. The old name is free
-// afterwards; nothing redirects it. The bucket gets the records under the
-// new name first, then the index moves, then the old records go (repo.json
-// first): a crash in between can leave both names in the bucket, which a
-// reindex would bring back; deleting the unwanted one settles it.
+// afterwards; MovedTo tells where it went until a repo takes that name
+// again. The bucket gets the records under the new name first, then the
+// index moves, then the old records go (repo.json first) and a move record
+// takes their place: a crash in between can leave both names in the
+// bucket, which a reindex would bring back; deleting the unwanted one
+// settles it.
 func (s *Store) MoveRepo(ctx context.Context, from, to RepoID) (Repo, error) {
 	if from.Tenant != to.Tenant || from.Type != to.Type {
 		return Repo{}, fmt.Errorf("move %s to %s: %w: a repo moves within its tenant and type", from, to, ErrBadRepoName)
@@ -217,11 +219,20 @@ func (s *Store) MoveRepo(ctx context.Context, from, to RepoID) (Repo, error) {
 	}
 	moved := r
 	moved.RepoID = to
+	if err := s.clearMoveRecord(ctx, to); err != nil {
+		return Repo{}, err
+	}
 	if err := s.writeRepoRecords(ctx, moved, h); err != nil {
 		return Repo{}, err
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := repoTaken(ctx, tx, to); err != nil {
+			return err
+		}
+		if err := insertMove(ctx, tx, from, to.Name); err != nil {
+			return err
+		}
+		if err := deleteMove(ctx, tx, to); err != nil {
 			return err
 		}
 		for _, t := range []string{"repos", "commits", "refs"} {
@@ -248,7 +259,71 @@ func (s *Store) MoveRepo(ctx context.Context, from, to RepoID) (Repo, error) {
 			return moved, fmt.Errorf("delete %s: %w", k, bucketErr(err))
 		}
 	}
+	rec, _ := json.Marshal(moveRecord{From: from, To: to.Name})
+	if _, err := s.writeObject(ctx, from.prefix()+movedRecord, rec, typeJSON, false); err != nil {
+		return moved, fmt.Errorf("write the move record of %s: %w", from, err)
+	}
 	return moved, nil
+}
+
+// movedRecord is the bucket record, in the folder of a repo's old name,
+// that says where a moved repo went.
+const movedRecord = "moved.json"
+
+type moveRecord struct {
+	From RepoID `json:"from"`
+	To   string `json:"moved_to"`
+}
+
+func insertMove(ctx context.Context, tx *sql.Tx, from RepoID, to string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO repo_moves(tenant, type, name, moved_to) VALUES (?, ?, ?, ?)
+		ON CONFLICT(tenant, type, name) DO UPDATE SET moved_to = excluded.moved_to`, from.Tenant, from.Type, from.Name, to)
+	if err != nil {
+		return fmt.Errorf("index the move of %s: %w", from, err)
+	}
+	return nil
+}
+
+func deleteMove(ctx context.Context, tx *sql.Tx, id RepoID) error {
+	_, err := tx.ExecContext(ctx, `DELETE FROM repo_moves WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name)
+	return err
+}
+
+// clearMoveRecord deletes the move record of a name a repo is about to
+// take again (a new repo, a move or a duplicate to it): a repo of that
+// name wins over where an older one went.
+func (s *Store) clearMoveRecord(ctx context.Context, id RepoID) error {
+	if err := s.bucket.Delete(ctx, id.prefix()+movedRecord); err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete the move record of %s: %w", id, bucketErr(err))
+	}
+	return nil
+}
+
+// maxMoveHops bounds how many moves MovedTo follows.
+const maxMoveHops = 16
+
+// MovedTo returns the repo a name was moved to, following later moves of
+// that repo to where it is now; ErrNotFound when the name was not moved,
+// or its repo was deleted since.
+func (s *Store) MovedTo(ctx context.Context, id RepoID) (RepoID, error) {
+	cur := id
+	for range maxMoveHops {
+		var to string
+		err := s.queryRow(ctx, `SELECT moved_to FROM repo_moves WHERE tenant = ? AND type = ? AND name = ?`, cur.Tenant, cur.Type, cur.Name).Scan(&to)
+		if errors.Is(err, sql.ErrNoRows) {
+			break
+		}
+		if err != nil {
+			return RepoID{}, fmt.Errorf("moves of %s: %w", cur, err)
+		}
+		cur.Name = to
+		if _, err := s.Repo(ctx, cur); err == nil {
+			return cur, nil
+		} else if !errors.Is(err, ErrNotFound) {
+			return RepoID{}, err
+		}
+	}
+	return RepoID{}, fmt.Errorf("moves of %s: %w", id, ErrNotFound)
 }
 
 // DuplicateRepo copies a repo, its whole history, branches and tags, to a
@@ -279,6 +354,9 @@ func (s *Store) DuplicateRepo(ctx context.Context, from, to RepoID, visibility s
 	if visibility != "" {
 		dup.Visibility, dup.Private = visibility, visibility == "private"
 	}
+	if err := s.clearMoveRecord(ctx, to); err != nil {
+		return Repo{}, err
+	}
 	if err := s.writeRepoRecords(ctx, dup, h); err != nil {
 		return Repo{}, err
 	}
@@ -306,6 +384,9 @@ func (s *Store) DuplicateRepo(ctx context.Context, from, to RepoID, visibility s
 			}
 		}
 		if err := insertRepo(ctx, tx, dup); err != nil {
+			return err
+		}
+		if err := deleteMove(ctx, tx, to); err != nil {
 			return err
 		}
 		return insertHistory(ctx, tx, to, h, s.now().Unix())

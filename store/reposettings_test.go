@@ -90,6 +90,12 @@ func TestRepoSettingsMoveAndDuplicate(t *testing.T) {
 			t.Errorf("moved repo at %s: %s %v", rev, cm.SHA, err)
 		}
 	}
+	if got, err := s.MovedTo(ctx, a); err != nil || got != b {
+		t.Errorf("MovedTo(a) = %v, %v; want %v", got, err, b)
+	}
+	if _, err := s.MovedTo(ctx, b); !errors.Is(err, ErrNotFound) {
+		t.Errorf("MovedTo of a name never moved: %v", err)
+	}
 	checkBucket("move")
 
 	// Duplicate.
@@ -122,5 +128,40 @@ func TestRepoSettingsMoveAndDuplicate(t *testing.T) {
 	if _, err := s.FileBySHA256(ctx, "alice", f.SHA256.String()); err != nil {
 		t.Errorf("the duplicate's file after the source is deleted: %v", err)
 	}
+	if _, err := s.MovedTo(ctx, a); !errors.Is(err, ErrNotFound) {
+		t.Errorf("MovedTo(a) once its repo is deleted: %v", err)
+	}
 	checkBucket("delete source")
+
+	// A chain of moves leads to where the repo is now, until a repo takes
+	// the old name again.
+	x, y, z := RepoID{"alice", "model", "x"}, RepoID{"alice", "model", "y"}, RepoID{"alice", "model", "z"}
+	if _, err := s.CreateRepo(ctx, x, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range [][2]RepoID{{x, y}, {y, z}} {
+		if _, err := s.MoveRepo(ctx, step[0], step[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, from := range []RepoID{x, y} {
+		if got, err := s.MovedTo(ctx, from); err != nil || got != z {
+			t.Errorf("MovedTo(%s) = %v, %v; want %v", from.Name, got, err, z)
+		}
+	}
+	checkBucket("two moves")
+	if _, err := s.CreateRepo(ctx, x, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MovedTo(ctx, x); !errors.Is(err, ErrNotFound) {
+		t.Errorf("MovedTo(x) once x is taken again: %v", err)
+	}
+	checkBucket("old name taken again")
+	if _, err := s.DeleteTenant(ctx, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.MovedTo(ctx, y); !errors.Is(err, ErrNotFound) {
+		t.Errorf("MovedTo(y) after the tenant is deleted: %v", err)
+	}
+	checkBucket("tenant deleted")
 }
