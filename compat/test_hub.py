@@ -23,7 +23,8 @@ SHARD_UPLOAD = ("POST", re.compile(r"^/v[12]/shards$"))
 RECONSTRUCTION = ("GET", re.compile(r"^/v[12]/reconstructions/[0-9a-f]{64}$"))
 FETCH = ("GET", re.compile(r"^/v1/fetch/[0-9a-f]{64}$"))
 SHA_RE = re.compile(r"/commit/([0-9a-f]{40})\b")
-# What preupload sends through Xet ("lfs" mode); smaller files are "regular".
+# make_folder writes random (binary) bytes above this size, text below: the
+# former go through Xet ("lfs" mode), the latter are "regular".
 REGULAR_MAX = 64 * KiB
 
 
@@ -67,6 +68,18 @@ def make_folder(root, spec, seed):
         else:
             p.write_bytes(_text(what, i + 7 * seed))
         files[rel] = (p, sha256_file(p), p.stat().st_size)
+    return files
+
+
+def add_gitattributes(server, token, repo_id, files, root, repo_type="model"):
+    """Add the .gitattributes every new repo starts with (the Hub's default,
+    its first commit) to files, as make_folder lists them."""
+    prefix = {"model": "", "dataset": "datasets/"}[repo_type]
+    r = server.request("GET", f"/{prefix}{repo_id}/resolve/main/.gitattributes", token=token)
+    assert r.status == 200 and b"*.safetensors filter=lfs" in r.body, r
+    p = root / "gitattributes-of-the-repo"
+    p.write_bytes(r.body)
+    files[".gitattributes"] = (p, sha256_file(p), p.stat().st_size)
     return files
 
 
@@ -152,6 +165,7 @@ def model(server, alice, alice_token, tmp_path_factory):
     assert "alice/hub-model" in created.output, created
     mark = server.log_mark()
     up = alice.hf_ok("upload", "alice/hub-model", root, "--commit-message", "first upload")
+    add_gitattributes(server, alice_token, "alice/hub-model", files, root.parent)
     rf = RepoFiles("alice/hub-model", "model", root, files, commit_of(up))
     rf.upload_requests = server.requests_since(mark)
     rf.upload_output = up.output
@@ -301,7 +315,8 @@ def test_second_upload_new_commit_and_delete(server, alice, alice_token, tmp_pat
     assert c3 not in (c1, c2)
     assert alice.api("repo_info", repo_id=repo)["sha"] == c3
 
-    want = {"keep.txt": v1["keep.txt"][1], "data/blob.bin": new_sha,
+    attrs = add_gitattributes(server, alice_token, repo, {}, tmp_path)[".gitattributes"][1]
+    want = {".gitattributes": attrs, "keep.txt": v1["keep.txt"][1], "data/blob.bin": new_sha,
             "data/small.txt": v2["data/small.txt"][1]}
     client = fresh(server, alice_token, tmp_path, "reader")
     client.hf_ok("download", repo, "--local-dir", tmp_path / "dl-v3")
@@ -316,7 +331,7 @@ def test_second_upload_new_commit_and_delete(server, alice, alice_token, tmp_pat
     out = alice.api("delete_file", repo_id=repo, path_in_repo="data/blob.bin")
     c4 = out["oid"]
     assert c4 not in (c1, c2, c3) and re.fullmatch(r"[0-9a-f]{40}", c4), out
-    assert sorted(alice.api("list_repo_files", repo_id=repo)) == ["data/small.txt", "keep.txt"]
+    assert sorted(alice.api("list_repo_files", repo_id=repo)) == [".gitattributes", "data/small.txt", "keep.txt"]
     assert alice.api("file_exists", repo_id=repo, filename="data/blob.bin") is False
     gone = client.hf("download", repo, "data/blob.bin", "--local-dir", tmp_path / "dl-gone")
     assert gone.returncode != 0, gone
@@ -381,6 +396,7 @@ def test_dataset_repo_round_trip(server, alice, alice_token, tmp_path):
     assert [e["status"] for e in reqs if e["path"] == "/api/datasets/alice/hub-data/commit/main"] == ["200"]
     assert matching(reqs, XET_UPLOAD, 200)
 
+    add_gitattributes(server, alice_token, repo, files, tmp_path, "dataset")
     listed = alice.api("list_repo_files", repo_id=repo, repo_type="dataset")
     assert sorted(listed) == sorted(files)
     assert alice.api("file_exists", repo_id=repo, repo_type="dataset", filename="data/train/part-1.bin")

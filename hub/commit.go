@@ -177,7 +177,7 @@ func regularChange(p string, op commitOp) (store.Change, error) {
 	}
 	if len(data) > maxRegularFileBytes {
 		return store.Change{}, &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("file %s of %d bytes is over the %d bytes a regular file may have", p, len(data), maxRegularFileBytes),
-			Hint: "upload large files through Xet (preupload answers lfs for files over 64KiB)"}
+			Hint: "upload large files through Xet (preupload answers lfs for them)"}
 	}
 	if data == nil {
 		data = []byte{} // an empty file still has its (empty) blob

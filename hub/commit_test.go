@@ -152,7 +152,7 @@ func TestRefusedCommitsChangeNothing(t *testing.T) {
 	if r.Status != 200 {
 		t.Fatalf("commit: %d %s", r.Status, r.Body)
 	}
-	if files := e.tree(t, alice, "alice/m"); !cmp.Equal(files, []string{"fresh.txt"}) {
+	if files := e.tree(t, alice, "alice/m"); !cmp.Equal(files, []string{".gitattributes", "fresh.txt"}) {
 		t.Fatalf("tree %v", files)
 	}
 }

@@ -4,8 +4,10 @@
 // commits and their history, copies between a tenant's repos, the git-lfs
 // batch route, the xet token endpoints that hand out CAS tokens,
 // resolve and raw downloads, branches, tags and super-squash, listings,
-// whoami), and the pages a browser reaches (the landing page at / and the
-// repo pages behind the URLs the hf CLI prints).
+// whoami, repo settings, moves and duplicates), the answers for the Hub
+// features it does not serve (notserved.go), and the pages a browser
+// reaches (the landing page at / and the repo pages behind the URLs the hf
+// CLI prints).
 //
 // Repos live under a namespace equal to the tenant; a credential reads and
 // writes only its own tenant's repos, and another tenant's repo is
@@ -19,6 +21,6 @@
 // reconstructed file stream, the collector, readiness. Handlers return
 // errors, never write refusals: the ones hub decides are refusal.Error
 // values or wrap refusal's sentinels, and the server renders every error,
-// on the paths Owns reports in the Hub's convention (design §7). hub never
+// on the paths Owns reports in the Hub's convention (docs/design.md §7). hub never
 // imports server.
 package hub

@@ -100,10 +100,12 @@ func (h *Hub) Mount(e *echo.Echo) {
 	h.pathRoutes(e)
 	h.readRoutes(e)
 	h.pageRoutes(e)
+	h.settingsRoutes(e)
+	h.notServedRoutes(e)
 }
 
 // Owns reports whether a path belongs to the Hub, where refusals follow
-// the Hub's convention (design §7): everything under /api/, the file
+// the Hub's convention (docs/design.md §7): everything under /api/, the file
 // routes (resolve, raw), the LFS batch route and the repo pages. A server
 // that serves an API of its own under /api/ (openxet's admin API) decides
 // for those paths itself.
@@ -115,4 +117,22 @@ func (h *Hub) Owns(p string) bool {
 // badRequest refuses a request with 400 bad_request and a sentence.
 func badRequest(format string, args ...any) error {
 	return refusal.Wrap(refusal.ErrBadRequest, format, args...)
+}
+
+// NamesRepo reports whether a request path names a repo: the repo routes
+// under /api/{models,datasets,spaces}/{ns}/{name} and the file routes
+// (resolve, raw). The server answers a request without a token there as
+// the Hub answers for a repo it will not show (401 with X-Error-Code
+// RepoNotFound), so that huggingface_hub's repo_exists and file_exists
+// return False.
+func (h *Hub) NamesRepo(p string) bool {
+	parts := strings.Split(strings.TrimPrefix(p, "/"), "/")
+	if len(parts) >= 4 && parts[0] == "api" {
+		_, ok := repoTypePlural[parts[1]]
+		return ok && parts[2] != "" && parts[3] != ""
+	}
+	if len(parts) > 0 && (parts[0] == "datasets" || parts[0] == "spaces") {
+		parts = parts[1:]
+	}
+	return len(parts) >= 4 && (parts[2] == "resolve" || parts[2] == "raw") && !h.reserved[parts[0]]
 }

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,9 +22,11 @@ import (
 // id), sort (id, lastModified, createdAt; downloads, likes and
 // trendingScore are 0 for every openxet repo, so they keep id order),
 // direction (-1 or 1), limit (the page size, at most listPageSize) and
-// cursor (from the Link header). filter, pipeline_tag and gated=true
-// match nothing, since openxet repos have no tags and are never gated; the
-// other Hub parameters (expand, full, config, cardData, ...) are ignored.
+// cursor (from the Link header). filter and pipeline_tag match nothing,
+// since openxet repos have no tags; gated=true and gated=false keep the
+// repos whose gated setting says so (stored, never enforced);
+// full=true (or expand=siblings) adds each repo's files at its head as
+// siblings; the other Hub parameters (config, cardData, ...) are ignored.
 
 // readRoutes are the Hub routes beside the repo ones of repos.go: who a
 // token is, repo listings, and raw files.
@@ -90,7 +93,10 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 			if err != nil {
 				return err
 			}
-			repos = filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "" || q.Get("gated") == "true")
+			repos = filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "")
+			if g := q.Get("gated"); g == "true" || g == "false" {
+				repos = slices.DeleteFunc(repos, func(r store.RepoSummary) bool { return (r.Gated != "") != (g == "true") })
+			}
 		}
 		// Stable on the store's name order: ties stay in id order.
 		sort.SliceStable(repos, func(i, j int) bool {
@@ -106,9 +112,27 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 			next.Set("cursor", strconv.Itoa(end))
 			c.Response().Header().Set("Link", "<"+h.cfg.BaseURL(c)+c.Request().URL.EscapedPath()+"?"+next.Encode()+`>; rel="next"`)
 		}
+		// full=true (HfApi.list_models(full=True)) or expand=siblings adds
+		// each repo's files at its head, as the Hub's listing does.
+		full := truthy(q.Get("full")) || slices.Contains(q["expand"], "siblings") || slices.Contains(q["expand[]"], "siblings")
 		items := make([]map[string]any, 0, end-start)
 		for _, r := range repos[start:end] {
-			items = append(items, repoListItem(r))
+			item := repoListItem(r)
+			if full {
+				var cm store.Commit
+				if r.HeadSHA != "" {
+					var err error
+					if cm, err = h.store.Resolve(c.Request().Context(), r.RepoID, r.HeadSHA); err != nil {
+						return err
+					}
+				}
+				sib := make([]map[string]any, 0, len(cm.Tree))
+				for _, e := range cm.Tree {
+					sib = append(sib, map[string]any{"rfilename": e.Path})
+				}
+				item["siblings"] = sib
+			}
+			items = append(items, item)
 		}
 		return c.JSON(http.StatusOK, items)
 	}
@@ -135,7 +159,7 @@ func filterRepos(repos []store.RepoSummary, search string, wantsTags bool) []sto
 func repoListItem(r store.RepoSummary) map[string]any {
 	item := map[string]any{
 		"_id": store.HashName(r.Type + "/" + r.RepoID.String())[:24], "id": r.RepoID.String(),
-		"author": r.Tenant, "sha": r.HeadSHA, "private": r.Private, "gated": false, "disabled": false,
+		"author": r.Tenant, "sha": r.HeadSHA, "private": r.Private, "gated": gatedValue(r.Gated), "disabled": false,
 		"downloads": 0, "likes": 0, "tags": []string{},
 		"createdAt": r.Created.Format(hubTime), "lastModified": r.Updated.Format(hubTime),
 	}
@@ -143,4 +167,13 @@ func repoListItem(r store.RepoSummary) map[string]any {
 		item["modelId"] = r.RepoID.String()
 	}
 	return item
+}
+
+// gatedValue is a repo's gated setting as the Hub shows it: false, or
+// "auto" / "manual".
+func gatedValue(g string) any {
+	if g == "" {
+		return false
+	}
+	return g
 }

@@ -18,7 +18,7 @@ import (
 // …/blob/{rev}/{path}, …/commit/{sha}, with /datasets/ and /spaces/).
 //
 // A browser sends no bearer token, and a tenant's repos are visible only to
-// its credentials (design §2). So without a token a repo page is the same
+// its credentials (docs/design.md §2). So without a token a repo page is the same
 // for every name, existing or not, public or private: it says how to fetch
 // the repo with the CLI and shows nothing of it. With an Authorization
 // header of the repo's tenant (curl, a browser extension) the page shows

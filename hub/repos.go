@@ -3,6 +3,7 @@ package hub
 import (
 	"crypto/rand"
 	"crypto/sha1"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -25,11 +26,12 @@ import (
 // tenant's repos.
 
 const (
-	// regularMaxBytes: preupload sends files up to this size as regular
-	// (base64 in the commit); larger ones go through the CAS.
-	regularMaxBytes = 64 << 10
+	// regularMaxBytes: preupload answers regular (base64 in the commit)
+	// for a text file up to this size that no LFS pattern names, as the
+	// Hub does (10 MB); larger ones go through Xet (gitattributes.go).
+	regularMaxBytes = 10 << 20
 	// maxRegularFileBytes caps one regular file in a commit.
-	maxRegularFileBytes = 1 << 20
+	maxRegularFileBytes = regularMaxBytes
 	// maxCommitBytes caps a commit body.
 	maxCommitBytes = 32 << 20
 	treePageSize   = 1000
@@ -133,11 +135,26 @@ func (h *Hub) repoID(c echo.Context, typ string) (store.RepoID, error) {
 	}
 	if _, err := h.store.Repo(c.Request().Context(), r); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+			return r, h.repoNotFound(c, r)
 		}
 		return r, err
 	}
 	return r, nil
+}
+
+// repoNotFound is the 404 RepoNotFound of a repo the caller's tenant does
+// not have; for a name a repo was moved from, it says where it went
+// (openxet does not redirect: docs/api.md says why).
+func (h *Hub) repoNotFound(c echo.Context, r store.RepoID) error {
+	to, err := h.store.MovedTo(c.Request().Context(), r)
+	if errors.Is(err, store.ErrNotFound) {
+		return hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+	}
+	if err != nil {
+		return err
+	}
+	return &refusal.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("repository %s was moved to %s", r, to),
+		Hint: "use the new name, " + to.String(), Headers: map[string]string{"X-Error-Code": "RepoNotFound"}}
 }
 
 // apiRepo reads the repo of an /api/{types}/{ns}/{name}/… route.
@@ -200,7 +217,16 @@ func (h *Hub) createRepo(c echo.Context) error {
 	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
 	private := req.Visibility == "private" || (req.Private != nil && *req.Private)
 	body := map[string]any{"url": h.repoURL(c, r), "id": r.String(), "name": r.String()}
-	if _, err := h.store.CreateRepo(c.Request().Context(), r, private); err != nil {
+	// A new repo starts, as on the Hub, with a commit of the default
+	// .gitattributes, whose LFS patterns preupload then honours.
+	attrs := defaultGitattributes(typ)
+	sum := sha256.Sum256(attrs)
+	attrsSHA := hex.EncodeToString(sum[:])
+	if err := h.store.PutBlob(c.Request().Context(), attrsSHA, attrs); err != nil {
+		return err
+	}
+	initial := store.TreeEntry{Path: gitattributesPath, SizeBytes: int64(len(attrs)), SHA256: attrsSHA, GitOID: gitBlobOID(attrs)}
+	if _, err := h.store.CreateRepo(c.Request().Context(), r, private, initial); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
 			// huggingface_hub's create_repo(exist_ok=True) reads the url of
 			// the 409 answer.
@@ -282,12 +308,25 @@ func (h *Hub) repoInfo(c echo.Context) error {
 		}
 		siblings = append(siblings, sib)
 	}
-	return c.JSON(http.StatusOK, map[string]any{
+	card, err := h.readCard(c.Request().Context(), cm)
+	if err != nil {
+		return err
+	}
+	info := map[string]any{
 		"_id": r.String(), "id": r.String(), "modelId": r.String(), "author": r.Tenant, "sha": cm.SHA,
-		"private": repo.Private, "disabled": false, "gated": false,
+		"private": repo.Private, "disabled": false, "gated": gatedValue(repo.Gated),
 		"createdAt": repo.Created.Format(hubTime), "lastModified": cm.Created.Format(hubTime),
-		"siblings": siblings, "tags": []string{},
-	})
+		"siblings": siblings, "tags": cardTags(card),
+	}
+	if card != nil {
+		info["cardData"] = card
+		for _, k := range []string{"library_name", "pipeline_tag"} {
+			if v, ok := card[k].(string); ok && r.Type == "model" {
+				info[k] = v
+			}
+		}
+	}
+	return c.JSON(http.StatusOK, info)
 }
 
 func (h *Hub) createBranch(c echo.Context) error {

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
 	"net/http"
@@ -89,6 +90,11 @@ func (h *Hub) tree(c echo.Context) error {
 		start = n
 	}
 	end := min(start+treePageSize, len(items))
+	if truthy(c.QueryParam("expand")) {
+		if err := h.lastCommits(c.Request().Context(), r, cm, items[start:end]); err != nil {
+			return err
+		}
+	}
 	if end < len(items) {
 		q := c.QueryParams()
 		q.Set("cursor", strconv.Itoa(end))
@@ -96,4 +102,28 @@ func (h *Hub) tree(c echo.Context) error {
 		c.Response().Header().Set("Link", "<"+next+`>; rel="next"`)
 	}
 	return c.JSON(http.StatusOK, items[start:end])
+}
+
+// truthy reads a boolean query parameter as the clients send it.
+func truthy(v string) bool { return v == "1" || strings.EqualFold(v, "true") }
+
+// lastCommits sets each item's lastCommit (id, title, date), as the Hub
+// does for ?expand=true: the newest commit of head's history that changed
+// the file, or anything under the directory (store.LastChanges, which
+// paths-info's expand reads too).
+func (h *Hub) lastCommits(ctx context.Context, r store.RepoID, head store.Commit, items []map[string]any) error {
+	paths := make([]string, len(items))
+	for i, it := range items {
+		paths[i] = it["path"].(string)
+	}
+	last, err := h.store.LastChanges(ctx, r, head.SHA, paths)
+	if err != nil {
+		return err
+	}
+	for i, p := range paths {
+		if lc, ok := last[p]; ok {
+			items[i]["lastCommit"] = lastCommitJSON(lc)
+		}
+	}
+	return nil
 }

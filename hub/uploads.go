@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,13 +57,16 @@ func (h *Hub) preupload(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if v := c.QueryParam("create_pr"); v == "1" || v == "true" {
+		return notServed("pull requests", hintPR)
+	}
 	body, release, err := h.hubJSONBody(c)
 	if err != nil {
 		return err
 	}
 	defer release()
 	// sha is sent by older huggingface_hub releases; current clients send
-	// path, size and sample only.
+	// path, size and sample (base64 of the first 512 bytes) only.
 	type preuploadFile struct {
 		Path   string `json:"path"`
 		Sample string `json:"sample"`
@@ -70,17 +74,21 @@ func (h *Hub) preupload(c echo.Context) error {
 		SHA    string `json:"sha"`
 	}
 	var files []preuploadFile
+	var gitIgnore *string
 	dec := json.NewDecoder(body)
 	err = decodeJSONObject(dec, func(key string) error {
-		if !strings.EqualFold(key, "files") {
-			return skipJSON(dec)
+		switch {
+		case strings.EqualFold(key, "gitIgnore"):
+			return dec.Decode(&gitIgnore)
+		case strings.EqualFold(key, "files"):
+			return decodeJSONArray(dec, "files", func() error {
+				var f preuploadFile
+				err := dec.Decode(&f)
+				files = append(files, f)
+				return err
+			})
 		}
-		return decodeJSONArray(dec, "files", func() error {
-			var f preuploadFile
-			err := dec.Decode(&f)
-			files = append(files, f)
-			return err
-		})
+		return skipJSON(dec)
 	})
 	if err != nil {
 		var ae *refusal.Error
@@ -94,16 +102,42 @@ func (h *Hub) preupload(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
+	attrs, err := h.readRuleFile(ctx, cm, gitattributesPath)
+	if err != nil {
+		return err
+	}
+	rules := parseGitattributes(attrs)
+	var ignore []ignoreRule
+	if gitIgnore != nil {
+		ignore = parseGitignore(*gitIgnore)
+	} else {
+		gi, err := h.readRuleFile(ctx, cm, gitignorePath)
+		if err != nil {
+			return err
+		}
+		ignore = parseGitignore(string(gi))
+	}
 	out := make([]map[string]any, 0, len(files))
 	var newBytes int64
 	counted := map[string]bool{} // SHA-256s already counted in this request
 	for _, f := range files {
-		mode := "lfs"
-		if f.Size <= regularMaxBytes {
-			mode = "regular"
+		p := strings.TrimPrefix(f.Path, "/")
+		if why := repoPathProblem(p); why != "" {
+			return badRequest("file %q: %s", f.Path, why)
 		}
-		item := map[string]any{"path": f.Path, "uploadMode": mode, "shouldIgnore": false}
-		cur, ok := cm.Entry(f.Path)
+		if f.Size < 0 {
+			return badRequest("file %s: size %d is negative", p, f.Size)
+		}
+		sample, err := base64.StdEncoding.DecodeString(f.Sample)
+		if err != nil {
+			return badRequest("file %s: sample is not base64", p)
+		}
+		mode := "regular"
+		if f.Size > 0 && (lfsByAttributes(rules, p) || f.Size > regularMaxBytes || binarySample(sample, int64(len(sample)) >= f.Size)) {
+			mode = "lfs"
+		}
+		item := map[string]any{"path": f.Path, "uploadMode": mode, "shouldIgnore": ignored(ignore, p)}
+		cur, ok := cm.Entry(p)
 		if ok {
 			if cur.XetHash != "" {
 				item["oid"] = cur.SHA256

@@ -185,6 +185,8 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "commit to, squash or delete a branch (main cannot be deleted); a tag can only be created or deleted", Cause: err}
 	case errors.Is(err, store.ErrBadRefName):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "branch and tag names follow git check-ref-format: at most 200 bytes, no space, control character, ~ ^ : ? * [ \\, '..', '@{' or '//', no component starting with '.' or ending in '.lock', no refs/ prefix, not 40 hex digits", Cause: err}
+	case errors.Is(err, store.ErrBadSetting):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "visibility is private, public, internal or protected; gated is auto, manual or false", Cause: err}
 	case errors.Is(err, store.ErrBadRepoName):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "repo names match [A-Za-z0-9][A-Za-z0-9._-]{0,95}", Cause: err}
 	case errors.Is(err, errBadRequest):

@@ -34,6 +34,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{store.ErrInvalidShard, 400, "invalid_shard"},
 		{store.ErrBadTenant, 400, "bad_request"},
 		{store.ErrBadRepoName, 400, "bad_request"},
+		{store.ErrBadSetting, 400, "bad_request"},
 		{store.ErrRepoExists, 409, "conflict"},
 		{store.ErrRefMoved, 409, "conflict"},
 		{store.ErrIndexInUse, 503, "unavailable"},

@@ -30,7 +30,15 @@ func (s *Server) guardRated(scope string, rated bool) echo.MiddlewareFunc {
 			}
 			tok, ok := bearer(c.Request().Header.Get("Authorization"))
 			if !ok {
-				return s.authFailed(attempt, refuse(errUnauthorized, "missing Authorization: Bearer token"))
+				err := refuse(errUnauthorized, "missing Authorization: Bearer token")
+				if s.hub.NamesRepo(c.Request().URL.Path) {
+					// As the Hub answers for a repo it will not show:
+					// huggingface_hub maps it to RepositoryNotFoundError.
+					ae := toAPIError(err)
+					ae.Headers = map[string]string{"X-Error-Code": "RepoNotFound"}
+					err = ae
+				}
+				return s.authFailed(attempt, err)
 			}
 			id, err := s.authenticate(c.Request().Context(), tok)
 			if err != nil {

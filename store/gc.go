@@ -14,7 +14,7 @@ import (
 	"openxet/xet"
 )
 
-// Collection (design §9): one pass of Collect
+// Collection (docs/design.md §9): one pass of Collect
 //
 //  1. takes the collector lease in the index (one collector per
 //     deployment; another process keeps serving) and, in the same
@@ -32,7 +32,7 @@ import (
 //     row and the tenant's usage change in one index transaction (the only
 //     other place a counter changes), then the owner record leaves the
 //     bucket. Index first: a crash in between leaves the bucket with an
-//     owner the index has not, the index behind the bucket as design §3
+//     owner the index has not, the index behind the bucket as docs/design.md §3
 //     allows; the next pass deletes the record (gc_pending), or reindex
 //     restores the owner and a later pass releases it again;
 //  5. releases shard owners whose tenant has no retained file registered

@@ -12,7 +12,7 @@ import (
 	"openxet/xet"
 )
 
-// Retention (design §9).
+// Retention (docs/design.md §9).
 //
 // A file (tenant, xet hash) is retained while its row is in the files
 // table. A shard registration adds the row; only a release removes it, and

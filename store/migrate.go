@@ -161,6 +161,18 @@ CREATE TABLE gc_state (
 	// start reads the objects touched since the last pass's (gc.go, leaseTx).
 	`CREATE INDEX gc_dropped_xorb ON gc_dropped(xorb);
 CREATE INDEX gc_objects_touched ON gc_objects(touched);`,
+	// 7 (Hub parity, issue 30): a repo's settings (store/reposettings.go),
+	// from its repo.json ('' is "as private says" and "not gated"), and the
+	// names repos were moved from (the moved.json records).
+	`ALTER TABLE repos ADD COLUMN visibility TEXT NOT NULL DEFAULT '';
+ALTER TABLE repos ADD COLUMN gated TEXT NOT NULL DEFAULT '';
+CREATE TABLE repo_moves (
+	tenant   TEXT NOT NULL,
+	type     TEXT NOT NULL,
+	name     TEXT NOT NULL,
+	moved_to TEXT NOT NULL,
+	PRIMARY KEY (tenant, type, name)
+) WITHOUT ROWID;`,
 }
 
 // migrate brings the index on db to the newest schema in one transaction.

@@ -301,6 +301,13 @@ func (b *builder) repos() error {
 	}
 	return b.each("repos", "repos/", func(tx *sql.Tx, key string) error {
 		parts := strings.SplitN(key, "/", 5) // repos/{tenant}/{type}/{name}/…
+		if len(parts) == 5 && parts[4] == movedRecord && !live[strings.Join(parts[:4], "/")+"/"] {
+			var m moveRecord
+			if err := b.readJSON(key, &m); err != nil {
+				return err
+			}
+			return insertMove(b.ctx, tx, m.From, m.To)
+		}
 		if len(parts) < 5 || !live[strings.Join(parts[:4], "/")+"/"] {
 			return nil // left behind by an interrupted delete
 		}
@@ -343,8 +350,9 @@ var compared = []struct{ table, key, value, liveWhere string }{
 	{"shard_owners", "shard || '/' || tenant", "''", ""},
 	{"files", "tenant || '/' || hash", "size || ' ' || COALESCE(sha256, '') || ' ' || hex(terms)", ""},
 	{"dedup", "chunk || '/' || tenant", "xorb", ""},
-	{"repos", "tenant || '/' || type || '/' || name", "CAST(private AS TEXT)", ""},
+	{"repos", "tenant || '/' || type || '/' || name", "CAST(private AS TEXT) || ' ' || visibility || ' ' || gated", ""},
 	{"refs", "tenant || '/' || type || '/' || name || '@' || ref", "commit_sha", ""},
+	{"repo_moves", "tenant || '/' || type || '/' || name", "moved_to", ""},
 	{"commits", "tenant || '/' || type || '/' || name || '@' || sha", "parent || ' ' || hex(tree)", ""},
 	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(CAST(revoked AS TEXT), '')", ""},
 	{"deployment", "'marker'", "id", ""}, // deployment.go

@@ -19,7 +19,7 @@ type RepoSummary struct {
 // Repos lists a tenant's repos of one type, ordered by name. It returns an
 // empty list for a tenant without repos; the caller decides who may see it.
 func (s *Store) Repos(ctx context.Context, tenant, typ string) ([]RepoSummary, error) {
-	rows, err := s.query(ctx, `SELECT r.name, r.private, r.created, COALESCE(c.sha, ''), COALESCE(c.created, 0)
+	rows, err := s.query(ctx, `SELECT r.name, r.private, r.created, r.visibility, r.gated, COALESCE(c.sha, ''), COALESCE(c.created, 0)
 		FROM repos r
 		LEFT JOIN refs f ON f.tenant = r.tenant AND f.type = r.type AND f.name = r.name AND f.ref = 'main'
 		LEFT JOIN commits c ON c.tenant = r.tenant AND c.type = r.type AND c.name = r.name AND c.sha = f.commit_sha
@@ -34,7 +34,7 @@ func (s *Store) Repos(ctx context.Context, tenant, typ string) ([]RepoSummary, e
 			r                RepoSummary
 			created, updated int64
 		)
-		if err := rows.Scan(&r.Name, &r.Private, &created, &r.HeadSHA, &updated); err != nil {
+		if err := rows.Scan(&r.Name, &r.Private, &created, &r.Visibility, &r.Gated, &r.HeadSHA, &updated); err != nil {
 			return nil, fmt.Errorf("repos of %s: %w", tenant, dbErr(err))
 		}
 		r.Tenant, r.Type = tenant, typ

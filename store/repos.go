@@ -64,6 +64,28 @@ type Repo struct {
 	RepoID
 	Private bool      `json:"private"`
 	Created time.Time `json:"created"`
+	// Visibility is one of Visibilities; "" for a record written before
+	// settings existed, which reads as Private says (VisibilityOf).
+	Visibility string `json:"visibility,omitempty"`
+	// Gated is "auto" or "manual" for a gated repo, "" for one that is not.
+	Gated string `json:"gated,omitempty"`
+}
+
+// Visibilities are the visibilities a repo may have: the Hub's public,
+// private and protected (Spaces), and internal (docs/design.md §11). Until sharing
+// gives them meaning a repo is read by its tenant only, whatever it says.
+var Visibilities = []string{"private", "public", "internal", "protected"}
+
+// VisibilityOf is r's visibility, private or public for a record that
+// predates settings.
+func (r Repo) VisibilityOf() string {
+	switch {
+	case r.Visibility != "":
+		return r.Visibility
+	case r.Private:
+		return "private"
+	}
+	return "public"
 }
 
 // TreeEntry is one file of a commit's tree.
@@ -122,8 +144,10 @@ func commitSHA(c Commit) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// CreateRepo makes a repo with an initial empty commit on main.
-func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool) (Repo, error) {
+// CreateRepo makes a repo with an initial commit on main whose tree is
+// initial (none: an empty tree). Only regular files may be in it, whose
+// contents are already stored with PutBlob.
+func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool, initial ...TreeEntry) (Repo, error) {
 	if err := ValidTenant(id.Tenant); err != nil {
 		return Repo{}, err
 	}
@@ -137,17 +161,35 @@ func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool) (Repo, 
 	}
 	now := s.now().UTC()
 	r := Repo{RepoID: id, Private: private, Created: now.Truncate(time.Second)}
+	if err := s.clearMoveRecord(ctx, id); err != nil {
+		return Repo{}, err
+	}
 	rec, _ := json.Marshal(r)
 	if _, err := s.writeObject(ctx, id.prefix()+"repo.json", rec, typeJSON, false); err != nil {
 		return Repo{}, fmt.Errorf("create repo %s: %w", id, err)
 	}
-	c := Commit{Summary: "initial commit", Created: now}
+	tree := append([]TreeEntry(nil), initial...)
+	sort.Slice(tree, func(i, j int) bool { return tree[i].Path < tree[j].Path })
+	blobs := make([]string, 0, len(tree))
+	for _, e := range tree {
+		if e.XetHash != "" {
+			return Repo{}, fmt.Errorf("create repo %s: the initial tree holds only regular files, not %s", id, e.Path)
+		}
+		blobs = append(blobs, "blobs/"+e.SHA256)
+	}
+	c := Commit{Summary: "initial commit", Created: now, Tree: tree}
 	c.SHA = commitSHA(c)
 	if err := s.writeCommitRecords(ctx, id, "main", c); err != nil {
 		return Repo{}, err
 	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := touchTx(ctx, tx, now.Unix(), blobs...); err != nil {
+			return err
+		}
 		if err := insertRepo(ctx, tx, r); err != nil {
+			return err
+		}
+		if err := deleteMove(ctx, tx, id); err != nil {
 			return err
 		}
 		if err := insertCommit(ctx, tx, id, c); err != nil {
@@ -171,8 +213,8 @@ func (s *Store) writeCommitRecords(ctx context.Context, id RepoID, ref string, c
 }
 
 func insertRepo(ctx context.Context, tx *sql.Tx, r Repo) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO repos(tenant, type, name, private, created) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		r.Tenant, r.Type, r.Name, boolInt(r.Private), r.Created.Unix())
+	_, err := tx.ExecContext(ctx, `INSERT INTO repos(tenant, type, name, private, created, visibility, gated) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		r.Tenant, r.Type, r.Name, boolInt(r.Private), r.Created.Unix(), r.Visibility, r.Gated)
 	if err != nil {
 		return fmt.Errorf("index repo %s: %w", r.RepoID, err)
 	}
@@ -205,7 +247,7 @@ func (s *Store) Repo(ctx context.Context, id RepoID) (Repo, error) {
 		r       Repo
 		created int64
 	)
-	err := s.queryRow(ctx, `SELECT private, created FROM repos WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name).Scan(&r.Private, &created)
+	err := s.queryRow(ctx, `SELECT private, created, visibility, gated FROM repos WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name).Scan(&r.Private, &created, &r.Visibility, &r.Gated)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Repo{}, fmt.Errorf("repo %s: %w", id, ErrNotFound)
 	}

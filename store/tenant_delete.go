@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // TenantDeletion says what DeleteTenant removed.
@@ -65,6 +66,18 @@ func (s *Store) DeleteTenant(ctx context.Context, tenant string) (TenantDeletion
 		}
 		out.Repos = append(out.Repos, r.Type+"/"+r.Name)
 	}
+	// The records of names its repos were moved from.
+	moved, err := listKeys(ctx, s.bucket, s.dir, "repos/"+HashName(tenant)+"/")
+	if err != nil {
+		return out, err
+	}
+	for _, k := range moved {
+		if strings.HasSuffix(k, "/"+movedRecord) {
+			if err := s.bucket.Delete(ctx, k); err != nil && !isNotFound(err) {
+				return out, fmt.Errorf("delete %s: %w", k, bucketErr(err))
+			}
+		}
+	}
 	files, err := queryStrings(ctx, s.db, `SELECT hash FROM files WHERE tenant = ?`, tenant)
 	if err != nil {
 		return out, err
@@ -88,6 +101,9 @@ func (s *Store) DeleteTenant(ctx context.Context, tenant string) (TenantDeletion
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO gc_dropped(tenant, xorb) SELECT tenant, xorb FROM xorb_owners WHERE tenant = ? ON CONFLICT DO NOTHING`, tenant); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM repo_moves WHERE tenant = ?`, tenant); err != nil {
 			return err
 		}
 		return tidyTenantTx(ctx, tx, tenant)

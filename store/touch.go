@@ -11,7 +11,7 @@ import (
 	"openxet/xet"
 )
 
-// The lifecycle's hooks in the write paths (design §9).
+// The lifecycle's hooks in the write paths (docs/design.md §9).
 //
 // Every object an upload, a shard registration or a commit names is
 // "touched" in the index (gc_objects.touched) before it is written or

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Shard limits and layout constants (§6).
+// Shard limits and layout constants (docs/protocol.md §6).
 const (
 	// MaxShardBytes caps a serialized shard body.
 	MaxShardBytes = 64<<20 + 1<<20
@@ -33,11 +33,11 @@ const (
 	chunkLookupEntryBytes = 16 // trunc u64, xorb index u32, chunk position u32
 )
 
-// shardTag is the 32-byte tag that starts every shard (§6.2). Never modified.
+// shardTag is the 32-byte tag that starts every shard (docs/protocol.md §6.2). Never modified.
 var shardTag = [32]byte{'H', 'F', 'R', 'e', 'p', 'o', 'M', 'e', 't', 'a', 'D', 'a', 't', 'a', 0,
 	0x55, 0x69, 0x67, 0x45, 0x6a, 0x7b, 0x81, 0x57, 0x83, 0xa5, 0xbd, 0xd9, 0x5c, 0xcd, 0xd1, 0x4a, 0xa9}
 
-// Term is one FileDataSequenceEntry (§6.3): the chunks [ChunkStart, ChunkEnd)
+// Term is one FileDataSequenceEntry (docs/protocol.md §6.3): the chunks [ChunkStart, ChunkEnd)
 // of Xorb, UnpackedBytes long once decompressed.
 type Term struct {
 	Xorb          Hash
@@ -47,12 +47,12 @@ type Term struct {
 	ChunkEnd      uint32 // exclusive
 }
 
-// FileInfo is one file of a shard's file-info section (§6.3).
+// FileInfo is one file of a shard's file-info section (docs/protocol.md §6.3).
 type FileInfo struct {
 	Hash  Hash
 	Flags uint32 // as stored; bits 31 and 30 agree with Verification and SHA256
 	Terms []Term
-	// Verification holds one range hash (§3.4) per term, or is nil when the
+	// Verification holds one range hash (docs/protocol.md §3.4) per term, or is nil when the
 	// file carries no verification entries.
 	Verification []Hash
 	// SHA256 is the file's SHA-256 from the metadata extension, nil if
@@ -64,7 +64,7 @@ type FileInfo struct {
 // Size returns the file's length: the sum of its terms' UnpackedBytes.
 func (f FileInfo) Size() uint64 { return FileSize(f.Terms) }
 
-// CASChunk is one CASChunkSequenceEntry (§6.4).
+// CASChunk is one CASChunkSequenceEntry (docs/protocol.md §6.4).
 type CASChunk struct {
 	Hash           Hash
 	ByteRangeStart uint32 // cumulative uncompressed offset of the chunk in its xorb
@@ -72,7 +72,7 @@ type CASChunk struct {
 	Flags          uint32 // bit 31: ChunkFlagGlobalDedup
 }
 
-// CASInfo is one xorb's block of a shard's CAS-info section (§6.4).
+// CASInfo is one xorb's block of a shard's CAS-info section (docs/protocol.md §6.4).
 type CASInfo struct {
 	Xorb           Hash
 	Flags          uint32
@@ -113,7 +113,7 @@ type Shard struct {
 	Footer *ShardFooter // nil when the body had no footer (what hf_xet uploads), whatever the header's footer_size
 }
 
-// ShardFooter is the 200-byte footer of §6.5. Offsets are from the start of
+// ShardFooter is the 200-byte footer of docs/protocol.md §6.5. Offsets are from the start of
 // the shard; lookup offsets point at tables of 12, 12 and 16-byte entries.
 type ShardFooter struct {
 	Version             uint64
@@ -171,7 +171,7 @@ func isBookend(e []byte) bool {
 func le32(b []byte) uint32 { return binary.LittleEndian.Uint32(b) }
 func le64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }
 
-// ParseShard parses a serialized shard (§6): header (tag, version 2,
+// ParseShard parses a serialized shard (docs/protocol.md §6): header (tag, version 2,
 // footer_size 0 or 200), the file-info section and the CAS-info section up to
 // their bookends, then either end of input or, only with footer_size 200,
 // lookup tables and a footer whose offsets and table bounds must agree with
@@ -504,7 +504,7 @@ func (s *Shard) MarshalUpload() []byte {
 	return appendCASSection(b, s.Xorbs, [32]byte{})
 }
 
-// BuildDedupShard builds the body of a GET /v1/chunks answer (§6.6): a
+// BuildDedupShard builds the body of a GET /v1/chunks answer (docs/protocol.md §6.6): a
 // header with footer_size 200, an empty file-info section, the given CAS
 // blocks in order, the CAS bookend, an empty file lookup table, the xorb and
 // chunk lookup tables (sorted by truncated hash), and the footer with key,

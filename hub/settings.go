@@ -1,0 +1,256 @@
+package hub
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/refusal"
+	"openxet/store"
+)
+
+// Repo settings, moves, duplicates and the storage listing, as
+// huggingface_hub 2.4.0 calls them: update_repo_settings (PUT …/settings),
+// move_repo and `hf repos move` (POST /api/repos/move), duplicate_repo and
+// `hf repos duplicate` (POST …/duplicate), list_user_repos and `hf repos ls`
+// (GET /api/settings/repositories). Everything stays within the caller's
+// tenant: a repo of another tenant is not found, a target in another
+// namespace is forbidden.
+
+func (h *Hub) settingsRoutes(e *echo.Echo) {
+	read, write := h.cfg.Guard(store.ScopeRead), h.cfg.Guard(store.ScopeWrite)
+	api := "/api/:types/:ns/:name"
+	e.PUT(api+"/settings", h.updateSettings, write)
+	e.POST(api+"/duplicate", h.duplicateRepo, write)
+	e.POST("/api/repos/move", h.moveRepo, write)
+	e.GET("/api/settings/repositories", h.storageListing, read)
+	e.GET("/api/organizations/:org/settings/repositories", h.storageListing, read)
+}
+
+// decodeSmallJSON decodes a small JSON request body into v; 400 when it is
+// not JSON of that shape.
+func decodeSmallJSON(c echo.Context, what string, v any) error {
+	dec := json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20))
+	if err := dec.Decode(v); err != nil {
+		return badRequest("the body is not a %s request: %v", what, err)
+	}
+	return nil
+}
+
+// visibilityOf reads the visibility a request asks for: "visibility", or
+// the older "private" flag; "" when it asks for none.
+func visibilityOf(visibility string, private *bool) (string, error) {
+	if visibility != "" {
+		if !slices.Contains(store.Visibilities, visibility) {
+			return "", badRequest("visibility %q is not one of %s", visibility, strings.Join(store.Visibilities, ", "))
+		}
+		return visibility, nil
+	}
+	if private != nil {
+		if *private {
+			return "private", nil
+		}
+		return "public", nil
+	}
+	return "", nil
+}
+
+func (h *Hub) updateSettings(c echo.Context) error {
+	r, err := h.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	var req struct {
+		Gated      json.RawMessage `json:"gated"`
+		Visibility string          `json:"visibility"`
+		Private    *bool           `json:"private"`
+	}
+	if err := decodeSmallJSON(c, "repo settings", &req); err != nil {
+		return err
+	}
+	var set store.RepoSettings
+	if g := bytes.TrimSpace(req.Gated); len(g) > 0 && !bytes.Equal(g, []byte("null")) {
+		var gated string
+		switch {
+		case bytes.Equal(g, []byte("false")):
+		case json.Unmarshal(g, &gated) == nil && (gated == "auto" || gated == "manual"):
+		default:
+			return badRequest("gated %s is not \"auto\", \"manual\" or false", g)
+		}
+		set.Gated = &gated
+	}
+	vis, err := visibilityOf(req.Visibility, req.Private)
+	if err != nil {
+		return err
+	}
+	if vis != "" {
+		set.Visibility = &vis
+	}
+	if set.Gated == nil && set.Visibility == nil {
+		return badRequest("the body changes no setting: send gated, visibility or private")
+	}
+	repo, err := h.store.SetRepoSettings(c.Request().Context(), r, set)
+	if err != nil {
+		return h.repoError(r, err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"private": repo.Private, "visibility": repo.VisibilityOf(), "gated": gatedValue(repo.Gated)})
+}
+
+// repoError reports a store miss of r as the Hub's RepoNotFound.
+func (h *Hub) repoError(r store.RepoID, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return hubNotFound("RepoNotFound", "repository %s not found", r)
+	}
+	return err
+}
+
+// splitRepoID splits "ns/name".
+func splitRepoID(id string) (ns, name string, ok bool) {
+	ns, name, ok = strings.Cut(id, "/")
+	return ns, name, ok && ns != "" && name != "" && !strings.Contains(name, "/")
+}
+
+// targetNamespace refuses a target outside the caller's tenant, as repo
+// creation does.
+func targetNamespace(tenant, ns, verb string) error {
+	if ns == tenant {
+		return nil
+	}
+	return &refusal.Error{Status: http.StatusForbidden, Code: "forbidden",
+		Message: fmt.Sprintf("a credential of tenant %s cannot %s repos into namespace %s", tenant, verb, ns),
+		Hint:    "a namespace is a tenant; keep the repo in namespace " + tenant}
+}
+
+// moveRepo: POST /api/repos/move {"fromRepo": "ns/a", "toRepo": "ns/b",
+// "type": "model"}. The old name is free afterwards; until a repo takes it
+// again it answers 404 RepoNotFound saying where the repo went (no
+// redirect: docs/api.md says why).
+func (h *Hub) moveRepo(c echo.Context) error {
+	id := h.cfg.Principal(c)
+	var req struct {
+		FromRepo string `json:"fromRepo"`
+		ToRepo   string `json:"toRepo"`
+		Type     string `json:"type"`
+	}
+	if err := decodeSmallJSON(c, "repo move", &req); err != nil {
+		return err
+	}
+	typ := req.Type
+	if typ == "" {
+		typ = "model"
+	}
+	if _, ok := repoTypePlural[typ+"s"]; !ok {
+		return badRequest("unknown repo type %q (model, dataset or space)", typ)
+	}
+	fromNS, fromName, ok1 := splitRepoID(req.FromRepo)
+	toNS, toName, ok2 := splitRepoID(req.ToRepo)
+	if !ok1 || !ok2 {
+		return badRequest("fromRepo %q and toRepo %q must both be namespace/name", req.FromRepo, req.ToRepo)
+	}
+	from := store.RepoID{Tenant: fromNS, Type: typ, Name: fromName}
+	if fromNS != id.Tenant {
+		return hubNotFound("RepoNotFound", "repository %s not found", from)
+	}
+	if err := targetNamespace(id.Tenant, toNS, "move"); err != nil {
+		return err
+	}
+	to := store.RepoID{Tenant: toNS, Type: typ, Name: toName}
+	if _, err := h.store.MoveRepo(c.Request().Context(), from, to); err != nil {
+		if errors.Is(err, store.ErrRepoExists) {
+			return &refusal.Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf("repository %s already exists", to), Hint: "pick another name, or delete that repo first", Cause: err}
+		}
+		return h.repoError(from, err)
+	}
+	return c.JSON(http.StatusOK, map[string]any{"url": h.repoURL(c, to), "id": to.String(), "name": to.String()})
+}
+
+// duplicateRepo: POST /api/{type}s/{ns}/{name}/duplicate {"repository":
+// "ns/new", "visibility": …}: a copy with the whole history that shares
+// every file (no byte is copied, so filesCopyPending is false).
+func (h *Hub) duplicateRepo(c echo.Context) error {
+	from, err := h.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	id := h.cfg.Principal(c)
+	var req struct {
+		Repository string `json:"repository"`
+		Visibility string `json:"visibility"`
+		Private    *bool  `json:"private"`
+	}
+	if err := decodeSmallJSON(c, "repo duplicate", &req); err != nil {
+		return err
+	}
+	ns, name, ok := splitRepoID(req.Repository)
+	if !ok {
+		return badRequest("repository %q must be namespace/name", req.Repository)
+	}
+	if err := targetNamespace(id.Tenant, ns, "duplicate"); err != nil {
+		return err
+	}
+	vis, err := visibilityOf(req.Visibility, req.Private)
+	if err != nil {
+		return err
+	}
+	to := store.RepoID{Tenant: ns, Type: from.Type, Name: name}
+	body := map[string]any{"url": h.repoURL(c, to), "id": to.String(), "name": to.String(), "filesCopyPending": false}
+	if _, err := h.store.DuplicateRepo(c.Request().Context(), from, to, vis); err != nil {
+		if errors.Is(err, store.ErrRepoExists) {
+			// duplicate_repo(exist_ok=True) accepts a 409.
+			return &refusal.Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf("repository %s already exists", to), Fields: body, Cause: err}
+		}
+		return h.repoError(from, err)
+	}
+	return c.JSON(http.StatusOK, body)
+}
+
+// storageListing: GET /api/settings/repositories (and
+// /api/organizations/{ns}/settings/repositories for the caller's own
+// namespace; another one lists nothing), as list_user_repos and
+// `hf repos ls` read it: every repo of the tenant with its visibility and
+// storage, the bytes of the files at the head of main.
+func (h *Hub) storageListing(c echo.Context) error {
+	id := h.cfg.Principal(c)
+	items := []map[string]any{}
+	if org := c.Param("org"); org != "" && org != id.Tenant {
+		return c.JSON(http.StatusOK, items)
+	}
+	ctx := c.Request().Context()
+	var total int64
+	for _, typ := range store.RepoTypes {
+		repos, err := h.store.Repos(ctx, id.Tenant, typ)
+		if err != nil {
+			return err
+		}
+		for _, r := range repos {
+			var size int64
+			if r.HeadSHA != "" {
+				cm, err := h.store.Resolve(ctx, r.RepoID, r.HeadSHA)
+				if err != nil {
+					return err
+				}
+				for _, e := range cm.Tree {
+					size += e.SizeBytes
+				}
+			}
+			total += size
+			items = append(items, map[string]any{"id": r.RepoID.String(), "type": typ, "updatedAt": r.Updated.Format(hubTime),
+				"visibility": r.VisibilityOf(), "storage": size})
+		}
+	}
+	for _, it := range items {
+		pct := 0.0
+		if total > 0 {
+			pct = float64(it["storage"].(int64)) * 100 / float64(total)
+		}
+		it["storagePercent"] = pct
+	}
+	return c.JSON(http.StatusOK, items)
+}
