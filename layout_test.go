@@ -36,6 +36,8 @@ func TestLayout(t *testing.T) {
 		"server/servertest":      {"openxet/server", "openxet/store", "openxet/limits", "openxet/budget", "openxet/xet"},
 		"cli":                    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin"},
 		"compat/tools/manyterms": {"openxet/xet"},
+		"load/cmd/gcupload":      {"openxet/testproc", "openxet/xet"},
+		"load/cmd/memstorm":      {"openxet/testproc", "openxet/xet"},
 	}
 	owners := map[string][]string{ // third-party import prefix → the packages that may use it
 		"github.com/labstack/echo": {"server", "hub"},
