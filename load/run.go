@@ -448,7 +448,7 @@ func (ru *runner) assemble(ctx context.Context) *Report {
 		r.Timeline = timeline(reqs, phases[0].start, phases[len(phases)-1].end)
 	}
 	r.Failures, r.FailureMessages = failures, messages
-	r.finish()
+	r.Finish()
 	return r
 }
 
