@@ -30,12 +30,15 @@ func TestLayout(t *testing.T) {
 		"testcert":               {},
 		"testproc":               {"openxet/admin"},
 		"admin":                  {},
-		"load":                   {"openxet/xet", "openxet/admin"},
+		"load":                   {"openxet/xet", "openxet/admin", "openxet/load/report"},
+		"load/report":            {},
 		"hub":                    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
 		"server":                 {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/turns", "openxet/refusal", "openxet/wirejson", "openxet/hub"},
 		"server/servertest":      {"openxet/server", "openxet/store", "openxet/limits", "openxet/budget", "openxet/xet"},
 		"cli":                    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin"},
 		"compat/tools/manyterms": {"openxet/xet"},
+		"load/cmd/gcupload":      {"openxet/testproc", "openxet/xet"},
+		"load/cmd/memstorm":      {"openxet/testproc", "openxet/xet"},
 	}
 	owners := map[string][]string{ // third-party import prefix → the packages that may use it
 		"github.com/labstack/echo": {"server", "hub"},

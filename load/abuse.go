@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
+	"net"
 	"net/http"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -378,4 +380,64 @@ func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// newAbuser makes the abuser's clients: its own (the honest tenants'
+// address) and the sprayer's, from SprayAddr when that address can reach
+// every node and differs from the one the honest tenants come from.
+func newAbuser(ctx context.Context, cfg Config, ns nodes, rec *recorder, runID string, track func(credential)) (*abuser, error) {
+	a := cfg.Abuser
+	ab := &abuser{
+		cfg: a, nodes: ns, rec: rec, name: "load-" + runID + "-abuser", track: track,
+		c:       &client{hc: &http.Client{Transport: newTransport(a.Readers+a.FloodWorkers+a.QuotaWorkers+8, nil)}, rec: rec, timeout: cfg.RequestTimeout},
+		floodBy: make([]envCounters, len(ns)), sprayBy: make([]envCounters, len(ns)),
+		holdOpen: make([]atomic.Int64, len(ns)), holdOpenPeak: make([]atomic.Int64, len(ns)),
+		overrideWait: overrideWait,
+	}
+	if a.SprayAddr == "none" {
+		ab.notes = append(ab.notes, "bad-token sprayer off (--spray-addr none)")
+		return ab, nil
+	}
+	ip := net.ParseIP(a.SprayAddr)
+	for _, n := range ns {
+		hostport, err := serverHostPort(n)
+		if err != nil {
+			return nil, err
+		}
+		var d net.Dialer
+		conn, err := d.DialContext(ctx, "tcp", hostport)
+		if err != nil {
+			return nil, fmt.Errorf("connect to %s: %w", hostport, err)
+		}
+		own := conn.LocalAddr().(*net.TCPAddr).IP
+		conn.Close()
+		if own.Equal(ip) {
+			ab.notes = append(ab.notes, fmt.Sprintf("bad-token sprayer off: honest tenants already reach %s from %s", n, ip))
+			return ab, nil
+		}
+		sd := net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: 5 * time.Second}
+		conn, err = sd.DialContext(ctx, "tcp", hostport)
+		if err != nil {
+			ab.notes = append(ab.notes, fmt.Sprintf("bad-token sprayer off: cannot reach %s from %s (%v)", n, ip, err))
+			return ab, nil
+		}
+		conn.Close()
+	}
+	ab.spray = &client{hc: &http.Client{Transport: newTransport(a.SprayWorkers+2, ip)}, rec: rec, timeout: cfg.RequestTimeout}
+	return ab, nil
+}
+
+func serverHostPort(server string) (string, error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return "", err
+	}
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return net.JoinHostPort(u.Hostname(), port), nil
 }

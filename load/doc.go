@@ -36,10 +36,13 @@
 //     against its quota (within the uploads in flight at once when there
 //     are several nodes), and every honest tenant's usage against what it
 //     stored through all of them;
-//   - the report (Report): text tables, JSON, and one self-contained HTML
-//     page with inline SVG plots.
+//   - the measuring that fills the report in: requests and operations
+//     recorded, summarized by phase, class, route and tenant.
 //
-// It does not own the server (it is a client: it imports no server package
+// It does not own the report's shape or its rendering (package
+// load/report owns Report and the types under it, aliased here, and writes
+// them as text and HTML), the measurement programs for BENCHMARKS.md
+// (load/cmd/...), the server (it is a client: it imports no server package
 // and knows the server only through its HTTP API, admin API and /metrics),
 // flags or environment (cli fills Config), or process exit codes.
 //

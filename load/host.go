@@ -4,13 +4,15 @@ import (
 	"context"
 	"net"
 	"net/url"
+
+	"openxet/load/report"
 )
 
 // Values of Report.GeneratorSharesCPUs.
 const (
-	sharedYes     = "yes"
-	sharedNo      = "no"
-	sharedUnknown = "unknown"
+	sharedYes     = report.SharedYes
+	sharedNo      = report.SharedNo
+	sharedUnknown = report.SharedUnknown
 )
 
 // sharesHost says whether the server at a base URL runs on this host, so

@@ -71,46 +71,9 @@ func (c CPUSet) Overlaps(d CPUSet) bool {
 // names; the run was not made.
 var ErrLayout = errors.New("server CPU layout")
 
-// Layout is which CPUs the server and the load generator ran on, as the
-// report states it: a run whose load generator shares the server's CPUs
-// measures the load's own CPU use along with the server's.
-type Layout struct {
-	// ServerCPUs is what the server reported (metric openxet_process_cpus),
-	// "" when it did not.
-	ServerCPUs string `json:"server_cpus"`
-	// LoadCPUs is where the load generator ran, "" when unknown.
-	LoadCPUs string `json:"load_cpus"`
-	// Pinned reports that both are known and share no CPU.
-	Pinned bool `json:"pinned"`
-	// Abuser says where the abuse scenario's abuser ran: in the load
-	// process, or in its own (with its CPU priority and CPUs); "" in other
-	// scenarios.
-	Abuser string `json:"abuser,omitempty"`
-}
-
 func newLayout(server, load CPUSet) Layout {
 	return Layout{ServerCPUs: server.String(), LoadCPUs: load.String(),
 		Pinned: len(server) > 0 && len(load) > 0 && !server.Overlaps(load)}
-}
-
-// String is the layout in one line for the text report.
-func (l Layout) String() string {
-	at := func(cpus string) string {
-		if cpus == "" {
-			return "unknown CPUs"
-		}
-		return "CPUs " + cpus
-	}
-	s := fmt.Sprintf("server on %s, load on %s", at(l.ServerCPUs), at(l.LoadCPUs))
-	if l.Pinned {
-		s += " (pinned apart)"
-	} else {
-		s += " (not pinned apart: the load generator's and the abuser's own CPU use is part of what the server's tenants feel)"
-	}
-	if l.Abuser != "" {
-		s += "; abuser " + l.Abuser
-	}
-	return s
 }
 
 // checkServerCPUs compares what the server reports with what the caller

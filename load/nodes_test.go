@@ -170,10 +170,10 @@ func TestMemoryPerNode(t *testing.T) {
 	m := &memSampler{
 		nodes: []*admin{{base: "http://a"}, {base: "http://b"}},
 		samples: [][]MemSample{
-			{{0, 100 * mib, 10 * mib, 200 * mib}, {1, 120 * mib, 0, 200 * mib}},
-			{{0, 300 * mib, 20 * mib, 200 * mib}, {1, 200 * mib, 0, 200 * mib}},
+			{{AtSeconds: 0, RSSBytes: 100 * mib, ReservedBytes: 10 * mib, BudgetBytes: 200 * mib}, {AtSeconds: 1, RSSBytes: 120 * mib, ReservedBytes: 0, BudgetBytes: 200 * mib}},
+			{{AtSeconds: 0, RSSBytes: 300 * mib, ReservedBytes: 20 * mib, BudgetBytes: 200 * mib}, {AtSeconds: 1, RSSBytes: 200 * mib, ReservedBytes: 0, BudgetBytes: 200 * mib}},
 		},
-		total: []MemSample{{0, 400 * mib, 30 * mib, 400 * mib}, {1, 320 * mib, 0, 400 * mib}},
+		total: []MemSample{{AtSeconds: 0, RSSBytes: 400 * mib, ReservedBytes: 30 * mib, BudgetBytes: 400 * mib}, {AtSeconds: 1, RSSBytes: 320 * mib, ReservedBytes: 0, BudgetBytes: 400 * mib}},
 	}
 	rec := newRecorder(time.Now())
 	per, total := m.report(50*mib, rec)

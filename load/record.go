@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"openxet/load/report"
 )
 
 // Request classes: who sent a request.
 const (
-	classHonest = "honest"
-	classAbuser = "abuser"
+	classHonest = report.ClassHonest
+	classAbuser = report.ClassAbuser
 )
 
 // Routes of honest requests, and of the abuser's attacks.
@@ -27,7 +29,7 @@ const (
 )
 
 // honestRoutes is the order routes are shown in.
-var honestRoutes = []string{routeXorb, routeShard, routeReconstruction, routeFetch, routeDedup}
+var honestRoutes = report.HonestRoutes // routeXorb, routeShard, routeReconstruction, routeFetch, routeDedup (TestHonestRoutes)
 var abuserRoutes = []string{routeFlood, routeHold, routeQuota, routeSpray}
 
 // reqRecord is one HTTP request as the load saw it.

@@ -9,13 +9,13 @@ import (
 	"html"
 	"io"
 	"maps"
-	"math"
 	"os/exec"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"openxet/load/report"
 )
 
 // sampleReport is a small abuse report with every part filled in.
@@ -44,7 +44,7 @@ func sampleReport() *Report {
 		Settings: Settings{Tenants: 2, CredentialsPerTenant: 2, PhaseSeconds: 2, ThinkMinMs: 400, ThinkMaxMs: 1000, XorbMinBytes: 64 << 10, XorbMaxBytes: 1 << 20,
 			RSSOverheadBytes: 256 << 20, FloodRate: 5000, Readers: 320, BigXorbBytes: 32 << 20, ReadBytesPerSecond: 64 << 10, QuotaRate: 20, SprayRate: 200},
 		Memory: MemoryReport{Measured: true, BudgetBytes: 512 << 20, OverheadBytes: 256 << 20, LimitBytes: 768 << 20, PeakRSSBytes: 300 << 20, PeakReservedBytes: 80 << 20,
-			Samples: []MemSample{{0, 30 << 20, 0, 512 << 20}, {2, 100 << 20, 10 << 20, 512 << 20}, {4, 300 << 20, 80 << 20, 512 << 20}}},
+			Samples: []MemSample{{AtSeconds: 0, RSSBytes: 30 << 20, ReservedBytes: 0, BudgetBytes: 512 << 20}, {AtSeconds: 2, RSSBytes: 100 << 20, ReservedBytes: 10 << 20, BudgetBytes: 512 << 20}, {AtSeconds: 4, RSSBytes: 300 << 20, ReservedBytes: 80 << 20, BudgetBytes: 512 << 20}}},
 		Abuser: &AbuserReport{Tenant: "load-x-abuser", Refusals: map[string]int{"429 rate_limited/credential": 1, "403 quota_exceeded": 1, "503 memory_busy": 1},
 			Attacks: []AttackReport{{Attack: routeFlood, Requests: 1, Statuses: map[string]int{"429": 1}, Refusals: map[string]int{"429 rate_limited/credential": 1}}},
 			Flood:   EnvelopeReport{Limit: "credential", Seconds: 2, Admitted: 10, Allowed: 4003}},
@@ -71,7 +71,7 @@ func sampleReport() *Report {
 	}
 	r.Comparison = compare(r.Phases[0], r.Phases[1])
 	r.Timeline = timeline(reqs, time.Second, 5*time.Second)
-	r.finish()
+	r.Finish()
 	return r
 }
 
@@ -85,7 +85,7 @@ func TestClassReport(t *testing.T) {
 	if len(base.Honest.Refusals) != 0 || base.Honest.Statuses["404"] != 1 {
 		t.Errorf("baseline refusals %v statuses %v", base.Honest.Refusals, base.Honest.Statuses)
 	}
-	if got := refusedCount(*ab.Abuser); got != 3 {
+	if got := report.RefusedCount(*ab.Abuser); got != 3 {
 		t.Errorf("abuser 403/429/503 count %d, want 3", got)
 	}
 	// Tenant 0 did 1 op in 2s, tenant 1 did 1: equal.
@@ -119,7 +119,7 @@ func TestClassReport(t *testing.T) {
 	if st := ab.Honest.ServerStages; len(st) != 1 || st["index"].P99ms != 2 {
 		t.Errorf("abuse server stages %+v, want index 2 ms", st)
 	}
-	if rr, _ := findRoute(ab.Honest.Routes, routeFetch); rr.ServerLatency.P99ms != 4 {
+	if rr, _ := report.FindRoute(ab.Honest.Routes, routeFetch); rr.ServerLatency.P99ms != 4 {
 		t.Errorf("abuse fetch server p99 %v, want 4", rr.ServerLatency.P99ms)
 	}
 	if len(r.Timeline) != 2 || r.Timeline[0].Class != classHonest {
@@ -157,7 +157,7 @@ func TestWriteText(t *testing.T) {
 	}
 	r.Failures = map[string]int{failMismatch: 2}
 	r.FailureMessages = []string{"downloaded bytes differ: byte 3"}
-	r.finish()
+	r.Finish()
 	b.Reset()
 	r.WriteText(&b)
 	if !strings.Contains(b.String(), "result: FAIL (2 correctness failures)") || !strings.Contains(b.String(), "byte 3") {
@@ -223,31 +223,6 @@ func TestReportJSONRoundTrip(t *testing.T) {
 	}
 	if !back.OK || back.Comparison.P99Ratio != 5 || back.Abuser.Refusals["503 memory_busy"] != 1 || len(back.Memory.Samples) != 3 {
 		t.Errorf("JSON lost something: %s", raw)
-	}
-}
-
-func TestNiceTicks(t *testing.T) {
-	cases := []struct {
-		lo, hi float64
-		want   []float64
-	}{
-		{0, 10, []float64{0, 2, 4, 6, 8, 10}},
-		{0, 1, []float64{0, 0.2, 0.4, 0.6, 0.8, 1}},
-		{3, 3, []float64{3}},
-		{0, 550, []float64{0, 100, 200, 300, 400, 500}},
-	}
-	for _, c := range cases {
-		got := niceTicks(c.lo, c.hi, 6)
-		if len(got) != len(c.want) {
-			t.Errorf("niceTicks(%v, %v) = %v, want %v", c.lo, c.hi, got, c.want)
-			continue
-		}
-		for i := range got {
-			if d := got[i] - c.want[i]; d > 1e-9 || d < -1e-9 {
-				t.Errorf("niceTicks(%v, %v) = %v, want %v", c.lo, c.hi, got, c.want)
-				break
-			}
-		}
 	}
 }
 
@@ -355,69 +330,6 @@ func TestImports(t *testing.T) {
 				t.Errorf("load depends on %s", dep)
 			}
 		}
-	}
-}
-
-// memoryOnly returns sampleReport with the memory of a run whose server
-// has a budget of budget bytes and peaked at peakRSS and peakReserved.
-func memoryOnly(budget, overhead, peakRSS, peakReserved int64) *Report {
-	r := sampleReport()
-	r.Memory = MemoryReport{Measured: true, BudgetBytes: budget, OverheadBytes: overhead, LimitBytes: budget + max(overhead, 0),
-		PeakRSSBytes: peakRSS, PeakReservedBytes: peakReserved,
-		Samples: []MemSample{{0, peakRSS / 4, 0, budget}, {2, peakRSS, peakReserved, budget}, {4, peakRSS / 2, peakReserved / 3, budget}}}
-	return r
-}
-
-// TestMemoryChartScale: the memory plot's y axis follows what was observed
-// (up to 1.2 × the peak), so RSS and reserved bytes can be read however
-// large the budget; a budget or limit line is drawn only when it is within
-// twice the peak, and the page says when it is left off the scale.
-func TestMemoryChartScale(t *testing.T) {
-	const mib = 1 << 20
-	cases := []struct {
-		name                string
-		budget, overhead    int64
-		peakRSS, peakRes    int64
-		wantY1              float64 // MiB
-		wantRules, wantNote []string
-	}{
-		{"4GiB budget, 300MiB used", 4 << 30, 256 * mib, 300 * mib, 80 * mib, 360, nil, []string{"budget (4GiB)", "limit (4.25GiB)"}},
-		{"budget in reach, limit not", 512 * mib, 256 * mib, 300 * mib, 80 * mib, 512 * 1.05, []string{"budget"}, []string{"limit (768MiB)"}},
-		{"both in reach", 512 * mib, 64 * mib, 400 * mib, 80 * mib, 576 * 1.05, []string{"budget", "budget + overhead"}, nil},
-		{"over the limit", 256 * mib, 64 * mib, 400 * mib, 80 * mib, 480, []string{"budget", "budget + overhead"}, nil},
-		{"no RSS check", 4 << 30, -1, 300 * mib, 80 * mib, 360, nil, []string{"budget (4GiB)"}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			r := memoryOnly(c.budget, c.overhead, c.peakRSS, c.peakRes)
-			p, off := memoryPlot(r)
-			if math.Abs(p.y1-c.wantY1) > 1e-6 {
-				t.Errorf("y axis up to %v MiB, want %v", p.y1, c.wantY1)
-			}
-			var rules []string
-			for _, rl := range p.rules {
-				rules = append(rules, rl.name)
-				if rl.y > p.y1 {
-					t.Errorf("rule %s at %v is above the axis (%v)", rl.name, rl.y, p.y1)
-				}
-			}
-			if !slices.Equal(rules, c.wantRules) {
-				t.Errorf("rules %v, want %v", rules, c.wantRules)
-			}
-			var b bytes.Buffer
-			if err := r.WriteHTML(&b); err != nil {
-				t.Fatal(err)
-			}
-			page := b.String()
-			for _, n := range c.wantNote {
-				if !strings.Contains(off, n) || !strings.Contains(page, html.EscapeString(n)) {
-					t.Errorf("the page does not say %q is off the scale: note %q", n, off)
-				}
-			}
-			if len(c.wantNote) == 0 && off != "" {
-				t.Errorf("note %q, want none", off)
-			}
-		})
 	}
 }
 

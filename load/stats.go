@@ -40,16 +40,6 @@ func Jain(xs []float64) float64 {
 	return sum * sum / (float64(len(xs)) * sq)
 }
 
-// LatencySummary is the latency distribution of a set of requests, in
-// milliseconds.
-type LatencySummary struct {
-	Count int     `json:"count"`
-	P50ms float64 `json:"p50_ms"`
-	P95ms float64 `json:"p95_ms"`
-	P99ms float64 `json:"p99_ms"`
-	Maxms float64 `json:"max_ms"`
-}
-
 // Summarize sorts durs in place and returns their percentiles.
 func Summarize(durs []time.Duration) LatencySummary {
 	slices.Sort(durs)
@@ -71,15 +61,6 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 type Sample struct {
 	At  time.Duration
 	Dur time.Duration
-}
-
-// TimeBucket is the latency of the samples that started in one slice of time
-// [AtSeconds, AtSeconds+width).
-type TimeBucket struct {
-	AtSeconds float64 `json:"at_s"`
-	Count     int     `json:"count"`
-	P50ms     float64 `json:"p50_ms"`
-	P99ms     float64 `json:"p99_ms"`
 }
 
 // Bucketize groups samples by start time into buckets of width covering

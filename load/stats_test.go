@@ -2,6 +2,7 @@ package load
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -153,5 +154,14 @@ func TestBucketWidth(t *testing.T) {
 		if got := bucketWidth(c.span); got != c.want {
 			t.Errorf("bucketWidth(%v) = %v, want %v", c.span, got, c.want)
 		}
+	}
+}
+
+// TestHonestRoutes: the report's route tables list the routes the honest
+// tenants record, in order.
+func TestHonestRoutes(t *testing.T) {
+	want := []string{routeXorb, routeShard, routeReconstruction, routeFetch, routeDedup}
+	if !slices.Equal(honestRoutes, want) {
+		t.Errorf("report.HonestRoutes = %v, want %v", honestRoutes, want)
 	}
 }

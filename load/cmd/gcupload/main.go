@@ -19,7 +19,7 @@
 // copy, and a summary compares them. It is a measurement for
 // BENCHMARKS.md, not a test: nothing it prints is asserted anywhere.
 //
-//	go build -o /tmp/openxet . && go run ./testdata/gcupload -bin /tmp/openxet -data /tmp/gcscale
+//	go build -o /tmp/openxet . && go run ./load/cmd/gcupload -bin /tmp/openxet -data /tmp/gcscale
 package main
 
 import (

@@ -9,7 +9,7 @@
 // every 10 s after the last upload. It is a measurement for BENCHMARKS.md,
 // not a test: nothing it prints is asserted anywhere.
 //
-//	go build -o /tmp/openxet . && go run ./testdata/memstorm -bin /tmp/openxet
+//	go build -o /tmp/openxet . && go run ./load/cmd/memstorm -bin /tmp/openxet
 package main
 
 import (
@@ -105,19 +105,7 @@ func run(bin, budget, share string, tenants, creds, xorbMiB, rounds int, settle 
 		bodies := make([][]byte, len(tokens))
 		hashes := make([]xet.Hash, len(tokens))
 		for i := range tokens {
-			chunks := make([][]byte, xorbMiB*16)
-			for j := range chunks {
-				c := make([]byte, 64<<10)
-				for k := 0; k < len(c); k += 8 {
-					v := rng.Uint64()
-					for b := 0; b < 8; b++ {
-						c[k+b] = byte(v >> (8 * b))
-					}
-				}
-				chunks[j] = c
-			}
-			body, info := xet.BuildXorb(chunks, false)
-			bodies[i], hashes[i] = body, info.Hash
+			bodies[i], hashes[i] = randomXorb(rng, xorbMiB)
 		}
 		var wg sync.WaitGroup
 		var mu sync.Mutex
@@ -148,6 +136,23 @@ func run(bin, budget, share string, tenants, creds, xorbMiB, rounds int, settle 
 		fmt.Printf("RSS %3.0f s after the storm: %d MiB\n", t.Seconds(), rss(pid, "VmRSS")>>20)
 	}
 	return nil
+}
+
+// randomXorb builds a xorb of mib MiB of random 64 KiB chunks.
+func randomXorb(rng *rand.Rand, mib int) ([]byte, xet.Hash) {
+	chunks := make([][]byte, mib*16)
+	for j := range chunks {
+		c := make([]byte, 64<<10)
+		for k := 0; k < len(c); k += 8 {
+			v := rng.Uint64()
+			for b := 0; b < 8; b++ {
+				c[k+b] = byte(v >> (8 * b))
+			}
+		}
+		chunks[j] = c
+	}
+	body, info := xet.BuildXorb(chunks, false)
+	return body, info.Hash
 }
 
 // upload posts one xorb, retrying 503, and returns the number of retries.
