@@ -96,6 +96,37 @@ def test_datasets_push_to_hub_then_load_dataset(server, alice, alice_token, tmp_
     assert big["last"] == big["stream_last"] == {"id": 2999, "text": "line 2999 " * 5}, big
 
 
+def test_pandas_reads_hf_paths(server, alice, alice_token, tmp_path):
+    """pandas on hf:// (HfFileSystem under fsspec): a parquet file and a CSV
+    written with to_parquet / to_csv on hf:// paths are read back with
+    read_parquet / read_csv from a fresh cache, and a glob lists them."""
+    wrote = run_py(alice, """
+        import json
+        import pandas as pd
+        from huggingface_hub import HfApi
+        HfApi().create_repo("alice/pd", repo_type="dataset")
+        df = pd.DataFrame({"id": list(range(50)), "name": [f"n{i}" for i in range(50)]})
+        df.to_parquet("hf://datasets/alice/pd/data/part.parquet")
+        df.to_csv("hf://datasets/alice/pd/data/part.csv", index=False)
+        print(json.dumps("ok"))
+    """)
+    assert wrote == "ok"
+    reader = fresh(server, alice_token, tmp_path, "pandas-reader")
+    got = run_py(reader, """
+        import json
+        import pandas as pd
+        from huggingface_hub import HfFileSystem
+        pq = pd.read_parquet("hf://datasets/alice/pd/data/part.parquet")
+        csv = pd.read_csv("hf://datasets/alice/pd/data/part.csv")
+        listed = sorted(HfFileSystem().glob("datasets/alice/pd/data/*"))
+        print(json.dumps({"pq": [len(pq), int(pq["id"].sum()), pq["name"].iloc[-1]],
+                          "csv": [len(csv), int(csv["id"].sum()), csv["name"].iloc[-1]], "listed": listed}))
+    """)
+    assert got["pq"] == [50, sum(range(50)), "n49"], got
+    assert got["csv"] == [50, sum(range(50)), "n49"], got
+    assert got["listed"] == ["datasets/alice/pd/data/part.csv", "datasets/alice/pd/data/part.parquet"], got
+
+
 # --------------------------------------------------------------------------
 # transformers (no torch)
 
