@@ -65,10 +65,6 @@ type fileReleaseRecord struct {
 	Released int64  `json:"released"`
 }
 
-// TagRef is the ref name a tag is stored under; branches are stored under
-// their bare name.
-func TagRef(tag string) string { return "refs/tags/" + tag }
-
 // queryer is what both *sql.DB and *sql.Tx offer for reads.
 type queryer interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -433,34 +429,6 @@ func (s *Store) RepoIDs(ctx context.Context, tenant string) ([]RepoID, error) {
 	return out, rows.Err()
 }
 
-// Ref is a branch or tag of a repo.
-type Ref struct {
-	Name   string // branch name, or the tag name for a tag
-	Tag    bool
-	Commit string
-}
-
-// Refs lists a repo's branches and tags, ordered by name.
-func (s *Store) Refs(ctx context.Context, id RepoID) ([]Ref, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT ref, commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? ORDER BY ref`, id.Tenant, id.Type, id.Name)
-	if err != nil {
-		return nil, fmt.Errorf("refs of %s: %w", id, err)
-	}
-	defer rows.Close()
-	var out []Ref
-	for rows.Next() {
-		var r Ref
-		if err := rows.Scan(&r.Name, &r.Commit); err != nil {
-			return nil, err
-		}
-		if tag, ok := strings.CutPrefix(r.Name, "refs/tags/"); ok {
-			r.Name, r.Tag = tag, true
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
 // unreachableAfter returns the commits of repo id that no ref reaches
 // once the refs are as given (ref → commit; a missing ref is deleted).
 func unreachableAfter(ctx context.Context, q queryer, id RepoID, refs map[string]string) (map[string]bool, error) {
@@ -499,23 +467,6 @@ func unreachableAfter(ctx context.Context, q queryer, id RepoID, refs map[string
 		}
 	}
 	return out, nil
-}
-
-func repoRefs(ctx context.Context, q queryer, id RepoID) (map[string]string, error) {
-	rows, err := q.QueryContext(ctx, `SELECT ref, commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name)
-	if err != nil {
-		return nil, fmt.Errorf("refs of %s: %w", id, err)
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var ref, sha string
-		if err := rows.Scan(&ref, &sha); err != nil {
-			return nil, err
-		}
-		out[ref] = sha
-	}
-	return out, rows.Err()
 }
 
 // dropCommits deletes commit rows of a repo (those no ref reaches any more).
@@ -643,76 +594,6 @@ func (s *Store) repairRefRecord(ctx context.Context, id RepoID, ref string) {
 	}
 	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: ref, Commit: sha})
 	s.bucket.WriteAll(ctx, id.prefix()+"refs/"+HashName(ref)+".json", rr, nil)
-}
-
-// DeleteRef deletes a branch or a tag (ref as stored: a branch name, or
-// TagRef(tag)). The commits no ref reaches any more are dropped, and so is
-// the retention of the files only they referenced. ErrNotFound when the
-// repo has no such ref; deleting main is refused (ErrNotBranch).
-func (s *Store) DeleteRef(ctx context.Context, id RepoID, ref string) error {
-	if ref == "main" {
-		return fmt.Errorf("%w: the default branch main cannot be deleted", ErrNotBranch)
-	}
-	refs, err := repoRefs(ctx, s.db, id)
-	if err != nil {
-		return err
-	}
-	if _, ok := refs[ref]; !ok {
-		return fmt.Errorf("ref %s of %s: %w", ref, id, ErrNotFound)
-	}
-	delete(refs, ref)
-	dropped, err := unreachableAfter(ctx, s.db, id, refs)
-	if err != nil {
-		return err
-	}
-	cands, err := s.candidatesAfter(ctx, id, dropped)
-	if err != nil {
-		return err
-	}
-	_, err = s.changeRevisions(ctx, revisionChange{
-		tenant:     id.Tenant,
-		candidates: cands,
-		before: func(ctx context.Context) error {
-			err := s.bucket.Delete(ctx, id.prefix()+"refs/"+HashName(ref)+".json")
-			if err != nil && !isNotFound(err) {
-				return fmt.Errorf("delete ref %s: %w", ref, err)
-			}
-			return nil
-		},
-		index: func(ctx context.Context, tx *sql.Tx) error {
-			if _, err := tx.ExecContext(ctx, `DELETE FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref); err != nil {
-				return fmt.Errorf("delete ref %s: %w", ref, err)
-			}
-			now, err := repoRefs(ctx, tx, id)
-			if err != nil {
-				return err
-			}
-			gone, err := unreachableAfter(ctx, tx, id, now)
-			if err != nil {
-				return err
-			}
-			dropped = gone
-			return dropCommits(ctx, tx, id, gone)
-		},
-		after: func(ctx context.Context) error { return s.deleteCommitRecords(ctx, id, dropped) },
-	})
-	return err
-}
-
-// CreateTag points a new tag at a commit. ErrBadRefName for a name
-// ValidRefName refuses; ErrRefExists when the tag exists.
-func (s *Store) CreateTag(ctx context.Context, id RepoID, tag string, c Commit) error {
-	if err := ValidRefName(tag); err != nil {
-		return err
-	}
-	ok, err := s.HasRef(ctx, id, TagRef(tag))
-	if err != nil {
-		return err
-	}
-	if ok {
-		return fmt.Errorf("tag %s of %s: %w", tag, id, ErrRefExists)
-	}
-	return s.createRef(ctx, id, TagRef(tag), c)
 }
 
 // ErrRefExists means a branch or tag of that name already exists.

@@ -232,15 +232,6 @@ func insertCommit(ctx context.Context, tx *sql.Tx, id RepoID, c Commit) error {
 	return nil
 }
 
-func setRef(ctx context.Context, tx *sql.Tx, id RepoID, ref, sha string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO refs(tenant, type, name, ref, commit_sha) VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT(tenant, type, name, ref) DO UPDATE SET commit_sha = excluded.commit_sha`, id.Tenant, id.Type, id.Name, ref, sha)
-	if err != nil {
-		return fmt.Errorf("index ref %s: %w", ref, err)
-	}
-	return nil
-}
-
 // Repo returns a repo's record, or ErrNotFound.
 func (s *Store) Repo(ctx context.Context, id RepoID) (Repo, error) {
 	var (
@@ -289,39 +280,6 @@ func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, err
 		return Commit{}, fmt.Errorf("tree of %s: %w", sha, err)
 	}
 	return c, nil
-}
-
-// HasRef reports whether the repo has a ref (branch) of that name.
-func (s *Store) HasRef(ctx context.Context, id RepoID, ref string) (bool, error) {
-	var one int
-	err := s.queryRow(ctx, `SELECT 1 FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&one)
-	if errors.Is(err, sql.ErrNoRows) {
-		return false, nil
-	}
-	return err == nil, err
-}
-
-// CreateBranch points a new branch at a commit. ErrBadRefName for a name
-// ValidRefName refuses; ErrNotFound when the commit is no longer in the
-// index.
-func (s *Store) CreateBranch(ctx context.Context, id RepoID, branch string, c Commit) error {
-	if err := ValidRefName(branch); err != nil {
-		return err
-	}
-	return s.createRef(ctx, id, branch, c)
-}
-
-// createRef points a new ref (a branch, or TagRef(tag)) at a commit.
-func (s *Store) createRef(ctx context.Context, id RepoID, ref string, c Commit) error {
-	if err := s.writeCommitRecords(ctx, id, ref, c); err != nil {
-		return err
-	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := commitExists(ctx, tx, id, c.SHA); err != nil {
-			return err
-		}
-		return setRef(ctx, tx, id, ref, c.SHA)
-	})
 }
 
 // DeleteRepo removes a repo and releases the files its revisions

@@ -1,0 +1,175 @@
+// Refs: a repo's branches and tags, and the one place that creates and
+// deletes them (CreateBranch, CreateTag, DeleteRef; names checked by
+// ValidRefName in refname.go). Commits move a branch through setRef
+// (commit.go); what a deleted ref releases is lifecycle.go's.
+
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// TagRef is the ref name a tag is stored under; branches are stored under
+// their bare name.
+func TagRef(tag string) string { return "refs/tags/" + tag }
+
+// Ref is a branch or tag of a repo.
+type Ref struct {
+	Name   string // branch name, or the tag name for a tag
+	Tag    bool
+	Commit string
+}
+
+// Refs lists a repo's branches and tags, ordered by name.
+func (s *Store) Refs(ctx context.Context, id RepoID) ([]Ref, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT ref, commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? ORDER BY ref`, id.Tenant, id.Type, id.Name)
+	if err != nil {
+		return nil, fmt.Errorf("refs of %s: %w", id, err)
+	}
+	defer rows.Close()
+	var out []Ref
+	for rows.Next() {
+		var r Ref
+		if err := rows.Scan(&r.Name, &r.Commit); err != nil {
+			return nil, err
+		}
+		if tag, ok := strings.CutPrefix(r.Name, "refs/tags/"); ok {
+			r.Name, r.Tag = tag, true
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func repoRefs(ctx context.Context, q queryer, id RepoID) (map[string]string, error) {
+	rows, err := q.QueryContext(ctx, `SELECT ref, commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name)
+	if err != nil {
+		return nil, fmt.Errorf("refs of %s: %w", id, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var ref, sha string
+		if err := rows.Scan(&ref, &sha); err != nil {
+			return nil, err
+		}
+		out[ref] = sha
+	}
+	return out, rows.Err()
+}
+
+// DeleteRef deletes a branch or a tag (ref as stored: a branch name, or
+// TagRef(tag)). The commits no ref reaches any more are dropped, and so is
+// the retention of the files only they referenced. ErrNotFound when the
+// repo has no such ref; deleting main is refused (ErrNotBranch).
+func (s *Store) DeleteRef(ctx context.Context, id RepoID, ref string) error {
+	if ref == "main" {
+		return fmt.Errorf("%w: the default branch main cannot be deleted", ErrNotBranch)
+	}
+	refs, err := repoRefs(ctx, s.db, id)
+	if err != nil {
+		return err
+	}
+	if _, ok := refs[ref]; !ok {
+		return fmt.Errorf("ref %s of %s: %w", ref, id, ErrNotFound)
+	}
+	delete(refs, ref)
+	dropped, err := unreachableAfter(ctx, s.db, id, refs)
+	if err != nil {
+		return err
+	}
+	cands, err := s.candidatesAfter(ctx, id, dropped)
+	if err != nil {
+		return err
+	}
+	_, err = s.changeRevisions(ctx, revisionChange{
+		tenant:     id.Tenant,
+		candidates: cands,
+		before: func(ctx context.Context) error {
+			err := s.bucket.Delete(ctx, id.prefix()+"refs/"+HashName(ref)+".json")
+			if err != nil && !isNotFound(err) {
+				return fmt.Errorf("delete ref %s: %w", ref, err)
+			}
+			return nil
+		},
+		index: func(ctx context.Context, tx *sql.Tx) error {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref); err != nil {
+				return fmt.Errorf("delete ref %s: %w", ref, err)
+			}
+			now, err := repoRefs(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			gone, err := unreachableAfter(ctx, tx, id, now)
+			if err != nil {
+				return err
+			}
+			dropped = gone
+			return dropCommits(ctx, tx, id, gone)
+		},
+		after: func(ctx context.Context) error { return s.deleteCommitRecords(ctx, id, dropped) },
+	})
+	return err
+}
+
+// CreateTag points a new tag at a commit. ErrBadRefName for a name
+// ValidRefName refuses; ErrRefExists when the tag exists.
+func (s *Store) CreateTag(ctx context.Context, id RepoID, tag string, c Commit) error {
+	if err := ValidRefName(tag); err != nil {
+		return err
+	}
+	ok, err := s.HasRef(ctx, id, TagRef(tag))
+	if err != nil {
+		return err
+	}
+	if ok {
+		return fmt.Errorf("tag %s of %s: %w", tag, id, ErrRefExists)
+	}
+	return s.createRef(ctx, id, TagRef(tag), c)
+}
+
+func setRef(ctx context.Context, tx *sql.Tx, id RepoID, ref, sha string) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO refs(tenant, type, name, ref, commit_sha) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT(tenant, type, name, ref) DO UPDATE SET commit_sha = excluded.commit_sha`, id.Tenant, id.Type, id.Name, ref, sha)
+	if err != nil {
+		return fmt.Errorf("index ref %s: %w", ref, err)
+	}
+	return nil
+}
+
+// HasRef reports whether the repo has a ref (branch) of that name.
+func (s *Store) HasRef(ctx context.Context, id RepoID, ref string) (bool, error) {
+	var one int
+	err := s.queryRow(ctx, `SELECT 1 FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// CreateBranch points a new branch at a commit. ErrBadRefName for a name
+// ValidRefName refuses; ErrNotFound when the commit is no longer in the
+// index.
+func (s *Store) CreateBranch(ctx context.Context, id RepoID, branch string, c Commit) error {
+	if err := ValidRefName(branch); err != nil {
+		return err
+	}
+	return s.createRef(ctx, id, branch, c)
+}
+
+// createRef points a new ref (a branch, or TagRef(tag)) at a commit.
+func (s *Store) createRef(ctx context.Context, id RepoID, ref string, c Commit) error {
+	if err := s.writeCommitRecords(ctx, id, ref, c); err != nil {
+		return err
+	}
+	return s.inTx(ctx, func(tx *sql.Tx) error {
+		if err := commitExists(ctx, tx, id, c.SHA); err != nil {
+			return err
+		}
+		return setRef(ctx, tx, id, ref, c.SHA)
+	})
+}
