@@ -5,6 +5,7 @@ import (
 	"errors"
 	"html/template"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -33,6 +34,10 @@ type Config struct {
 	// that its credential has scope ("" for any) and admits it through the
 	// rate limits; handlers behind it find the caller with Principal.
 	Guard func(scope string) echo.MiddlewareFunc
+	// GuardURLToken is Guard for a route whose clients send no headers (the
+	// LFS basic upload URL): a request without an Authorization header
+	// authenticates with the CAS token in its "token" query parameter.
+	GuardURLToken func(scope string) echo.MiddlewareFunc
 	// Principal returns who a request acts as; nil when no guard
 	// authenticated it (a repo page without a token).
 	Principal func(c echo.Context) *Principal
@@ -61,6 +66,9 @@ type Config struct {
 	// Ready reports whether the index and the bucket answer (the landing
 	// page shows it).
 	Ready func(ctx context.Context) bool
+	// Uploads returns the server's settings for the uploads the Hub stores
+	// itself (the LFS basic transfer).
+	Uploads func() UploadConfig
 
 	// Version is shown on the landing page.
 	Version string
@@ -68,6 +76,20 @@ type Config struct {
 	// server's own routes (CAS API, probes, metrics): a path under one is
 	// never a repo page. "api" is always reserved.
 	ReservedNamespaces []string
+}
+
+// UploadConfig is what an upload the Hub stores itself takes from the
+// server's configuration.
+type UploadConfig struct {
+	// DedupGlobal is server.dedup_scope = "global": stored bytes may
+	// reference any tenant's chunks.
+	DedupGlobal bool
+	// DefaultQuotaBytes is the quota of a tenant without an override
+	// (store.Unlimited for none).
+	DefaultQuotaBytes int64
+	// BodyReadTimeout is how long a client has to send each 64 MiB of an
+	// LFS object (server.body_read_timeout); 0 for no limit.
+	BodyReadTimeout time.Duration
 }
 
 // Hub serves the Hub API. Create it with New, add its routes to an echo
@@ -81,7 +103,7 @@ type Hub struct {
 
 // New checks cfg and builds the Hub; it does no I/O.
 func New(cfg Config) (*Hub, error) {
-	if cfg.Store == nil || cfg.Guard == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil ||
+	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil ||
 		cfg.TenantLimits == nil || cfg.CASToken == nil || cfg.Credential == nil || cfg.ServeXetFile == nil ||
 		cfg.Released == nil || cfg.Ready == nil {
 		return nil, errors.New("hub.New: every Config field but Version and ReservedNamespaces is required")

@@ -21,8 +21,12 @@ func config(t *testing.T, reserved ...string) Config {
 	}
 	t.Cleanup(func() { st.Close() })
 	return Config{
-		Store:        st,
-		Guard:        func(string) echo.MiddlewareFunc { return func(next echo.HandlerFunc) echo.HandlerFunc { return next } },
+		Store: st,
+		Guard: func(string) echo.MiddlewareFunc { return func(next echo.HandlerFunc) echo.HandlerFunc { return next } },
+		GuardURLToken: func(string) echo.MiddlewareFunc {
+			return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+		},
+		Uploads:      func() UploadConfig { return UploadConfig{} },
 		Principal:    func(echo.Context) *Principal { return nil },
 		BaseURL:      func(echo.Context) string { return "http://x" },
 		Reserve:      func(echo.Context, int64) (func(), error) { return func() {}, nil },

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -92,6 +93,7 @@ func (h *Hub) repoRoutes(e *echo.Echo) {
 		e.GET(p+"/:ns/:name/resolve/:rev/*", h.resolve, read)
 		e.HEAD(p+"/:ns/:name/resolve/:rev/*", h.resolve, read)
 		e.POST(p+"/:ns/:repo/info/lfs/objects/batch", h.lfsBatch, write)
+		e.PUT(p+"/:ns/:repo/info/lfs/objects/:oid", h.lfsUpload, h.cfg.GuardURLToken("write"))
 	}
 }
 
@@ -277,12 +279,26 @@ func (h *Hub) repoInfo(c echo.Context) error {
 		}
 		siblings = append(siblings, sib)
 	}
-	return c.JSON(http.StatusOK, map[string]any{
+	info := map[string]any{
 		"_id": r.String(), "id": r.String(), "modelId": r.String(), "author": r.Tenant, "sha": cm.SHA,
 		"private": repo.Private, "disabled": false, "gated": false,
 		"createdAt": repo.Created.Format(hubTime), "lastModified": cm.Created.Format(hubTime),
 		"siblings": siblings, "tags": []string{},
-	})
+	}
+	if slices.Contains(expandFields(c), "xetEnabled") {
+		// Every openxet repo stores through Xet. huggingface_hub 0.32 to
+		// 0.35 asks before an upload (?expand=xetEnabled) and takes the LFS
+		// path without it; @huggingface/hub with useXet asks ?expand[]=.
+		info["xetEnabled"] = true
+	}
+	return c.JSON(http.StatusOK, info)
+}
+
+// expandFields is the fields a repo info request asks for with expand=F
+// (huggingface_hub, repeated for several) or expand[]=F (@huggingface/hub).
+func expandFields(c echo.Context) []string {
+	q := c.QueryParams()
+	return append(slices.Clone(q["expand"]), q["expand[]"]...)
 }
 
 func (h *Hub) createBranch(c echo.Context) error {

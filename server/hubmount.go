@@ -25,6 +25,8 @@ func (s *Server) newHub() (*hub.Hub, error) {
 	return hub.New(hub.Config{
 		Store:              s.store,
 		Guard:              s.guard,
+		GuardURLToken:      s.guardURLToken,
+		Uploads:            s.hubUploads,
 		Principal:          principalOf,
 		BaseURL:            s.base,
 		Reserve:            s.reserve,
@@ -37,6 +39,12 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		Version:            s.cfg.Version,
 		ReservedNamespaces: ownNamespaces(),
 	})
+}
+
+// hubUploads is the server's part of the uploads the Hub stores itself.
+func (s *Server) hubUploads() hub.UploadConfig {
+	return hub.UploadConfig{DedupGlobal: s.cfg.DedupScope == "global", DefaultQuotaBytes: s.cfg.Limits.QuotaBytes,
+		BodyReadTimeout: s.cfg.BodyReadTimeout}
 }
 
 // principalOf is the Hub's view of the request's identity; nil when no
