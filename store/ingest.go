@@ -46,21 +46,32 @@ type IngestedFile struct {
 
 // ingestReadBytes is the read buffer of an ingestion (chunks are cut from
 // it and copied into the xorb only when new).
-const ingestReadBytes = 1 << 20
+const ingestReadBytes = 512 << 10
 
 // ingestXorbBytes is the most a xorb being built takes: XorbTargetBytes of
-// data, its chunk headers, and one LZ4 frame of slack.
-const ingestXorbBytes = xet.XorbTargetBytes + xet.XorbTargetChunks*xet.ChunkHeaderBytes + 2*xet.MaxChunkBytes
+// data and the headers of XorbTargetChunks chunks (a chunk is stored
+// compressed only when that is smaller). With the read buffer it stays
+// under xet.MaxXorbBytes, which every credential's memory share holds.
+const ingestXorbBytes = xet.XorbTargetBytes + xet.XorbTargetChunks*xet.ChunkHeaderBytes
 
 // IngestBufferBytes returns the memory IngestFile works in for a stream of
 // sizeBytes (-1 when not known): a read buffer and one xorb, no bigger than
-// the stream needs.
+// the stream needs, and never more than xet.MaxXorbBytes.
 func IngestBufferBytes(sizeBytes int64) int64 {
-	xorb := int64(ingestXorbBytes)
+	read, xorb := ingestBuffers(sizeBytes)
+	return read + xorb
+}
+
+// ingestBuffers splits IngestBufferBytes into the read buffer and the xorb.
+func ingestBuffers(sizeBytes int64) (read, xorb int64) {
+	read, xorb = ingestReadBytes, ingestXorbBytes
 	if sizeBytes >= 0 {
-		xorb = min(xorb, sizeBytes+sizeBytes/xet.ChunkMinBytes*xet.ChunkHeaderBytes+2*xet.MaxChunkBytes)
+		xorb = min(xorb, sizeBytes+(sizeBytes/xet.ChunkMinBytes+1)*xet.ChunkHeaderBytes)
+		if sizeBytes < read {
+			read = xet.ChunkReaderBufBytes
+		}
 	}
-	return ingestReadBytes + xorb
+	return read, xorb
 }
 
 // IngestFile stores the bytes of r as tenant's file, the way an hf_xet
@@ -89,10 +100,13 @@ func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt 
 	in := &ingestion{s: s, ctx: ctx, tenant: tenant, opt: opt, sha: sha256.New(), known: map[xet.Hash]chunkRef{}}
 	buf := opt.Buffer
 	if int64(len(buf)) < IngestBufferBytes(opt.SizeBytes) {
+		// The caller reserved less than it should have; the ingestion
+		// still works, in memory of its own.
 		buf = make([]byte, IngestBufferBytes(opt.SizeBytes))
 	}
-	cr := xet.NewChunkReader(r, buf[:ingestReadBytes])
-	in.xorb = xet.NewXorbWriter(buf[ingestReadBytes:], true)
+	read, xorb := ingestBuffers(opt.SizeBytes)
+	cr := xet.NewChunkReader(r, buf[:read])
+	in.xorb = xet.NewXorbWriter(buf[read:read+xorb], true)
 	in.cur = -1
 	for first := true; ; first = false {
 		chunk, err := cr.Next()

@@ -179,3 +179,18 @@ func TestIngestRefusals(t *testing.T) {
 type failing struct{ err error }
 
 func (f *failing) Read([]byte) (int, error) { return 0, f.err }
+
+// TestIngestBufferFitsOneXorbShare: what an ingestion holds never passes
+// xet.MaxXorbBytes, the most a credential's memory share is sure to hold,
+// and shrinks with the stream.
+func TestIngestBufferFitsOneXorbShare(t *testing.T) {
+	for _, size := range []int64{-1, 0, 1, 100_000, 1 << 20, 64 << 20, 1 << 30, 1 << 40} {
+		n := IngestBufferBytes(size)
+		if n > xet.MaxXorbBytes || n < xet.ChunkReaderBufBytes {
+			t.Errorf("IngestBufferBytes(%d) = %d, want within [%d, %d]", size, n, xet.ChunkReaderBufBytes, xet.MaxXorbBytes)
+		}
+		if size >= 0 && size < 1<<20 && n > size+2<<20 {
+			t.Errorf("IngestBufferBytes(%d) = %d, more than a small stream needs", size, n)
+		}
+	}
+}
