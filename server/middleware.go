@@ -22,7 +22,9 @@ func (s *Server) guard(scope string) echo.MiddlewareFunc { return s.guardRated(s
 // query parameter "token" authenticates the request. Credentials are never
 // taken from a URL, only the short-lived CAS tokens the server signs; the
 // request log records the path without its query.
-func (s *Server) guardURLToken(scope string) echo.MiddlewareFunc { return s.guardRated(scope, true, true) }
+func (s *Server) guardURLToken(scope string) echo.MiddlewareFunc {
+	return s.guardRated(scope, true, true)
+}
 
 // authOnly is guard without the rate limits and the in-flight cap, for
 // requests that cost next to nothing and must not spend a tenant's
