@@ -194,3 +194,22 @@ func TestIngestBufferFitsOneXorbShare(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkIngestFile ingests 64 MiB of new random bytes into a file://
+// bucket: the server's work per byte of an LFS basic upload.
+func BenchmarkIngestFile(b *testing.B) {
+	dir := b.TempDir()
+	s := mustOpen(b, dir, fileBucket(dir))
+	buf := make([]byte, IngestBufferBytes(64<<20))
+	b.SetBytes(64 << 20)
+	b.ReportAllocs()
+	data := seeded("bench", 64<<20)
+	for i := 0; b.Loop(); i++ {
+		for j := 0; j < len(data); j += 4096 {
+			data[j] = byte(i) // new bytes each round, in a fraction of the time
+		}
+		if _, err := s.IngestFile(context.Background(), "alice", bytes.NewReader(data), IngestOptions{SizeBytes: -1, DefaultQuotaBytes: Unlimited, Buffer: buf}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
