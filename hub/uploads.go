@@ -338,8 +338,8 @@ func lfsObjectURL(base string, r store.RepoID, oid string) string {
 // the object by oid, and a Xet download of it gets the file hash hf_xet
 // computes. Everything that can refuse the upload without its body (auth,
 // limits, the oid, the length, the quota, memory) is decided before the
-// body is read; an object the tenant stored before is answered without
-// reading it.
+// body is read; the body of an object the tenant stored before is read and
+// dropped.
 func (h *Hub) lfsUpload(c echo.Context) error {
 	oid := c.Param("oid")
 	r, err := h.lfsRepo(c)
@@ -360,8 +360,15 @@ func (h *Hub) lfsUpload(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	up := h.cfg.Uploads()
+	body := &lfsBody{r: req.Body, rc: http.NewResponseController(c.Response().Writer), timeout: up.BodyReadTimeout, size: n}
 	if stored {
-		c.Response().Header().Set("Connection", "close") // the body is not read
+		// Only a race sends this (the batch offers no upload of stored
+		// content): take the body, so that the client sees the answer
+		// rather than a reset connection, and keep nothing of it.
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return err
+		}
 		return c.JSON(http.StatusOK, map[string]any{})
 	}
 	if err := nb.check(c); err != nil {
@@ -373,10 +380,8 @@ func (h *Hub) lfsUpload(c echo.Context) error {
 		return err
 	}
 	defer release()
-	up := h.cfg.Uploads()
 	var sha [sha256.Size]byte
 	hex.Decode(sha[:], []byte(oid))
-	body := &lfsBody{r: req.Body, rc: http.NewResponseController(c.Response().Writer), timeout: up.BodyReadTimeout, size: n}
 	_, err = h.store.IngestFile(ctx, r.Tenant, body, store.IngestOptions{SizeBytes: n, SHA256: &sha,
 		DedupGlobal: up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes, Buffer: make([]byte, need)})
 	if err != nil {
