@@ -268,3 +268,40 @@ func TestRepoInfoAnswersXetEnabled(t *testing.T) {
 		}
 	}
 }
+
+// TestLFSBasicUploadOfSeveralXorbs: an object over one xorb's 64 MiB is
+// stored in several, and downloads byte for byte.
+func TestLFSBasicUploadOfSeveralXorbs(t *testing.T) {
+	e := newEnv(t)
+	alice := e.Credential("alice", "write")
+	e.createRepoJSON(alice, `{"name":"m"}`)
+	content := make([]byte, 70<<20)
+	for i := 0; i < len(content); i += sha256.Size {
+		s := sha256.Sum256(fmt.Appendf(nil, "big:%d", i))
+		copy(content[i:], s[:])
+	}
+	sum := sha256.Sum256(content)
+	oid := hex.EncodeToString(sum[:])
+	_, obj := e.lfsBatch(alice, "alice/m", []string{"basic"}, content)
+	if r := put(t, obj.Actions.Upload.Href, content); r.Status != 200 {
+		t.Fatalf("PUT: %d %s", r.Status, r.Body)
+	}
+	f, err := e.Store.FileBySHA256(context.Background(), "alice", oid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	terms, _, err := e.Store.FileTerms(context.Background(), "alice", f.Hash, 0, f.SizeBytes)
+	if err != nil || len(terms) < 2 || terms[0].Xorb == terms[len(terms)-1].Xorb {
+		t.Fatalf("terms %+v, %v: want the file in more than one xorb", terms, err)
+	}
+	if want := xetFileHash(t, content); f.Hash != want {
+		t.Fatalf("file hash %s, want %s", f.Hash, want)
+	}
+	line := fmt.Sprintf(`{"key":"lfsFile","value":{"path":"big.bin","algo":"sha256","oid":%q,"size":%d}}`, oid, len(content))
+	if r := e.commitLines(alice, "alice/m", line); r.Status != 200 {
+		t.Fatalf("commit: %d %s", r.Status, r.Body)
+	}
+	if r := e.Do("GET", "/alice/m/resolve/main/big.bin", alice, nil); r.Status != 200 || !bytes.Equal(r.Body, content) {
+		t.Fatalf("download: %d, %d bytes, equal %v", r.Status, len(r.Body), bytes.Equal(r.Body, content))
+	}
+}
