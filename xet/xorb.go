@@ -329,6 +329,7 @@ type XorbWriter struct {
 	compress bool
 	comp     lz4.Compressor
 	frame    []byte
+	scratch  []byte // appendLZ4FrameTmp's block buffer
 }
 
 // NewXorbWriter returns a writer that appends to buf[:0]; the body grows
@@ -352,7 +353,7 @@ func (w *XorbWriter) Len() int { return len(w.chunks) }
 func (w *XorbWriter) Add(h Hash, c []byte) {
 	scheme, payload := byte(SchemeNone), c
 	if w.compress && len(c) > 0 {
-		w.frame = appendLZ4Frame(w.frame[:0], c, &w.comp)
+		w.frame = appendLZ4FrameTmp(w.frame[:0], c, &w.comp, &w.scratch)
 		if len(w.frame) < len(c) {
 			scheme, payload = SchemeLZ4, w.frame
 		}
