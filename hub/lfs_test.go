@@ -305,3 +305,20 @@ func TestLFSBasicUploadOfSeveralXorbs(t *testing.T) {
 		t.Fatalf("download: %d, %d bytes, equal %v", r.Status, len(r.Body), bytes.Equal(r.Body, content))
 	}
 }
+
+// TestLFSBasicUploadOfAnEmptyObject: a 0-byte object is registered like
+// hf_xet registers an empty file (zero hash, no terms) and can be committed.
+func TestLFSBasicUploadOfAnEmptyObject(t *testing.T) {
+	e := newEnv(t)
+	alice := e.Credential("alice", "write")
+	e.createRepoJSON(alice, `{"name":"m"}`)
+	_, obj := e.lfsBatch(alice, "alice/m", nil, nil)
+	if r := put(t, obj.Actions.Upload.Href, []byte{}); r.Status != 200 {
+		t.Fatalf("PUT: %d %s", r.Status, r.Body)
+	}
+	sum := sha256.Sum256(nil)
+	f, err := e.Store.FileBySHA256(context.Background(), "alice", hex.EncodeToString(sum[:]))
+	if err != nil || !f.Hash.IsZero() || f.SizeBytes != 0 {
+		t.Fatalf("registered %+v, %v; want the empty file", f, err)
+	}
+}
