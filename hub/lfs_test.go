@@ -322,3 +322,18 @@ func TestLFSBasicUploadOfAnEmptyObject(t *testing.T) {
 		t.Fatalf("registered %+v, %v; want the empty file", f, err)
 	}
 }
+
+// TestURLTokenOnlyOnTheLFSUploadRoute: the CAS token the basic href
+// carries authenticates that PUT and nothing else.
+func TestURLTokenOnlyOnTheLFSUploadRoute(t *testing.T) {
+	e := newEnv(t)
+	alice := e.Credential("alice", "write")
+	e.createRepoJSON(alice, `{"name":"m"}`)
+	_, obj := e.lfsBatch(alice, "alice/m", nil, []byte("x"))
+	_, query, _ := strings.Cut(obj.Actions.Upload.Href, "?")
+	for _, p := range []string{"/api/models/alice/m", "/api/models/alice/m/xet-write-token/main", "/api/whoami-v2"} {
+		if r := e.Do("GET", p+"?"+query, "", nil); r.Status != 401 {
+			t.Errorf("GET %s with the URL token: %d %s, want 401", p, r.Status, r.Body)
+		}
+	}
+}
