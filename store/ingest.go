@@ -93,9 +93,11 @@ func ingestBuffers(sizeBytes int64) (read, xorb int64) {
 // Errors: a read error of r, wrapped (a *refusal.Error the caller's reader
 // returns stays reachable with errors.As); xet.ErrHashMismatch when the
 // stream's length or SHA-256 is not what opt says; *OverQuotaError when a
-// new xorb would pass the quota; ErrUnavailable. A stream refused after
-// some xorbs were stored leaves them owned by tenant but in no file (as an
-// interrupted hf_xet upload does): collection releases them.
+// new xorb would pass the quota; ErrUnavailable. The length and SHA-256 are
+// checked before the last xorb is stored, so a refused stream of up to one
+// xorb (64 MiB) changes nothing; of a longer one, the xorbs stored before
+// its end stay owned by tenant in no file (as after an interrupted hf_xet
+// upload) until collection releases them.
 func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt IngestOptions) (IngestedFile, error) {
 	in := &ingestion{s: s, ctx: ctx, tenant: tenant, opt: opt, sha: sha256.New(), known: map[xet.Hash]chunkRef{}}
 	buf := opt.Buffer

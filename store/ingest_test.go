@@ -159,6 +159,10 @@ func TestIngestRefusals(t *testing.T) {
 	if _, err := s.FileBySHA256(ctx, "alice", fmt.Sprintf("%x", sum)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a refused stream registered a file: %v", err)
 	}
+	// Within one xorb, the checks come before anything is stored.
+	if u, _ := s.Usage(ctx, "alice"); u != 0 {
+		t.Fatalf("alice's usage after the refused streams: %d, want 0", u)
+	}
 	if err := s.PutTenantLimits(ctx, "bob", []byte(`{"quota_bytes":1000}`), ptr(int64(1000))); err != nil {
 		t.Fatal(err)
 	}
