@@ -49,6 +49,10 @@ type Config struct {
 	// release once the bytes are no longer held. Its errors are the
 	// budget's (memory_busy, payload_too_large).
 	Reserve func(c echo.Context, bytes int64) (release func(), err error)
+	// ReserveBuffer is Reserve for memory wanted as one buffer of n bytes,
+	// taken from the budget's pool of released buffers when it can be;
+	// nothing may keep a slice of it after release.
+	ReserveBuffer func(c echo.Context, n int64) (buf []byte, release func(), err error)
 	// TenantLimits returns a tenant's effective limits (its quota).
 	TenantLimits func(c echo.Context, tenant string) (limits.Limits, error)
 	// CASToken signs a CAS token of one scope for p; expiry is Unix
@@ -103,7 +107,7 @@ type Hub struct {
 
 // New checks cfg and builds the Hub; it does no I/O.
 func New(cfg Config) (*Hub, error) {
-	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil ||
+	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil ||
 		cfg.TenantLimits == nil || cfg.CASToken == nil || cfg.Credential == nil || cfg.ServeXetFile == nil ||
 		cfg.Released == nil || cfg.Ready == nil {
 		return nil, errors.New("hub.New: every Config field but Version and ReservedNamespaces is required")

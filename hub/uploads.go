@@ -374,8 +374,9 @@ func (h *Hub) lfsUpload(c echo.Context) error {
 	if err := nb.check(c); err != nil {
 		return err
 	}
-	need := store.IngestBufferBytes(n)
-	release, err := h.cfg.Reserve(c, need)
+	// The ingestion works in a pooled buffer that goes back to the pool
+	// when the handler returns: IngestFile keeps no slice of it.
+	buf, release, err := h.cfg.ReserveBuffer(c, store.IngestBufferBytes(n))
 	if err != nil {
 		return err
 	}
@@ -383,7 +384,7 @@ func (h *Hub) lfsUpload(c echo.Context) error {
 	var sha [sha256.Size]byte
 	hex.Decode(sha[:], []byte(oid))
 	_, err = h.store.IngestFile(ctx, r.Tenant, body, store.IngestOptions{SizeBytes: n, SHA256: &sha,
-		DedupGlobal: up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes, Buffer: make([]byte, need)})
+		DedupGlobal: up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes, Buffer: buf})
 	if err != nil {
 		if errors.Is(err, xet.ErrHashMismatch) {
 			return refusal.Wrap(refusal.ErrBadRequest, "the object is not the one its oid names: %v", err)

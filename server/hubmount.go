@@ -30,6 +30,7 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		Principal:          principalOf,
 		BaseURL:            s.base,
 		Reserve:            s.reserve,
+		ReserveBuffer:      s.reserveBuffer,
 		TenantLimits:       s.limitsFor,
 		CASToken:           s.casTokenFor,
 		Credential:         s.credential,
@@ -65,6 +66,16 @@ func (s *Server) reserve(c echo.Context, n int64) (release func(), err error) {
 		return nil, err
 	}
 	return res.Release, nil
+}
+
+// reserveBuffer takes an n-byte buffer from the memory budget (and its
+// pool) for the request's credential and tenant.
+func (s *Server) reserveBuffer(c echo.Context, n int64) ([]byte, func(), error) {
+	res, buf, err := s.budget.ReserveBuffer(c.Request().Context(), budgetKey(identityOf(c)), n)
+	if err != nil {
+		return nil, nil, err
+	}
+	return buf, res.Release, nil
 }
 
 // casTokenFor signs a CAS token of one scope for a credential, valid for

@@ -29,7 +29,8 @@ type IngestOptions struct {
 	DefaultQuotaBytes int64
 	// Buffer is the memory the ingestion works in: the xorb being built
 	// and the read buffer. The caller reserves IngestBufferBytes(SizeBytes)
-	// (and may pass that much here); a shorter Buffer is grown.
+	// (and may pass that much here); a shorter Buffer is replaced by one of
+	// the ingestion's own. IngestFile keeps no slice of it once it returns.
 	Buffer []byte
 }
 
