@@ -53,6 +53,11 @@ type Config struct {
 	// taken from the budget's pool of released buffers when it can be;
 	// nothing may keep a slice of it after release.
 	ReserveBuffer func(c echo.Context, n int64) (buf []byte, release func(), err error)
+	// Work takes one of the node's work slots for the request's tenant, for
+	// a section of CPU or index work (never across a read of the body);
+	// release gives it back. It waits until a slot is granted or the
+	// request ends.
+	Work func(c echo.Context) (release func(), err error)
 	// TenantLimits returns a tenant's effective limits (its quota).
 	TenantLimits func(c echo.Context, tenant string) (limits.Limits, error)
 	// CASToken signs a CAS token of one scope for p; expiry is Unix
@@ -107,7 +112,7 @@ type Hub struct {
 
 // New checks cfg and builds the Hub; it does no I/O.
 func New(cfg Config) (*Hub, error) {
-	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil ||
+	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil || cfg.Work == nil ||
 		cfg.TenantLimits == nil || cfg.CASToken == nil || cfg.Credential == nil || cfg.ServeXetFile == nil ||
 		cfg.Released == nil || cfg.Ready == nil {
 		return nil, errors.New("hub.New: every Config field but Version and ReservedNamespaces is required")

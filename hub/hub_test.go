@@ -33,6 +33,7 @@ func config(t *testing.T, reserved ...string) Config {
 		ReserveBuffer: func(_ echo.Context, n int64) ([]byte, func(), error) {
 			return make([]byte, n), func() {}, nil
 		},
+		Work:         func(echo.Context) (func(), error) { return func() {}, nil },
 		TenantLimits: func(echo.Context, string) (limits.Limits, error) { return limits.Limits{}, nil },
 		CASToken:     func(*Principal, string) (string, int64) { return "", 0 },
 		Credential:   func(context.Context, string) (store.Credential, error) { return store.Credential{}, store.ErrNotFound },

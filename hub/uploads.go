@@ -384,7 +384,8 @@ func (h *Hub) lfsUpload(c echo.Context) error {
 	var sha [sha256.Size]byte
 	hex.Decode(sha[:], []byte(oid))
 	_, err = h.store.IngestFile(ctx, r.Tenant, body, store.IngestOptions{SizeBytes: n, SHA256: &sha,
-		DedupGlobal: up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes, Buffer: buf})
+		DedupGlobal: up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes, Buffer: buf,
+		Work: func() (func(), error) { return h.cfg.Work(c) }})
 	if err != nil {
 		if errors.Is(err, xet.ErrHashMismatch) {
 			return refusal.Wrap(refusal.ErrBadRequest, "the object is not the one its oid names: %v", err)

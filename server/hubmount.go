@@ -31,6 +31,7 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		BaseURL:            s.base,
 		Reserve:            s.reserve,
 		ReserveBuffer:      s.reserveBuffer,
+		Work:               s.hubWork,
 		TenantLimits:       s.limitsFor,
 		CASToken:           s.casTokenFor,
 		Credential:         s.credential,
@@ -76,6 +77,17 @@ func (s *Server) reserveBuffer(c echo.Context, n int64) ([]byte, func(), error) 
 		return nil, nil, err
 	}
 	return buf, res.Release, nil
+}
+
+// hubWork takes a work slot for a section of an upload the Hub stores
+// itself. Its body is under way, so it waits until a slot is granted or
+// the request ends (answerSlot) rather than refusing after work_wait.
+func (s *Server) hubWork(c echo.Context) (func(), error) {
+	slot, err := s.answerSlot(c)
+	if err != nil {
+		return nil, err
+	}
+	return slot.Release, nil
 }
 
 // casTokenFor signs a CAS token of one scope for a credential, valid for

@@ -32,6 +32,12 @@ type IngestOptions struct {
 	// (and may pass that much here); a shorter Buffer is replaced by one of
 	// the ingestion's own. IngestFile keeps no slice of it once it returns.
 	Buffer []byte
+	// Work, when not nil, is called before each stretch of CPU work on
+	// bytes already read (cutting, hashing, packing chunks); its done is
+	// called before the next read of the stream and before a xorb is
+	// stored, so that nothing is held while the client or the bucket is
+	// waited for. An error of Work ends the ingestion with it.
+	Work func() (done func(), err error)
 }
 
 // IngestedFile is what IngestFile registered.
@@ -111,7 +117,11 @@ func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt 
 	cr := xet.NewChunkReader(r, buf[:read])
 	in.xorb = xet.NewXorbWriter(buf[read:read+xorb], true)
 	in.cur = -1
+	defer in.rest()
 	for first := true; ; first = false {
+		if !cr.Buffered() {
+			in.rest()
+		}
 		chunk, err := cr.Next()
 		if errors.Is(err, io.EOF) {
 			break
@@ -122,10 +132,14 @@ func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt 
 		if opt.SizeBytes >= 0 && cr.BytesRead() > opt.SizeBytes {
 			return IngestedFile{}, fmt.Errorf("ingest: %w: the stream is longer than its %d bytes", xet.ErrHashMismatch, opt.SizeBytes)
 		}
+		if err := in.work(); err != nil {
+			return IngestedFile{}, fmt.Errorf("ingest: %w", err)
+		}
 		if err := in.add(chunk, first); err != nil {
 			return IngestedFile{}, err
 		}
 	}
+	in.rest()
 	if opt.SizeBytes >= 0 && in.size != opt.SizeBytes {
 		return IngestedFile{}, fmt.Errorf("ingest: %w: the stream has %d bytes, want %d", xet.ErrHashMismatch, in.size, opt.SizeBytes)
 	}
@@ -174,6 +188,28 @@ type ingestion struct {
 
 	newXorbs int
 	newBytes int64
+	done     func() // of opt.Work, while held
+}
+
+// work holds opt.Work for the chunks that follow, unless held already.
+func (in *ingestion) work() error {
+	if in.done != nil || in.opt.Work == nil {
+		return nil
+	}
+	done, err := in.opt.Work()
+	if err != nil {
+		return err
+	}
+	in.done = done
+	return nil
+}
+
+// rest gives opt.Work back, if held.
+func (in *ingestion) rest() {
+	if in.done != nil {
+		in.done()
+		in.done = nil
+	}
 }
 
 // add places one chunk of the stream.
@@ -259,6 +295,7 @@ func (in *ingestion) flush() error {
 	if in.cur < 0 {
 		return nil
 	}
+	in.rest()
 	body, info := in.xorb.Finish()
 	inserted, err := in.s.PutXorb(in.ctx, in.tenant, info, body, in.opt.DefaultQuotaBytes)
 	if err != nil {

@@ -217,3 +217,49 @@ func BenchmarkIngestFile(b *testing.B) {
 		}
 	}
 }
+
+// watchedReader fails the test when it is read while work is held.
+type watchedReader struct {
+	t    *testing.T
+	r    io.Reader
+	held *int
+}
+
+func (w *watchedReader) Read(p []byte) (int, error) {
+	if *w.held != 0 {
+		w.t.Errorf("the stream was read while %d work sections were held", *w.held)
+	}
+	return w.r.Read(p[:min(len(p), 50_000)])
+}
+
+// TestIngestHoldsWorkOnlyBetweenReads: IngestOptions.Work is held while
+// chunks already read are processed, never across a read, and given back
+// at the end, also when the work is refused.
+func TestIngestHoldsWorkOnlyBetweenReads(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	data := seeded("work", 3<<20)
+	held, calls := 0, 0
+	work := func() (func(), error) {
+		held++
+		calls++
+		return func() { held-- }, nil
+	}
+	_, err := s.IngestFile(context.Background(), "alice", &watchedReader{t: t, r: bytes.NewReader(data), held: &held},
+		IngestOptions{SizeBytes: int64(len(data)), DefaultQuotaBytes: Unlimited, Work: work})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls < 2 || held != 0 {
+		t.Fatalf("work taken %d times, %d still held; want several, none left", calls, held)
+	}
+	busy := errors.New("busy")
+	_, err = s.IngestFile(context.Background(), "bob", bytes.NewReader(data), IngestOptions{SizeBytes: -1, DefaultQuotaBytes: Unlimited,
+		Work: func() (func(), error) { return nil, busy }})
+	if !errors.Is(err, busy) {
+		t.Fatalf("refused work: %v, want its error", err)
+	}
+	if u, _ := s.Usage(context.Background(), "bob"); u != 0 {
+		t.Fatalf("bob's usage after refused work: %d", u)
+	}
+}

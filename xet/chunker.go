@@ -121,5 +121,11 @@ func (c *ChunkReader) Next() ([]byte, error) {
 	return chunk, nil
 }
 
+// Buffered reports whether the next call of Next returns without reading
+// from r: a whole chunk is buffered, or the stream ended or failed.
+func (c *ChunkReader) Buffered() bool {
+	return c.err != nil || c.eof || c.end-c.start >= ChunkMaxBytes
+}
+
 // BytesRead returns how many bytes were read from r so far.
 func (c *ChunkReader) BytesRead() int64 { return c.n }
