@@ -123,6 +123,25 @@ def test_js_upload_and_download_through_xet(server, node_client, tmp_path):
     assert all(e.get("tenant") in ("alice", None) for e in reqs)
 
 
+def test_js_upload_without_xet_goes_through_lfs_basic(server, node_client, tmp_path):
+    """uploadFiles with useXet: false (the default of @huggingface/hub up to
+    2.6) offers only the LFS transfers: the batch answers basic, the client
+    PUTs the object to the href, and the server stores it as Xet, so the
+    Xet download that follows works."""
+    token = server.make_credential("fay")
+    mark = server.log_mark()
+    out = run_roundtrip(node_client, server, token, "fay/js-lfs", tmp_path,
+                        BIG_BYTES=str(2 * MiB + 5), USE_XET="0")
+    _assert_local_only(out)
+    assert out["ok"] and out["_exit"] == 0, out
+    big = {f["path"]: f for f in out["files"]}["data/nested/random.bin"]
+    assert big["xet"] and big["blob_class"] == "XetBlob", big
+    reqs = server.requests_since(mark)
+    puts = [e for e in reqs if e["method"] == "PUT" and e["path"].startswith("/fay/js-lfs.git/info/lfs/objects/")]
+    assert [e["status"] for e in puts] == ["200"], reqs
+    assert not [e for e in reqs if XORB_POST.match(e["path"])], reqs
+
+
 def test_js_downloads_what_hf_uploaded(server, node_client, tmp_path):
     """downloadFile through Xet, for files the Python client uploaded."""
     token = server.make_credential("dana")

@@ -2,7 +2,9 @@
 // huggingface_hub, the hf CLI and @huggingface/hub call at HF_ENDPOINT
 // (repo creation and deletion, repo info, trees, paths-info, preupload,
 // commits and their history, copies between a tenant's repos, the git-lfs
-// batch route, the xet token endpoints that hand out CAS tokens,
+// batch route and the LFS basic transfer (objects PUT without Xet, stored
+// as Xet files through store.IngestFile), the xet token endpoints that
+// hand out CAS tokens,
 // resolve and raw downloads, branches, tags and super-squash, listings,
 // whoami, repo settings, moves and duplicates), the answers for the Hub
 // features it does not serve (notserved.go), and the pages a browser
@@ -16,8 +18,8 @@
 // The package owns the Hub's routes and answers, nothing of the request
 // pipeline around them. The server that mounts it (package server, through
 // New and Mount) passes in, as the func fields of Config, what it owns:
-// the guard (auth, scopes, rate limits, in-flight cap) and who a request
-// acts as, memory reservations, tenant limits, CAS tokens, the
+// the guard (auth, scopes, rate limits, in-flight cap; GuardURLToken for
+// the LFS upload URL) and who a request acts as, upload settings, memory reservations, tenant limits, CAS tokens, the
 // reconstructed file stream, the collector, readiness. Handlers return
 // errors, never write refusals: the ones hub decides are refusal.Error
 // values or wrap refusal's sentinels, and the server renders every error,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"html/template"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -33,6 +34,10 @@ type Config struct {
 	// that its credential has scope ("" for any) and admits it through the
 	// rate limits; handlers behind it find the caller with Principal.
 	Guard func(scope string) echo.MiddlewareFunc
+	// GuardURLToken is Guard for a route whose clients send no headers (the
+	// LFS basic upload URL): a request without an Authorization header
+	// authenticates with the CAS token in its "token" query parameter.
+	GuardURLToken func(scope string) echo.MiddlewareFunc
 	// Principal returns who a request acts as; nil when no guard
 	// authenticated it (a repo page without a token).
 	Principal func(c echo.Context) *Principal
@@ -44,6 +49,15 @@ type Config struct {
 	// release once the bytes are no longer held. Its errors are the
 	// budget's (memory_busy, payload_too_large).
 	Reserve func(c echo.Context, bytes int64) (release func(), err error)
+	// ReserveBuffer is Reserve for memory wanted as one buffer of n bytes,
+	// taken from the budget's pool of released buffers when it can be;
+	// nothing may keep a slice of it after release.
+	ReserveBuffer func(c echo.Context, n int64) (buf []byte, release func(), err error)
+	// Work takes one of the node's work slots for the request's tenant, for
+	// a section of CPU or index work (never across a read of the body);
+	// release gives it back. It waits until a slot is granted or the
+	// request ends.
+	Work func(c echo.Context) (release func(), err error)
 	// TenantLimits returns a tenant's effective limits (its quota).
 	TenantLimits func(c echo.Context, tenant string) (limits.Limits, error)
 	// CASToken signs a CAS token of one scope for p; expiry is Unix
@@ -61,6 +75,9 @@ type Config struct {
 	// Ready reports whether the index and the bucket answer (the landing
 	// page shows it).
 	Ready func(ctx context.Context) bool
+	// Uploads returns the server's settings for the uploads the Hub stores
+	// itself (the LFS basic transfer).
+	Uploads func() UploadConfig
 
 	// Version is shown on the landing page.
 	Version string
@@ -68,6 +85,20 @@ type Config struct {
 	// server's own routes (CAS API, probes, metrics): a path under one is
 	// never a repo page. "api" is always reserved.
 	ReservedNamespaces []string
+}
+
+// UploadConfig is what an upload the Hub stores itself takes from the
+// server's configuration.
+type UploadConfig struct {
+	// DedupGlobal is server.dedup_scope = "global": stored bytes may
+	// reference any tenant's chunks.
+	DedupGlobal bool
+	// DefaultQuotaBytes is the quota of a tenant without an override
+	// (store.Unlimited for none).
+	DefaultQuotaBytes int64
+	// BodyReadTimeout is how long a client has to send each 64 MiB of an
+	// LFS object (server.body_read_timeout); 0 for no limit.
+	BodyReadTimeout time.Duration
 }
 
 // Hub serves the Hub API. Create it with New, add its routes to an echo
@@ -81,7 +112,7 @@ type Hub struct {
 
 // New checks cfg and builds the Hub; it does no I/O.
 func New(cfg Config) (*Hub, error) {
-	if cfg.Store == nil || cfg.Guard == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil ||
+	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil || cfg.Work == nil ||
 		cfg.TenantLimits == nil || cfg.CASToken == nil || cfg.Credential == nil || cfg.ServeXetFile == nil ||
 		cfg.Released == nil || cfg.Ready == nil {
 		return nil, errors.New("hub.New: every Config field but Version and ReservedNamespaces is required")

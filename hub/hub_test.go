@@ -21,11 +21,19 @@ func config(t *testing.T, reserved ...string) Config {
 	}
 	t.Cleanup(func() { st.Close() })
 	return Config{
-		Store:        st,
-		Guard:        func(string) echo.MiddlewareFunc { return func(next echo.HandlerFunc) echo.HandlerFunc { return next } },
-		Principal:    func(echo.Context) *Principal { return nil },
-		BaseURL:      func(echo.Context) string { return "http://x" },
-		Reserve:      func(echo.Context, int64) (func(), error) { return func() {}, nil },
+		Store: st,
+		Guard: func(string) echo.MiddlewareFunc { return func(next echo.HandlerFunc) echo.HandlerFunc { return next } },
+		GuardURLToken: func(string) echo.MiddlewareFunc {
+			return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+		},
+		Uploads:   func() UploadConfig { return UploadConfig{} },
+		Principal: func(echo.Context) *Principal { return nil },
+		BaseURL:   func(echo.Context) string { return "http://x" },
+		Reserve:   func(echo.Context, int64) (func(), error) { return func() {}, nil },
+		ReserveBuffer: func(_ echo.Context, n int64) ([]byte, func(), error) {
+			return make([]byte, n), func() {}, nil
+		},
+		Work:         func(echo.Context) (func(), error) { return func() {}, nil },
 		TenantLimits: func(echo.Context, string) (limits.Limits, error) { return limits.Limits{}, nil },
 		CASToken:     func(*Principal, string) (string, int64) { return "", 0 },
 		Credential:   func(context.Context, string) (store.Credential, error) { return store.Credential{}, store.ErrNotFound },

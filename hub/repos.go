@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -94,6 +95,7 @@ func (h *Hub) repoRoutes(e *echo.Echo) {
 		e.GET(p+"/:ns/:name/resolve/:rev/*", h.resolve, read)
 		e.HEAD(p+"/:ns/:name/resolve/:rev/*", h.resolve, read)
 		e.POST(p+"/:ns/:repo/info/lfs/objects/batch", h.lfsBatch, write)
+		e.PUT(p+"/:ns/:repo/info/lfs/objects/:oid", h.lfsUpload, h.cfg.GuardURLToken("write"))
 	}
 }
 
@@ -326,7 +328,20 @@ func (h *Hub) repoInfo(c echo.Context) error {
 			}
 		}
 	}
+	if slices.Contains(expandFields(c), "xetEnabled") {
+		// Every openxet repo stores through Xet. huggingface_hub 0.32 to
+		// 0.35 asks before an upload (?expand=xetEnabled) and takes the LFS
+		// path without it; @huggingface/hub with useXet asks ?expand[]=.
+		info["xetEnabled"] = true
+	}
 	return c.JSON(http.StatusOK, info)
+}
+
+// expandFields is the fields a repo info request asks for with expand=F
+// (huggingface_hub, repeated for several) or expand[]=F (@huggingface/hub).
+func expandFields(c echo.Context) []string {
+	q := c.QueryParams()
+	return append(slices.Clone(q["expand"]), q["expand[]"]...)
 }
 
 func (h *Hub) createBranch(c echo.Context) error {

@@ -4,19 +4,24 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"openxet/limits"
 	"openxet/refusal"
 	"openxet/store"
+	"openxet/xet"
 )
 
 // storedContent reports whether tenant already registered a file whose
@@ -31,6 +36,46 @@ func (h *Hub) storedContent(ctx context.Context, tenant, sha string) (bool, erro
 	}
 	return err == nil, err
 }
+
+// newBytes is the new-bytes rule that preupload and the LFS batch share:
+// of the content a request announces, only bytes the tenant does not own
+// yet count against its quota, before any byte is sent. Content it stored
+// before (found by SHA-256) costs nothing, and content named twice in one
+// request counts once.
+type newBytes struct {
+	h       *Hub
+	tenant  string
+	counted map[string]bool // SHA-256s already counted in this request
+	total   int64
+}
+
+func (h *Hub) newBytes(tenant string) *newBytes {
+	return &newBytes{h: h, tenant: tenant, counted: map[string]bool{}}
+}
+
+// add counts size bytes of content whose SHA-256 is sha (hex, any case; ""
+// when unknown, which always counts) and reports whether the tenant has
+// that content stored already.
+func (n *newBytes) add(ctx context.Context, sha string, size int64) (stored bool, err error) {
+	sha = strings.ToLower(sha)
+	if sha != "" && n.counted[sha] {
+		return false, nil
+	}
+	if stored, err = n.h.storedContent(ctx, n.tenant, sha); err != nil {
+		return false, err
+	}
+	if sha != "" {
+		n.counted[sha] = true
+	}
+	if !stored {
+		n.total += size
+	}
+	return stored, nil
+}
+
+// check refuses the request when the bytes counted cannot fit the tenant's
+// quota.
+func (n *newBytes) check(c echo.Context) error { return n.h.quotaForNew(c, n.tenant, n.total) }
 
 // quotaForNew refuses, before any byte is sent, an upload of newBytes more
 // bytes that cannot fit the tenant's quota.
@@ -118,8 +163,7 @@ func (h *Hub) preupload(c echo.Context) error {
 		ignore = parseGitignore(string(gi))
 	}
 	out := make([]map[string]any, 0, len(files))
-	var newBytes int64
-	counted := map[string]bool{} // SHA-256s already counted in this request
+	nb := h.newBytes(r.Tenant)
 	for _, f := range files {
 		p := strings.TrimPrefix(f.Path, "/")
 		if why := repoPathProblem(p); why != "" {
@@ -146,28 +190,17 @@ func (h *Hub) preupload(c echo.Context) error {
 			}
 		}
 		out = append(out, item)
-		// Only bytes the tenant does not own yet count: not a file already
-		// at the path with that size, nor content it stored before (by
-		// SHA-256), nor content counted once in this request.
+		// A file already at the path with that size is taken as the same
+		// content (current clients send no SHA-256 here); the rest follows
+		// the new-bytes rule.
 		if mode != "lfs" || (ok && cur.SizeBytes == f.Size) {
 			continue
 		}
-		sha := strings.ToLower(f.SHA)
-		if sha != "" && counted[sha] {
-			continue
-		}
-		stored, err := h.storedContent(ctx, r.Tenant, sha)
-		if err != nil {
+		if _, err := nb.add(ctx, f.SHA, f.Size); err != nil {
 			return err
 		}
-		if sha != "" {
-			counted[sha] = true
-		}
-		if !stored {
-			newBytes += f.Size
-		}
 	}
-	if err := h.quotaForNew(c, r.Tenant, newBytes); err != nil {
+	if err := nb.check(c); err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, map[string]any{"files": out})
@@ -197,17 +230,26 @@ func (h *Hub) xetToken(scope string) echo.HandlerFunc {
 	}
 }
 
-// lfsBatch answers the git-lfs batch API as the Hub does for Xet: objects
-// not uploaded yet get an upload action carrying a CAS token.
-func (h *Hub) lfsBatch(c echo.Context) error {
-	repoParam := c.Param("repo")
-	name, ok := strings.CutSuffix(repoParam, ".git")
+// lfsRepo reads the repo of a /{ns}/{name}.git/info/lfs/… route.
+func (h *Hub) lfsRepo(c echo.Context) (store.RepoID, error) {
+	name, ok := strings.CutSuffix(c.Param("repo"), ".git")
 	if !ok {
-		return refusal.Wrap(refusal.ErrNotFound, "no such route")
+		return store.RepoID{}, refusal.Wrap(refusal.ErrNotFound, "no such route")
 	}
 	c.SetParamNames("ns", "name")
 	c.SetParamValues(c.Param("ns"), name)
-	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path))
+	return h.repoID(c, repoTypeOfPath(c.Request().URL.Path))
+}
+
+// lfsBatch answers the git-lfs batch API as the Hub does. The transfer is
+// one the client asked for: "xet" when its list has it (git-xet; objects
+// get an upload action to the xet-write-token route, carrying a CAS
+// token), else "basic" (huggingface_hub without Xet or with a file object,
+// @huggingface/hub without useXet: objects get an upload URL that
+// lfsUpload serves). A request without "transfers" means basic, as in
+// git-lfs. Objects the tenant stored before get no action.
+func (h *Hub) lfsBatch(c echo.Context) error {
+	r, err := h.lfsRepo(c)
 	if err != nil {
 		return err
 	}
@@ -224,6 +266,7 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 		Operation string
 		Objects   []lfsObject
 		HashAlgo  string
+		Transfers []string
 	}
 	dec := json.NewDecoder(body)
 	err = decodeJSONObject(dec, func(key string) error {
@@ -232,6 +275,8 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 			return dec.Decode(&req.Operation)
 		case strings.EqualFold(key, "hash_algo"):
 			return dec.Decode(&req.HashAlgo)
+		case strings.EqualFold(key, "transfers"):
+			return dec.Decode(&req.Transfers)
 		case strings.EqualFold(key, "objects"):
 			return decodeJSONArray(dec, "objects", func() error {
 				var o lfsObject
@@ -255,39 +300,160 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 	if req.Operation != "upload" {
 		return badRequest("only the upload operation is supported; download through Xet")
 	}
+	transfer, err := pickTransfer(req.Transfers)
+	if err != nil {
+		return err
+	}
 	id := h.cfg.Principal(c)
 	tok, exp := h.cfg.CASToken(id, store.ScopeWrite)
-	href := h.cfg.BaseURL(c) + "/api/" + r.Type + "s/" + r.Tenant + "/" + r.Name + "/xet-write-token/main"
+	base := h.cfg.BaseURL(c)
+	action := func(oid string) map[string]any {
+		if transfer == "basic" {
+			return map[string]any{"href": lfsObjectURL(base, r, oid) + "?token=" + url.QueryEscape(tok), "expires_at": time.Unix(exp, 0).UTC().Format(time.RFC3339)}
+		}
+		return map[string]any{"href": base + "/api/" + r.Type + "s/" + r.Tenant + "/" + r.Name + "/xet-write-token/main", "header": map[string]string{
+			"X-Xet-Cas-Url": base, "X-Xet-Access-Token": tok, "X-Xet-Token-Expiration": strconv.FormatInt(exp, 10),
+			"X-Xet-Session-Id": randomID()}}
+	}
 	objects := make([]map[string]any, 0, len(req.Objects))
-	sessionID := randomID()
-	var newBytes int64
-	counted := map[string]bool{} // oids already counted in this request
+	nb := h.newBytes(r.Tenant)
 	for _, o := range req.Objects {
-		obj := map[string]any{"oid": o.OID, "size": o.Size}
 		if err := checkSHA256(o.OID); err != nil {
 			return badRequest("object oid %v", err)
 		}
-		stored, err := h.storedContent(c.Request().Context(), r.Tenant, o.OID)
+		if o.Size < 0 {
+			return badRequest("object %s has a negative size", o.OID)
+		}
+		obj := map[string]any{"oid": o.OID, "size": o.Size}
+		stored, err := nb.add(c.Request().Context(), o.OID, o.Size)
 		if err != nil {
 			return err
 		}
-		if stored {
-			objects = append(objects, obj)
-			continue
+		if !stored {
+			obj["actions"] = map[string]any{"upload": action(o.OID)}
 		}
-		if oid := strings.ToLower(o.OID); !counted[oid] {
-			counted[oid] = true
-			newBytes += o.Size
-		}
-		obj["actions"] = map[string]any{"upload": map[string]any{"href": href, "header": map[string]string{
-			"X-Xet-Cas-Url": h.cfg.BaseURL(c), "X-Xet-Access-Token": tok, "X-Xet-Token-Expiration": strconv.FormatInt(exp, 10),
-			"X-Xet-Session-Id": sessionID}}}
 		objects = append(objects, obj)
 	}
-	if err := h.quotaForNew(c, r.Tenant, newBytes); err != nil {
+	if err := nb.check(c); err != nil {
 		return err
 	}
-	return c.Blob(http.StatusOK, "application/vnd.git-lfs+json", mustJSON(map[string]any{"transfer": "xet", "objects": objects, "hash_algo": "sha256"}))
+	return c.Blob(http.StatusOK, "application/vnd.git-lfs+json", mustJSON(map[string]any{"transfer": transfer, "objects": objects, "hash_algo": "sha256"}))
+}
+
+// pickTransfer chooses the transfer of an LFS batch answer among those the
+// client offers: xet, else basic ("multipart" is not served; every client
+// that offers it offers basic too).
+func pickTransfer(offered []string) (string, error) {
+	if len(offered) == 0 {
+		return "basic", nil
+	}
+	if slices.Contains(offered, "xet") {
+		return "xet", nil
+	}
+	if slices.Contains(offered, "basic") {
+		return "basic", nil
+	}
+	return "", badRequest("none of the transfers %q is served; offer basic or xet", offered)
+}
+
+// lfsObjectURL is where the basic transfer PUTs an object (lfsUpload).
+func lfsObjectURL(base string, r store.RepoID, oid string) string {
+	prefix := ""
+	if r.Type != "model" {
+		prefix = r.Type + "s/"
+	}
+	return base + "/" + prefix + r.Tenant + "/" + r.Name + ".git/info/lfs/objects/" + oid
+}
+
+// lfsUpload serves the LFS basic transfer: PUT of a whole object to the
+// URL the batch answer gave. The bytes are stored as a Xet upload would
+// store them (store.IngestFile: chunked, deduplicated, xorbs and a shard
+// registering the file with its SHA-256), so a commit can then reference
+// the object by oid, and a Xet download of it gets the file hash hf_xet
+// computes. Everything that can refuse the upload without its body (auth,
+// limits, the oid, the length, the quota, memory) is decided before the
+// body is read; the body of an object the tenant stored before is read and
+// dropped.
+func (h *Hub) lfsUpload(c echo.Context) error {
+	oid := c.Param("oid")
+	r, err := h.lfsRepo(c)
+	if err != nil {
+		return err
+	}
+	if err := checkSHA256(oid); err != nil {
+		return badRequest("object oid %v", err)
+	}
+	req := c.Request()
+	n := req.ContentLength
+	if n < 0 || (n == 0 && len(req.Header.Values(echo.HeaderContentLength)) == 0) {
+		return refusal.Wrap(refusal.ErrLengthRequired, "this upload needs a Content-Length header")
+	}
+	ctx := req.Context()
+	nb := h.newBytes(r.Tenant)
+	stored, err := nb.add(ctx, oid, n)
+	if err != nil {
+		return err
+	}
+	up := h.cfg.Uploads()
+	body := &lfsBody{r: req.Body, rc: http.NewResponseController(c.Response().Writer), timeout: up.BodyReadTimeout, size: n}
+	if stored {
+		// Only a race sends this (the batch offers no upload of stored
+		// content): take the body, so that the client sees the answer
+		// rather than a reset connection, and keep nothing of it.
+		if _, err := io.Copy(io.Discard, body); err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, map[string]any{})
+	}
+	if err := nb.check(c); err != nil {
+		return err
+	}
+	// The ingestion works in a pooled buffer that goes back to the pool
+	// when the handler returns: IngestFile keeps no slice of it.
+	buf, release, err := h.cfg.ReserveBuffer(c, store.IngestBufferBytes(n))
+	if err != nil {
+		return err
+	}
+	defer release()
+	var sha [sha256.Size]byte
+	hex.Decode(sha[:], []byte(oid))
+	_, err = h.store.IngestFile(ctx, r.Tenant, body, store.IngestOptions{SizeBytes: n, SHA256: &sha,
+		DedupGlobal: up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes, Buffer: buf,
+		Work: func() (func(), error) { return h.cfg.Work(c) }})
+	if err != nil {
+		if errors.Is(err, xet.ErrHashMismatch) {
+			return refusal.Wrap(refusal.ErrBadRequest, "the object is not the one its oid names: %v", err)
+		}
+		return err
+	}
+	return c.JSON(http.StatusOK, map[string]any{})
+}
+
+// lfsBody reads an LFS object's body: each lfsDeadlineBytes gets
+// timeout more to arrive (a 1 GiB object is not held to the deadline of a
+// 64 MiB xorb), and a body that ends early or fails is a refusal.
+type lfsBody struct {
+	r       io.Reader
+	rc      *http.ResponseController
+	timeout time.Duration
+	size    int64
+	n       int64
+	next    int64 // n at which the deadline moves again
+}
+
+const lfsDeadlineBytes = 64 << 20
+
+func (b *lfsBody) Read(p []byte) (int, error) {
+	if b.timeout > 0 && b.n >= b.next {
+		b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+		b.next = b.n + lfsDeadlineBytes
+	}
+	n, err := b.r.Read(p)
+	b.n += int64(n)
+	if err != nil && !errors.Is(err, io.EOF) || errors.Is(err, io.EOF) && b.n < b.size {
+		return n, refusal.Wrap(refusal.ErrBadRequest, "the body ended after %d of its %d bytes (%v)", b.n, b.size, err)
+	}
+	return n, err
 }
 
 // checkSHA256 checks a SHA-256 in hex as git-lfs and the Hub spell it: 64

@@ -39,6 +39,8 @@ var (
 	ErrBadRequest = errors.New("bad request")
 	ErrNotFound   = errors.New("not found")
 	ErrForbidden  = errors.New("forbidden")
+	// ErrLengthRequired: an upload without Content-Length (411).
+	ErrLengthRequired = errors.New("length required")
 )
 
 // Refused is a refusal of a kind (one of the sentinels, or another

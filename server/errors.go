@@ -27,7 +27,7 @@ type apiError = refusal.Error
 var (
 	errUnauthorized    = errors.New("unauthorized")
 	errForbidden       = refusal.ErrForbidden
-	errLengthRequired  = errors.New("length required")
+	errLengthRequired  = refusal.ErrLengthRequired
 	errBodyTooLarge    = errors.New("body too large")
 	errAnswerTooLarge  = errors.New("answer too large")
 	errTermsTooLarge   = errors.New("term list too large") // a file's term list alone is over the share

@@ -25,9 +25,13 @@ func (s *Server) newHub() (*hub.Hub, error) {
 	return hub.New(hub.Config{
 		Store:              s.store,
 		Guard:              s.guard,
+		GuardURLToken:      s.guardURLToken,
+		Uploads:            s.hubUploads,
 		Principal:          principalOf,
 		BaseURL:            s.base,
 		Reserve:            s.reserve,
+		ReserveBuffer:      s.reserveBuffer,
+		Work:               s.hubWork,
 		TenantLimits:       s.limitsFor,
 		CASToken:           s.casTokenFor,
 		Credential:         s.credential,
@@ -37,6 +41,12 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		Version:            s.cfg.Version,
 		ReservedNamespaces: ownNamespaces(),
 	})
+}
+
+// hubUploads is the server's part of the uploads the Hub stores itself.
+func (s *Server) hubUploads() hub.UploadConfig {
+	return hub.UploadConfig{DedupGlobal: s.cfg.DedupScope == "global", DefaultQuotaBytes: s.cfg.Limits.QuotaBytes,
+		BodyReadTimeout: s.cfg.BodyReadTimeout}
 }
 
 // principalOf is the Hub's view of the request's identity; nil when no
@@ -57,6 +67,27 @@ func (s *Server) reserve(c echo.Context, n int64) (release func(), err error) {
 		return nil, err
 	}
 	return res.Release, nil
+}
+
+// reserveBuffer takes an n-byte buffer from the memory budget (and its
+// pool) for the request's credential and tenant.
+func (s *Server) reserveBuffer(c echo.Context, n int64) ([]byte, func(), error) {
+	res, buf, err := s.budget.ReserveBuffer(c.Request().Context(), budgetKey(identityOf(c)), n)
+	if err != nil {
+		return nil, nil, err
+	}
+	return buf, res.Release, nil
+}
+
+// hubWork takes a work slot for a section of an upload the Hub stores
+// itself. Its body is under way, so it waits until a slot is granted or
+// the request ends (answerSlot) rather than refusing after work_wait.
+func (s *Server) hubWork(c echo.Context) (func(), error) {
+	slot, err := s.answerSlot(c)
+	if err != nil {
+		return nil, err
+	}
+	return slot.Release, nil
 }
 
 // casTokenFor signs a CAS token of one scope for a credential, valid for

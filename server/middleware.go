@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -13,14 +14,24 @@ import (
 // guard authenticates a request, checks that its credential has scope, and
 // admits it through the rate limits (docs/design.md §4 order). Handlers behind it
 // find the identity with identityOf.
-func (s *Server) guard(scope string) echo.MiddlewareFunc { return s.guardRated(scope, true) }
+func (s *Server) guard(scope string) echo.MiddlewareFunc { return s.guardRated(scope, true, false) }
+
+// guardURLToken is guard for routes whose clients send no Authorization
+// header (the Hub's LFS basic upload URL, which huggingface_hub and
+// @huggingface/hub PUT to bare): without the header, a CAS token in the
+// query parameter "token" authenticates the request. Credentials are never
+// taken from a URL, only the short-lived CAS tokens the server signs; the
+// request log records the path without its query.
+func (s *Server) guardURLToken(scope string) echo.MiddlewareFunc {
+	return s.guardRated(scope, true, true)
+}
 
 // authOnly is guard without the rate limits and the in-flight cap, for
 // requests that cost next to nothing and must not spend a tenant's
 // allowance (hf_xet's telemetry). The auth-failure limit still applies.
-func (s *Server) authOnly(scope string) echo.MiddlewareFunc { return s.guardRated(scope, false) }
+func (s *Server) authOnly(scope string) echo.MiddlewareFunc { return s.guardRated(scope, false, false) }
 
-func (s *Server) guardRated(scope string, rated bool) echo.MiddlewareFunc {
+func (s *Server) guardRated(scope string, rated, urlToken bool) echo.MiddlewareFunc {
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			start := time.Now()
@@ -29,6 +40,9 @@ func (s *Server) guardRated(scope string, rated bool) echo.MiddlewareFunc {
 				return err
 			}
 			tok, ok := bearer(c.Request().Header.Get("Authorization"))
+			if q := c.QueryParam("token"); !ok && urlToken && strings.HasPrefix(q, casTokenPrefix) {
+				tok, ok = q, true
+			}
 			if !ok {
 				err := refuse(errUnauthorized, "missing Authorization: Bearer token")
 				if s.hub.NamesRepo(c.Request().URL.Path) {

@@ -34,6 +34,10 @@
 //     needs is released; an object nobody owns or references is collected
 //     after a grace period, by one collector at a time.
 //
+// IngestFile (ingest.go) is the one way in for bytes that arrive without
+// Xet (the Hub's LFS transfer, later the mirror): it chunks, dedups and
+// stores them as xorbs and a shard, through PutXorb and PutShard.
+//
 // Reads use a pool of connections; writes use one connection of their own,
 // so a writer waiting for the index's write lock never holds a connection
 // that a read needs. A wait past Config.BusyTimeout, or a bucket that fails in

@@ -150,6 +150,15 @@ func decodeLZ4Frame(src, dst []byte) (n int, errOff int, reason string) {
 // size, 64 KiB blocks for inputs up to 64 KiB and 256 KiB blocks above.
 // Incompressible blocks are stored raw.
 func appendLZ4Frame(dst, src []byte, c *lz4.Compressor) []byte {
+	var tmp []byte
+	return appendLZ4FrameTmp(dst, src, c, &tmp)
+}
+
+// appendLZ4FrameTmp is appendLZ4Frame compressing into *tmp, grown as
+// needed and kept for the next call (XorbWriter compresses every chunk).
+func appendLZ4FrameTmp(dst, src []byte, c *lz4.Compressor, tmpp *[]byte) []byte {
+	tmp := *tmpp
+	defer func() { *tmpp = tmp }()
 	bd, blockSize := byte(0x40), 64<<10
 	if len(src) > 64<<10 {
 		bd, blockSize = 0x50, 256<<10
@@ -157,7 +166,6 @@ func appendLZ4Frame(dst, src []byte, c *lz4.Compressor) []byte {
 	flg := byte(lz4FlgVersion | lz4FlgIndep)
 	dst = binary.LittleEndian.AppendUint32(dst, lz4FrameMagic)
 	dst = append(dst, flg, bd, byte(xxh32([]byte{flg, bd}, 0)>>8))
-	var tmp []byte
 	for len(src) > 0 {
 		n := min(blockSize, len(src))
 		blk := src[:n]

@@ -307,43 +307,80 @@ func BuildXorb(chunks [][]byte, compress bool) ([]byte, XorbInfo) {
 	for _, c := range chunks {
 		total += len(c) + ChunkHeaderBytes*(1+len(c)/MaxChunkBytes)
 	}
-	body := make([]byte, 0, total)
-	info := XorbInfo{Chunks: make([]XorbChunk, 0, len(chunks))}
+	w := NewXorbWriter(make([]byte, 0, total), compress)
 	kh := newKeyedHasher(&dataKey)
-	var comp lz4.Compressor
-	var frame []byte
-	var unpacked uint64
-	add := func(c []byte) {
-		scheme, payload := byte(SchemeNone), c
-		if compress && len(c) > 0 {
-			frame = appendLZ4Frame(frame[:0], c, &comp)
-			if len(frame) < len(c) {
-				scheme, payload = SchemeLZ4, frame
-			}
-		}
-		cs, us := len(payload), len(c)
-		body = append(body, 0, byte(cs), byte(cs>>8), byte(cs>>16), scheme, byte(us), byte(us>>8), byte(us>>16))
-		body = append(body, payload...)
-		unpacked += uint64(us)
-		info.Chunks = append(info.Chunks, XorbChunk{
-			Hash:            kh.sum(c),
-			Size:            uint32(us),
-			SerializedEnd:   uint32(len(body)),
-			UncompressedEnd: unpacked,
-		})
-	}
 	for _, c := range chunks {
 		for len(c) > MaxChunkBytes {
-			add(c[:MaxChunkBytes])
+			w.Add(kh.sum(c[:MaxChunkBytes]), c[:MaxChunkBytes])
 			c = c[MaxChunkBytes:]
 		}
-		add(c)
+		w.Add(kh.sum(c), c)
 	}
-	if len(info.Chunks) == 0 {
-		return body, XorbInfo{}
+	return w.Finish()
+}
+
+// XorbWriter serializes chunks into a xorb body one at a time, as BuildXorb
+// does, into a buffer the caller provides (and so may take from a memory
+// budget). Not safe for concurrent use.
+type XorbWriter struct {
+	body     []byte
+	chunks   []XorbChunk
+	unpacked uint64
+	compress bool
+	comp     lz4.Compressor
+	frame    []byte
+	scratch  []byte // appendLZ4FrameTmp's block buffer
+}
+
+// NewXorbWriter returns a writer that appends to buf[:0]; the body grows
+// past cap(buf) only if the caller adds more than fits.
+func NewXorbWriter(buf []byte, compress bool) *XorbWriter {
+	return &XorbWriter{body: buf[:0], compress: compress}
+}
+
+// Fits reports whether a chunk of n bytes may join the xorb without passing
+// the limits hf_xet closes its xorbs at (XorbTargetBytes of data,
+// XorbTargetChunks chunks). An empty xorb takes any chunk.
+func (w *XorbWriter) Fits(n int) bool {
+	return len(w.chunks) == 0 || len(w.chunks) < XorbTargetChunks && w.unpacked+uint64(n) <= XorbTargetBytes
+}
+
+// Len returns the number of chunks added since the last Finish or Reset.
+func (w *XorbWriter) Len() int { return len(w.chunks) }
+
+// Add appends one chunk of at most MaxChunkBytes whose ChunkHash is h (the
+// caller has it already; it is not checked).
+func (w *XorbWriter) Add(h Hash, c []byte) {
+	scheme, payload := byte(SchemeNone), c
+	if w.compress && len(c) > 0 {
+		w.frame = appendLZ4FrameTmp(w.frame[:0], c, &w.comp, &w.scratch)
+		if len(w.frame) < len(c) {
+			scheme, payload = SchemeLZ4, w.frame
+		}
 	}
-	info.Hash = AggregatedHash(chunkLeaves(info.Chunks))
-	info.StreamLen = int64(len(body))
-	info.StreamCRC32 = crc32.ChecksumIEEE(body)
-	return body, info
+	cs, us := len(payload), len(c)
+	w.body = append(w.body, 0, byte(cs), byte(cs>>8), byte(cs>>16), scheme, byte(us), byte(us>>8), byte(us>>16))
+	w.body = append(w.body, payload...)
+	w.unpacked += uint64(us)
+	w.chunks = append(w.chunks, XorbChunk{Hash: h, Size: uint32(us), SerializedEnd: uint32(len(w.body)), UncompressedEnd: w.unpacked})
+}
+
+// Finish returns the body (in the writer's buffer: valid until the next
+// Add after a Reset) and its XorbInfo, as ParseXorb would return them.
+// With no chunks both are zero.
+func (w *XorbWriter) Finish() ([]byte, XorbInfo) {
+	if len(w.chunks) == 0 {
+		return w.body, XorbInfo{}
+	}
+	info := XorbInfo{Chunks: w.chunks, StreamLen: int64(len(w.body)), StreamCRC32: crc32.ChecksumIEEE(w.body)}
+	info.Hash = AggregatedHash(chunkLeaves(w.chunks))
+	return w.body, info
+}
+
+// Reset empties the writer for the next xorb, reusing its buffer. The
+// XorbInfo Finish returned keeps its own chunk list.
+func (w *XorbWriter) Reset() {
+	w.body = w.body[:0]
+	w.chunks = nil
+	w.unpacked = 0
 }

@@ -10,6 +10,8 @@
 //   BIG_BYTES size of the binary file (default 3 MiB)
 //   EMPTY     optional: a path; an empty (0-byte) file is committed there
 //             too, and downloaded like the others
+//   USE_XET   "0" uploads with useXet: false (the LFS basic transfer, as
+//             @huggingface/hub <= 2.6 uploads by default); else useXet: true
 //   EXPECT    optional: JSON [{"path", "sha256"}] of files already in REPO.
 //             Then nothing is created or uploaded; those files are only
 //             downloaded and compared.
@@ -98,7 +100,7 @@ async function main() {
 		...common,
 		files: files.map((f) => ({ path: f.path, content: new Blob([f.bytes]) })),
 		commitTitle: "compat round trip",
-		useXet: true,
+		useXet: process.env.USE_XET !== "0",
 	});
 
 	const listed = [];
