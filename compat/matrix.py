@@ -44,21 +44,12 @@ VENVS = CACHE / "venvs"
 JS_CACHE = CACHE / "js"
 INSTALL_TIMEOUT_S = 600.0
 
-# Known to fail until the server serves the LFS "basic" transfer (issue 31,
-# items 2 to 4): these clients upload through LFS, not Xet. The tests of
-# these cells are written to pass once it does (xfail, not strict: an XPASS
-# says the entry can go).
-LFS_PENDING = ("upload through the LFS path: huggingface_hub <= 0.35 finds no xetEnabled, and "
-               "JS <= 2.6 offers only LFS transfers; needs the LFS basic transfer (issue 31 items 2-4)")
-
-
 @dataclass(frozen=True)
 class PyCell:
     name: str
     hf_xet: str  # "" for a hub without hf_xet
     hub: str
     default: bool = False  # run by the default test command too
-    hub_upload_pending: bool = False  # hub uploads go through LFS (LFS_PENDING)
 
     def pins(self):
         p = [f"huggingface_hub=={self.hub}"]
@@ -71,7 +62,6 @@ class PyCell:
 class JSCell:
     version: str
     default: bool = False
-    upload_pending: bool = False
 
     @property
     def name(self):
@@ -79,9 +69,9 @@ class JSCell:
 
 
 PY_CELLS = [
-    PyCell("hub0.30.2-no-hf_xet", "", "0.30.2", hub_upload_pending=True),
-    PyCell("hf_xet1.0.5-hub0.30.2", "1.0.5", "0.30.2", default=True, hub_upload_pending=True),
-    PyCell("hf_xet1.1.5-hub0.35.3", "1.1.5", "0.35.3", hub_upload_pending=True),
+    PyCell("hub0.30.2-no-hf_xet", "", "0.30.2"),
+    PyCell("hf_xet1.0.5-hub0.30.2", "1.0.5", "0.30.2", default=True),
+    PyCell("hf_xet1.1.5-hub0.35.3", "1.1.5", "0.35.3"),
     PyCell("hf_xet1.1.6-hub0.36.2", "1.1.6", "0.36.2", default=True),
     PyCell("hf_xet1.1.10-hub0.36.2", "1.1.10", "0.36.2"),
     PyCell("hf_xet1.2.0-hub1.0.1", "1.2.0", "1.0.1"),
@@ -94,9 +84,9 @@ PY_CELLS = [
 ]
 
 JS_CELLS = [
-    JSCell("1.1.2", default=True, upload_pending=True),
-    JSCell("2.0.1", upload_pending=True),
-    JSCell("2.6.13", upload_pending=True),
+    JSCell("1.1.2", default=True),
+    JSCell("2.0.1"),
+    JSCell("2.6.13"),
     JSCell("2.7.2", default=True),
     JSCell("2.15.0"),
     JSCell("2.17.5", default=True),

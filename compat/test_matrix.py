@@ -16,9 +16,7 @@ Per JS cell (@huggingface/hub):
 
 Cells marked default in compat/matrix.py (oldest, a middle one and the
 newest) run in the default test command; the rest only with --matrix
-(`task compat:matrix`). Cells that need the LFS basic transfer are xfail
-(matrix.LFS_PENDING) and only run with --matrix; `--runxfail` shows their
-real failures.
+(`task compat:matrix`).
 """
 
 import json
@@ -34,22 +32,18 @@ from test_js import NODE_TIMEOUT_S, node_client  # noqa: F401 (the fixture)
 XORB_POST = re.compile(r"^/(?:v1/xorbs|xorbs|xorb)/[^/]+/[0-9a-f]{64}$")
 
 
-def _params(cells, pending=lambda c: False):
+def _params(cells):
     out = []
     for c in cells:
         marks = []
-        if pending(c):
-            marks += [pytest.mark.matrix, pytest.mark.xfail(reason=matrix.LFS_PENDING, strict=False)]
-        elif not c.default:
+        if not c.default:
             marks.append(pytest.mark.matrix)
         out.append(pytest.param(c, id=c.name, marks=marks))
     return out
 
 
 XET_CELLS = _params([c for c in matrix.PY_CELLS if c.hf_xet])
-HUB_UPLOAD_CELLS = _params(matrix.PY_CELLS, lambda c: c.hub_upload_pending)
 HUB_CELLS = _params(matrix.PY_CELLS)
-JS_UPLOAD_CELLS = _params(matrix.JS_CELLS, lambda c: c.upload_pending)
 JS_CELLS = _params(matrix.JS_CELLS)
 
 
@@ -123,7 +117,7 @@ def test_xet_round_trip(cell, server, tmp_path):
         assert dest.exists() and sha256_file(dest) == sha256_file(p), f"{p.name} came back different"
 
 
-@pytest.mark.parametrize("cell", HUB_UPLOAD_CELLS)
+@pytest.mark.parametrize("cell", HUB_CELLS)
 def test_hub_upload(cell, server, tmp_path):
     py = matrix.python_of(cell)
     tenant = _tenant(cell, "hub")
@@ -137,8 +131,7 @@ def test_hub_upload(cell, server, tmp_path):
     hub.api("create_repo", repo_id=repo)
     mark = server.log_mark()
     hub.api("upload_folder", repo_id=repo, folder_path=str(src), commit_message=f"from {cell.name}")
-    if cell.hf_xet and not cell.hub_upload_pending:
-        # (A pending cell may come to store through LFS basic or Xet.)
+    if cell.hf_xet:
         xorbs = [e for e in server.requests_since(mark)
                  if e["method"] == "POST" and XORB_POST.match(e["path"]) and e["status"] == "200"]
         assert xorbs, "the upload sent no xorb: it did not go through Xet"
@@ -178,7 +171,7 @@ def _roundtrip(node, js_dir, server, token, repo, cwd, **env_extra):
     return out
 
 
-@pytest.mark.parametrize("cell", JS_UPLOAD_CELLS)
+@pytest.mark.parametrize("cell", JS_CELLS)
 def test_js_upload(cell, server, node_client, tmp_path):  # noqa: F811
     js_dir = matrix.js_dir_of(cell)
     tenant = _tenant(cell, "jsup")
