@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -342,21 +343,108 @@ func (l fileLock) release() {
 	l.f.Close()
 }
 
-// pgLock holds a session advisory lock on a connection of its own.
+// pgLock holds a session advisory lock on a connection of its own. The
+// lock lasts as long as that connection's session: a PostgreSQL restart, a
+// proxy's idle timeout or a network failure ends the session and drops the
+// lock without a word to this process, so a server checks it every
+// Config.LockCheck (Store.checkIndexLock) and takes it again on a new
+// connection.
 type pgLock struct {
-	db   *sql.DB
-	conn *sql.Conn
+	db        *sql.DB
+	index     string // redacted, for messages
+	key       int64
+	exclusive bool
+
+	mu   sync.Mutex
+	conn *sql.Conn // holds the lock; nil while it does not
 }
 
 // release unlocks before it closes: PostgreSQL drops a session's locks
 // only once its backend has seen the connection close, which can be after
 // a reindex started right behind this Close has asked for the lock.
-func (l pgLock) release() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l.conn.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`)
-	l.conn.Close()
+func (l *pgLock) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l.conn.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`)
+		cancel()
+		l.conn.Close()
+		l.conn = nil
+	}
 	l.db.Close()
+}
+
+// take asks for the lock on a new connection, without waiting: false when
+// another session holds a lock that conflicts (a reindex, or servers when
+// l is exclusive).
+func (l *pgLock) take(ctx context.Context) (bool, error) {
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("index %s: %w", l.index, pgErr(err))
+	}
+	fn := "pg_try_advisory_lock_shared"
+	if l.exclusive {
+		fn = "pg_try_advisory_lock"
+	}
+	var ok bool
+	if err := conn.QueryRowContext(ctx, `SELECT `+fn+`($1)`, l.key).Scan(&ok); err != nil {
+		conn.Close()
+		return false, fmt.Errorf("index lock: %w", pgErr(err))
+	}
+	if !ok {
+		conn.Close()
+		return false, nil
+	}
+	l.conn = conn
+	return true, nil
+}
+
+// lockState is what a check of a server's lock found.
+type lockState int
+
+const (
+	lockKept    lockState = iota // held all along, on the same session
+	lockRetaken                  // its session was gone; held again on a new one
+	lockRefused                  // its session was gone; another holds a conflicting lock (a reindex)
+	lockFailed                   // its session was gone; PostgreSQL cannot be reached to take it again
+)
+
+// check reports whether l still holds its lock: its session answers and
+// pg_locks lists the lock as granted to it. When it does not, the lock is
+// taken again on a new connection if no one holds a conflicting one. Each
+// query waits at most timeout (a session on a partitioned network does not
+// answer at all).
+func (l *pgLock) check(ctx context.Context, timeout time.Duration) (lockState, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		qctx, cancel := context.WithTimeout(ctx, timeout)
+		var held bool
+		err := l.conn.QueryRowContext(qctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+			AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1)`,
+			int64(uint64(l.key)>>32), int64(uint32(l.key))).Scan(&held)
+		cancel()
+		if err == nil && held {
+			return lockKept, nil
+		}
+		if ctx.Err() != nil {
+			return lockKept, ctx.Err() // stopping: nothing was learnt
+		}
+		l.conn.Close()
+		l.conn = nil
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ok, err := l.take(tctx)
+	switch {
+	case err != nil:
+		return lockFailed, err
+	case !ok:
+		return lockRefused, nil
+	}
+	return lockRetaken, nil
 }
 
 func lockPostgres(ctx context.Context, index string, exclusive bool) (indexLock, error) {
@@ -364,28 +452,87 @@ func lockPostgres(ctx context.Context, index string, exclusive bool) (indexLock,
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(stdlib.GetConnector(*cfg))
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("index %s: %w", redactIndex(index), pgErr(err))
+	l := &pgLock{db: sql.OpenDB(stdlib.GetConnector(*cfg)), index: redactIndex(index), key: lockKey(schema, "index"), exclusive: exclusive}
+	ok, err := l.take(ctx)
+	if err != nil || !ok {
+		l.db.Close()
+		if err == nil {
+			err = fmt.Errorf("%s: %w", redactIndex(index), ErrIndexInUse)
+		}
+		return nil, err
 	}
-	fn := "pg_try_advisory_lock_shared"
-	if exclusive {
-		fn = "pg_try_advisory_lock"
+	return l, nil
+}
+
+// DefaultLockCheck is Config.LockCheck's default.
+const DefaultLockCheck = 2 * time.Second
+
+// watchIndexLock checks the shared lock of a PostgreSQL index every
+// interval until ctx ends, then closes done.
+func (s *Store) watchIndexLock(ctx context.Context, interval time.Duration, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.checkIndexLock(ctx)
+		}
 	}
-	var ok bool
-	if err := conn.QueryRowContext(ctx, `SELECT `+fn+`($1)`, lockKey(schema, "index")).Scan(&ok); err != nil {
-		conn.Close()
-		db.Close()
-		return nil, fmt.Errorf("index lock: %w", pgErr(err))
-	}
+}
+
+// checkIndexLock checks once that this process still holds its shared
+// lock on a PostgreSQL index, takes it again when its session was lost,
+// and records the outcome: while the lock is not held every write fails
+// with ErrIndexLockLost (writable), so that a reindex that took the
+// exclusive lock meanwhile never rebuilds beside a writing server. On
+// SQLite it does nothing: a flock(2) lock lasts as long as its file is
+// open.
+func (s *Store) checkIndexLock(ctx context.Context) {
+	l, ok := s.lock.(*pgLock)
 	if !ok {
-		conn.Close()
-		db.Close()
-		return nil, fmt.Errorf("%s: %w", redactIndex(index), ErrIndexInUse)
+		return
 	}
-	return pgLock{db, conn}, nil
+	state, err := l.check(ctx, max(s.lockCheck, time.Second))
+	if ctx.Err() != nil {
+		return
+	}
+	was := s.lockHeld.Load()
+	if state != lockKept && was {
+		s.lockLosses.Add(1)
+		// The sessions of the pools most likely ended with the lock's (a
+		// restart ends them all): drop the idle ones, so that requests
+		// do not meet them one 503 at a time.
+		for _, db := range []*sql.DB{s.db, s.wdb} {
+			db.SetMaxIdleConns(0)
+			db.SetMaxIdleConns(pgConns)
+		}
+	}
+	switch state {
+	case lockKept:
+	case lockRetaken:
+		if was {
+			s.log.Warn("index lock: the session holding the shared lock on the index was lost (a PostgreSQL restart or a dropped connection); took it again", "index", l.index)
+		} else {
+			s.log.Info("index lock: holding the shared lock on the index again; writes resume", "index", l.index)
+		}
+		s.lockHeld.Store(true)
+	case lockRefused:
+		s.lockHeld.Store(false)
+		if was {
+			s.log.Error("index lock: lost the shared lock on the index and another process (a reindex) holds it exclusively; refusing writes (503) until this node holds it again", "index", l.index)
+		}
+	case lockFailed:
+		s.lockHeld.Store(false)
+		if was {
+			s.log.Error("index lock: lost the shared lock on the index and cannot take it again; refusing writes (503) until this node holds it again", "index", l.index, "err", err)
+		}
+	}
+	if s.lockHook != nil {
+		s.lockHook(state)
+	}
 }
 
 // objectLockPath is the file that serializes create-if-absent writes to

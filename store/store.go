@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +37,15 @@ type Config struct {
 	BusyTimeout time.Duration
 	// Now reads the clock; nil means time.Now.
 	Now func() time.Time
+	// LockCheck is how often a server checks that it still holds its
+	// shared lock on a PostgreSQL index, and takes it again when its
+	// session was lost (engine.go: checkIndexLock). Zero means
+	// DefaultLockCheck; negative, never (tests run the check by hand).
+	// SQLite's lock cannot be lost: nothing runs.
+	LockCheck time.Duration
+	// Log receives what the store finds on its own, outside any call (a
+	// lost index lock); nil discards it.
+	Log *slog.Logger
 }
 
 // DefaultBusyTimeout is Config.BusyTimeout's default.
@@ -56,6 +67,18 @@ type Store struct {
 	bucket *blob.Bucket
 	lock   indexLock
 	pg     bool // the index is PostgreSQL (engine.go)
+	log    *slog.Logger
+
+	// lockHeld is whether this process holds its shared lock on the index;
+	// writes fail while it does not (writable). lockLosses counts the
+	// times it found it lost. lockCheck is Config.LockCheck with its
+	// default; stopLock ends the check loop, which closes lockDone.
+	lockHeld   atomic.Bool
+	lockLosses atomic.Uint64
+	lockCheck  time.Duration
+	stopLock   context.CancelFunc
+	lockDone   chan struct{}
+	lockHook   func(lockState) // tests: called after each check
 	// dir is the directory of a file:// bucket that the store lists and
 	// reads itself (fileBucketDir), "" for other buckets.
 	dir string
@@ -90,7 +113,16 @@ func New(cfg Config) *Store {
 	if busy <= 0 {
 		busy = DefaultBusyTimeout
 	}
-	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), dir: fileBucketDir(cfg.BucketURL), layouts: newLayoutCache(4096)}
+	lockCheck := cfg.LockCheck
+	if lockCheck == 0 {
+		lockCheck = DefaultLockCheck
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), log: log, lockCheck: lockCheck,
+		dir: fileBucketDir(cfg.BucketURL), layouts: newLayoutCache(4096)}
 }
 
 // Open opens (creating when absent) the index and the bucket and runs the
@@ -111,6 +143,7 @@ func (s *Store) Open(ctx context.Context) error {
 		return err
 	}
 	s.lock = lock
+	s.lockHeld.Store(true)
 	fail := func(err error) error {
 		for _, db := range []*sql.DB{s.db, s.wdb} {
 			if db != nil {
@@ -156,7 +189,32 @@ func (s *Store) Open(ctx context.Context) error {
 		s.bucket = nil
 		return fail(err)
 	}
+	if _, ok := s.lock.(*pgLock); ok && s.lockCheck > 0 {
+		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		s.stopLock, s.lockDone = stop, make(chan struct{})
+		go s.watchIndexLock(lctx, s.lockCheck, s.lockDone)
+	}
 	return nil
+}
+
+// IndexLockHeld reports whether this process holds its shared lock on the
+// index, without which it refuses writes (ErrIndexLockLost). It is true
+// from Open to Close, except on a PostgreSQL index between the check that
+// found the lock lost and the one that took it again.
+func (s *Store) IndexLockHeld() bool { return s.lockHeld.Load() }
+
+// IndexLockLosses is how many times this process found its shared lock on
+// a PostgreSQL index lost (its session ended), whether or not it could take
+// it again at once.
+func (s *Store) IndexLockLosses() uint64 { return s.lockLosses.Load() }
+
+// writable is nil when this process may write: it holds its shared lock
+// on the index, so no reindex is rebuilding the index beside it.
+func (s *Store) writable() error {
+	if s.lockHeld.Load() {
+		return nil
+	}
+	return fmt.Errorf("%w (%w): this node refuses writes until it holds its shared lock on the index again", ErrIndexLockLost, ErrUnavailable)
 }
 
 // FileBucketURL is the URL of the file:// bucket in dir: created when
@@ -288,6 +346,10 @@ func (s *Store) unlock() {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
+		if s.stopLock != nil {
+			s.stopLock()
+			<-s.lockDone
+		}
 		if s.db != nil {
 			errs = append(errs, s.db.Close())
 		}
@@ -346,6 +408,9 @@ func isNotFound(err error) bool { return gcerrors.Code(err) == gcerrors.NotFound
 // On PostgreSQL the transaction is SERIALIZABLE and runs again when a
 // concurrent one wins (pgTx): fn must start from scratch each time.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
 	if s.pg {
 		return s.pgTx(ctx, fn)
 	}
