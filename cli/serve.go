@@ -105,6 +105,15 @@ func serverConfig(cfg Config, key []byte) server.Config {
 	}
 }
 
+// checkpointEvery is store.Config.CheckpointEvery for
+// server.index_checkpoint, whose 0 means no background checkpoints.
+func checkpointEvery(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
 // openStore opens the store of cfg; log receives what it finds on its
 // own (a lost index lock), nil discards it.
 func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.Store, error) {
@@ -112,7 +121,7 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.Store,
 		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
 	}
 	st, err := store.Open(ctx, store.Config{IndexPath: cfg.Index, BucketURL: cfg.Bucket, BusyTimeout: cfg.IndexBusyTimeout,
-		LockCheck: cfg.IndexLockCheck, Log: log})
+		LockCheck: cfg.IndexLockCheck, CheckpointEvery: checkpointEvery(cfg.IndexCheckpoint), Log: log})
 	if err != nil {
 		return nil, explainStoreError(err)
 	}

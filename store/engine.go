@@ -654,6 +654,75 @@ func swapIndex(ctx context.Context, rebuilt, index string) error {
 	return nil
 }
 
+// DefaultCheckpointEvery is Config.CheckpointEvery's default.
+const DefaultCheckpointEvery = 100 * time.Millisecond
+
+// walBackstopPages is the wal_autocheckpoint of a SQLite index whose
+// checkpoints run in the background (64 MiB of log at 4 KiB pages): a
+// commit checkpoints only when the background ones fell that far behind,
+// which bounds the log.
+const walBackstopPages = 16384
+
+// startCheckpoints opens the connection of a SQLite index's background
+// checkpoints and starts their loop (engine.go: checkpointLoop), unless
+// Config.CheckpointEvery turned them off. A checkpoint on a connection of
+// its own waits for no writer and makes none wait: SQLite's checkpoint
+// copies the log's pages into the file while commits go on appending to
+// it (PASSIVE); a commit only restarts the log from its start once a
+// checkpoint has copied all of it.
+func (s *Store) startCheckpoints(ctx context.Context) error {
+	if s.pg || s.checkpointEvery <= 0 {
+		return nil
+	}
+	db, err := openDB(ctx, s.cfg.IndexPath, s.busy, false, walBackstopPages)
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	s.cdb = db
+	if s.checkpointsByHand {
+		return nil
+	}
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopCheckpoints, s.checkpointsDone = stop, make(chan struct{})
+	go s.checkpointLoop(cctx, s.checkpointEvery, s.checkpointsDone)
+	return nil
+}
+
+// checkpointLoop checkpoints every interval until ctx ends, then closes
+// done. A checkpoint that finds nothing new to copy costs a read of the
+// log's header.
+func (s *Store) checkpointLoop(ctx context.Context, interval time.Duration, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := s.checkpointIndex(ctx); err != nil && ctx.Err() == nil {
+				s.log.Debug("index checkpoint", "err", err)
+			}
+		}
+	}
+}
+
+// checkpointIndex runs one PASSIVE checkpoint of a SQLite index on the
+// checkpoint connection: it copies every page of the log that no reader
+// still needs into the index file. It returns the pages the log held and
+// those copied so far.
+func (s *Store) checkpointIndex(ctx context.Context) (walCheckpoint, error) {
+	var c walCheckpoint
+	var busy int
+	err := s.cdb.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &c.LogPages, &c.CopiedPages)
+	return c, dbErr(err)
+}
+
+// walCheckpoint is what a checkpoint reports: the pages of the log and
+// those of them copied into the index file.
+type walCheckpoint struct{ LogPages, CopiedPages int }
+
 // checkpoint folds SQLite's write-ahead log into the index file, so the
 // file is complete on its own; PostgreSQL has nothing to do.
 func checkpoint(ctx context.Context, index string, db *sql.DB) error {

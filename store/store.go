@@ -43,6 +43,13 @@ type Config struct {
 	// DefaultLockCheck; negative, never (tests run the check by hand).
 	// SQLite's lock cannot be lost: nothing runs.
 	LockCheck time.Duration
+	// CheckpointEvery is how often a background checkpoint folds a SQLite
+	// index's write-ahead log into the index file, on a connection of its
+	// own, so that no request waits for one (engine.go). Zero means
+	// DefaultCheckpointEvery; negative, none: a commit that finds the log
+	// past SQLite's wal_autocheckpoint (1000 pages) checkpoints before it
+	// returns, as SQLite does by default. PostgreSQL has nothing to do.
+	CheckpointEvery time.Duration
 	// Log receives what the store finds on its own, outside any call (a
 	// lost index lock); nil discards it.
 	Log *slog.Logger
@@ -79,6 +86,16 @@ type Store struct {
 	stopLock   context.CancelFunc
 	lockDone   chan struct{}
 	lockHook   func(lockState) // tests: called after each check
+
+	// checkpointEvery is Config.CheckpointEvery with its default; cdb is
+	// the checkpoints' connection (SQLite, when checkpointEvery > 0);
+	// stopCheckpoints ends their loop, which closes checkpointsDone.
+	// checkpointsByHand (tests) opens cdb but starts no loop.
+	checkpointEvery   time.Duration
+	cdb               *sql.DB
+	stopCheckpoints   context.CancelFunc
+	checkpointsDone   chan struct{}
+	checkpointsByHand bool
 	// dir is the directory of a file:// bucket that the store lists and
 	// reads itself (fileBucketDir), "" for other buckets.
 	dir string
@@ -117,11 +134,15 @@ func New(cfg Config) *Store {
 	if lockCheck == 0 {
 		lockCheck = DefaultLockCheck
 	}
+	checkpointEvery := cfg.CheckpointEvery
+	if checkpointEvery == 0 {
+		checkpointEvery = DefaultCheckpointEvery
+	}
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), log: log, lockCheck: lockCheck,
+	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), log: log, lockCheck: lockCheck, checkpointEvery: checkpointEvery,
 		dir: fileBucketDir(cfg.BucketURL), layouts: newLayoutCache(4096)}
 }
 
@@ -145,7 +166,7 @@ func (s *Store) Open(ctx context.Context) error {
 	s.lock = lock
 	s.lockHeld.Store(true)
 	fail := func(err error) error {
-		for _, db := range []*sql.DB{s.db, s.wdb} {
+		for _, db := range []*sql.DB{s.db, s.wdb, s.cdb} {
 			if db != nil {
 				db.Close()
 			}
@@ -153,14 +174,18 @@ func (s *Store) Open(ctx context.Context) error {
 		if s.objects != nil {
 			s.objects.Close()
 		}
-		s.db, s.wdb, s.objects = nil, nil, nil
+		s.db, s.wdb, s.cdb, s.objects = nil, nil, nil, nil
 		s.unlock()
 		return err
 	}
-	if s.wdb, err = openDB(ctx, s.cfg.IndexPath, s.busy, true); err != nil {
+	auto := 0
+	if s.checkpointEvery > 0 {
+		auto = walBackstopPages // checkpoints run in the background (engine.go)
+	}
+	if s.wdb, err = openDB(ctx, s.cfg.IndexPath, s.busy, true, auto); err != nil {
 		return fail(err)
 	}
-	if s.db, err = openDB(ctx, s.cfg.IndexPath, s.busy, false); err != nil {
+	if s.db, err = openDB(ctx, s.cfg.IndexPath, s.busy, false, auto); err != nil {
 		return fail(err)
 	}
 	if path, ok := objectLockPath(s.cfg); ok {
@@ -185,6 +210,11 @@ func (s *Store) Open(ctx context.Context) error {
 		return fail(err)
 	}
 	if err := s.openDeployment(ctx); err != nil {
+		b.Close()
+		s.bucket = nil
+		return fail(err)
+	}
+	if err := s.startCheckpoints(ctx); err != nil {
 		b.Close()
 		s.bucket = nil
 		return fail(err)
@@ -251,7 +281,11 @@ func OpenBucket(ctx context.Context, bucketURL string) (*blob.Bucket, error) {
 // writes, on SQLite one connection whose transactions take the write lock
 // when they begin (and the migrations run on it); else a pool of readConns
 // for reads.
-func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (*sql.DB, error) {
+//
+// autoCheckpoint is SQLite's wal_autocheckpoint of every connection: the
+// pages of write-ahead log past which a commit checkpoints before it
+// returns; 0 keeps SQLite's default (1000).
+func openDB(ctx context.Context, path string, busy time.Duration, writes bool, autoCheckpoint int) (*sql.DB, error) {
 	if IsPostgres(path) {
 		return openPostgres(ctx, path, busy, writes)
 	}
@@ -267,6 +301,9 @@ func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
+	if autoCheckpoint > 0 {
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", autoCheckpoint))
+	}
 	if writes {
 		q.Set("_txlock", "immediate")
 	}
@@ -349,6 +386,13 @@ func (s *Store) Close() error {
 		if s.stopLock != nil {
 			s.stopLock()
 			<-s.lockDone
+		}
+		if s.stopCheckpoints != nil {
+			s.stopCheckpoints()
+			<-s.checkpointsDone
+		}
+		if s.cdb != nil {
+			errs = append(errs, s.cdb.Close())
 		}
 		if s.db != nil {
 			errs = append(errs, s.db.Close())
