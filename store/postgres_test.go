@@ -382,3 +382,82 @@ func TestPostgresLockLostToReindexRefusesWrites(t *testing.T) {
 		t.Fatalf("reindex beside the node holding its lock again: %v", err)
 	}
 }
+
+// TestXorbOwnerOutcomesOnBothEngines: the owner transaction, which is one
+// statement on PostgreSQL (pgRecordXorbOwner) and several on SQLite, gives
+// the same outcomes on both: a new tenant within the default quota is
+// charged; one past it is refused with the default quota and no usage,
+// and nothing is recorded; an override above the default admits; a second
+// upload is not charged; a refusal reports the usage before it.
+func TestXorbOwnerOutcomesOnBothEngines(t *testing.T) {
+	ctx := context.Background()
+	for _, engine := range []string{"sqlite", "postgres"} {
+		t.Run(engine, func(t *testing.T) {
+			dir := t.TempDir()
+			index := filepath.Join(dir, "index.db")
+			if engine == "postgres" {
+				index = pgtest.Start(t).NewIndex(t)
+			}
+			s := mustOpenIndex(t, index, fileBucket(dir))
+			xorb := func(seed uint64) (xet.XorbInfo, []byte) {
+				body, info := xet.BuildXorb(chunksOf(seed, 2, 1000), false)
+				return info, body[:info.StreamLen]
+			}
+			a, abody := xorb(1)
+			size := a.StreamLen
+			big := 10 * size
+			if err := s.PutTenantLimits(ctx, "carol", []byte(`{}`), &big); err != nil {
+				t.Fatal(err)
+			}
+			usage := func(tenant string) int64 {
+				u, err := s.Usage(ctx, tenant)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return u
+			}
+			for _, step := range []struct {
+				name     string
+				tenant   string
+				info     xet.XorbInfo
+				body     []byte
+				quota    int64
+				inserted bool
+				refused  *OverQuotaError
+				usage    int64
+			}{
+				{"a new tenant within the default", "alice", a, abody, size, true, nil, size},
+				{"the same xorb again", "alice", a, abody, size, false, nil, size},
+				{"an existing tenant past the default", "alice", func() xet.XorbInfo { i, _ := xorb(2); return i }(), func() []byte { _, b := xorb(2); return b }(), size,
+					false, &OverQuotaError{Tenant: "alice", QuotaBytes: size, UsageBytes: size, SizeBytes: size}, size},
+				{"a new tenant past the default", "bob", a, abody, size - 1, false, &OverQuotaError{Tenant: "bob", QuotaBytes: size - 1, UsageBytes: 0, SizeBytes: size}, 0},
+				{"an override above the default", "carol", a, abody, size - 1, true, nil, size},
+				{"unlimited", "dave", a, abody, Unlimited, true, nil, size},
+			} {
+				inserted, err := s.PutXorb(ctx, step.tenant, step.info, step.body, step.quota)
+				var oq *OverQuotaError
+				switch {
+				case step.refused != nil:
+					if !errors.As(err, &oq) || *oq != *step.refused {
+						t.Fatalf("%s: %v, want %+v", step.name, err, step.refused)
+					}
+				case err != nil || inserted != step.inserted:
+					t.Fatalf("%s: inserted %v, %v; want %v", step.name, inserted, err, step.inserted)
+				}
+				if u := usage(step.tenant); u != step.usage {
+					t.Fatalf("%s: usage of %s %d, want %d", step.name, step.tenant, u, step.usage)
+				}
+			}
+			if owned, err := s.OwnsXorb(ctx, "bob", a.Hash); err != nil || owned {
+				t.Fatalf("a refused new tenant owns the xorb: %v %v", owned, err)
+			}
+			var n int
+			if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM tenants WHERE name = 'bob'`).Scan(&n); err != nil || n != 0 {
+				t.Fatalf("a refused new tenant has %d rows (%v)", n, err)
+			}
+			if diffs, err := CheckIndex(ctx, ReindexConfig{IndexPath: index, BucketURL: fileBucket(dir)}); err != nil || len(diffs) != 0 {
+				t.Fatalf("check: %v %v", diffs, err)
+			}
+		})
+	}
+}

@@ -106,7 +106,11 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var e error
-		inserted, x, e = recordXorbOwner(ctx, tx, tenant, h, x, enforceQuota, defaultQuotaBytes, s.now().Unix())
+		if s.pg {
+			inserted, x, e = pgRecordXorbOwner(ctx, tx, tenant, h, x, defaultQuotaBytes, s.now().Unix()) // engine.go
+		} else {
+			inserted, x, e = recordXorbOwner(ctx, tx, tenant, h, x, enforceQuota, defaultQuotaBytes, s.now().Unix())
+		}
 		return e
 	})
 	if err != nil {
