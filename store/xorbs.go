@@ -106,11 +106,7 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var e error
-		if s.pg {
-			inserted, x, e = pgRecordXorbOwner(ctx, tx, tenant, h, x, defaultQuotaBytes, s.now().Unix()) // engine.go
-		} else {
-			inserted, x, e = recordXorbOwner(ctx, tx, tenant, h, x, enforceQuota, defaultQuotaBytes, s.now().Unix())
-		}
+		inserted, x, e = s.recordUploadOwner(ctx, tx, tenant, h, x, defaultQuotaBytes)
 		return e
 	})
 	if err != nil {
@@ -249,6 +245,15 @@ func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, x xorbRe
 		return false, x, &OverQuotaError{Tenant: tenant, QuotaBytes: quota, UsageBytes: usage, SizeBytes: x.size}
 	}
 	return true, x, nil
+}
+
+// recordUploadOwner is recordXorbOwner for an upload (enforceQuota, the
+// time now), in one statement on PostgreSQL (engine.go).
+func (s *Store) recordUploadOwner(ctx context.Context, tx *sql.Tx, tenant, h string, x xorbRecord, defaultQuotaBytes int64) (bool, xorbRecord, error) {
+	if s.pg {
+		return pgRecordXorbOwner(ctx, tx, tenant, h, x, defaultQuotaBytes, s.now().Unix())
+	}
+	return recordXorbOwner(ctx, tx, tenant, h, x, enforceQuota, defaultQuotaBytes, s.now().Unix())
 }
 
 // XorbChunks returns the chunk layout of a stored xorb, or ErrNotFound.
