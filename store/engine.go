@@ -175,6 +175,9 @@ func pgPrelude(schema string) []string {
 		`CREATE SCHEMA IF NOT EXISTS ` + quoteIdent(schema),
 		`CREATE OR REPLACE FUNCTION ` + quoteIdent(schema) + `.hex(bytea) RETURNS text
 			LANGUAGE sql IMMUTABLE STRICT AS 'SELECT upper(encode($1, ''hex''))'`,
+		// over_quota aborts the statement that calls it (pgRecordUpload).
+		`CREATE OR REPLACE FUNCTION ` + quoteIdent(schema) + `.over_quota() RETURNS boolean
+			LANGUAGE plpgsql VOLATILE AS 'BEGIN RAISE EXCEPTION ''over quota'' USING ERRCODE = ''` + pgOverQuota + `''; END'`,
 	}
 }
 
@@ -269,9 +272,15 @@ func (c pgConn) QueryContext(ctx context.Context, q string, args []driver.NamedV
 // while PostgreSQL refuses it as a serialization failure or a deadlock
 // (another node's transaction won), within the busy timeout.
 func (s *Store) pgTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.pgRetrying(ctx, func() error { return s.txOnce(ctx, fn) })
+}
+
+// pgRetrying runs once, a transaction, again while PostgreSQL refuses it
+// as a serialization failure or a deadlock, within the busy timeout.
+func (s *Store) pgRetrying(ctx context.Context, once func() error) error {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		err := s.txOnce(ctx, fn)
+		err := once()
 		if err == nil || !pgRetry(err) || ctx.Err() != nil {
 			return err
 		}
@@ -733,52 +742,73 @@ func checkpoint(ctx context.Context, index string, db *sql.DB) error {
 	return err
 }
 
-// pgRecordXorbOwner is recordXorbOwner with enforceQuota on PostgreSQL,
-// where every statement is a round trip to the server: the xorb row (if
-// absent), the owner row and, only when the owner row is new, the tenant's
-// usage within its quota, in one statement instead of four to six. Its
-// parts see one snapshot, so the tenant's charge is an upsert: a tenant
-// without a row is inserted only when the size fits the default quota, an
-// existing one is charged only within its own. The statement cannot
-// refuse the whole: an owner row it inserted without a charge is an
-// *OverQuotaError, and the caller's transaction rolls back. The usage and
-// quota it reports are those before the statement.
-func pgRecordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, x xorbRecord, defaultQuotaBytes, now int64) (bool, xorbRecord, error) {
-	var ownerNew, charged bool
-	var usage, quota sql.NullInt64
-	err := tx.QueryRowContext(ctx, `WITH ins AS (
-		INSERT INTO xorbs(hash, stream_len, chunks) VALUES ($1::text, $2::bigint, $3::bytea)
-		ON CONFLICT DO NOTHING RETURNING stream_len, chunks
-	), x AS (
-		SELECT stream_len, chunks FROM ins
-		UNION ALL
-		SELECT stream_len, chunks FROM xorbs WHERE hash = $1::text AND NOT EXISTS (SELECT 1 FROM ins)
-	), own AS (
-		INSERT INTO xorb_owners(xorb, tenant, size, created) SELECT $1::text, $4::text, stream_len, $6::bigint FROM x
-		ON CONFLICT DO NOTHING RETURNING size
-	), charge AS (
-		INSERT INTO tenants AS t (name, usage_bytes) SELECT $4::text, size FROM own
-		WHERE EXISTS (SELECT 1 FROM tenants WHERE name = $4::text) OR $5::bigint < 0 OR size <= $5::bigint
-		ON CONFLICT (name) DO UPDATE SET usage_bytes = t.usage_bytes + excluded.usage_bytes
-		WHERE COALESCE(t.quota_bytes, $5::bigint) < 0 OR t.usage_bytes + excluded.usage_bytes <= COALESCE(t.quota_bytes, $5::bigint)
-		RETURNING 1
-	)
-	SELECT x.stream_len, x.chunks, EXISTS (SELECT 1 FROM own), EXISTS (SELECT 1 FROM charge),
-		(SELECT usage_bytes FROM tenants WHERE name = $4::text),
-		(SELECT COALESCE(quota_bytes, $5::bigint) FROM tenants WHERE name = $4::text)
-	FROM x`, h, x.size, x.chunks, tenant, defaultQuotaBytes, now).Scan(&x.size, &x.chunks, &ownerNew, &charged, &usage, &quota)
+// pgOverQuota is the SQLSTATE of over_quota() (pgPrelude), which
+// pgRecordUpload's statement calls to abort itself.
+const pgOverQuota = "OXQ01"
+
+// pgRecordUpload is the owner transaction of an upload on PostgreSQL
+// (recordUpload), where every statement is a round trip to the server:
+// the xorb row (if absent), the owner row and, only when the owner row is
+// new, the tenant's usage within its quota, in one statement that is its
+// own (SERIALIZABLE) transaction, instead of BEGIN, four to six statements
+// and COMMIT. Its parts see one snapshot, so the tenant's charge is an
+// upsert: a tenant without a row is inserted only when the size fits the
+// default quota, an existing one is charged only within its own. An owner
+// row it would insert without a charge makes it call over_quota(), which
+// aborts it, so nothing is written; the *OverQuotaError then reports the
+// usage and quota read after. It runs again, as pgTx does, while a
+// concurrent transaction wins.
+func (s *Store) pgRecordUpload(ctx context.Context, tenant, h string, x xorbRecord, defaultQuotaBytes int64) (bool, xorbRecord, error) {
+	if err := s.writable(); err != nil {
+		return false, x, err
+	}
+	rec := x
+	var ownerNew bool
+	err := s.pgRetrying(ctx, func() error {
+		wait, cancel := context.WithTimeout(ctx, s.busy)
+		conn, err := s.wdb.Conn(wait)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("%w: index busy: no write connection within %v", ErrUnavailable, s.busy)
+			}
+			return dbErr(err)
+		}
+		defer conn.Close()
+		rec = x
+		err = conn.QueryRowContext(ctx, `WITH ins AS (
+			INSERT INTO xorbs(hash, stream_len, chunks) VALUES ($1::text, $2::bigint, $3::bytea)
+			ON CONFLICT DO NOTHING RETURNING stream_len, chunks
+		), x AS (
+			SELECT stream_len, chunks FROM ins
+			UNION ALL
+			SELECT stream_len, chunks FROM xorbs WHERE hash = $1::text AND NOT EXISTS (SELECT 1 FROM ins)
+		), own AS (
+			INSERT INTO xorb_owners(xorb, tenant, size, created) SELECT $1::text, $4::text, stream_len, $6::bigint FROM x
+			ON CONFLICT DO NOTHING RETURNING size
+		), charge AS (
+			INSERT INTO tenants AS t (name, usage_bytes) SELECT $4::text, size FROM own
+			WHERE EXISTS (SELECT 1 FROM tenants WHERE name = $4::text) OR $5::bigint < 0 OR size <= $5::bigint
+			ON CONFLICT (name) DO UPDATE SET usage_bytes = t.usage_bytes + excluded.usage_bytes
+			WHERE COALESCE(t.quota_bytes, $5::bigint) < 0 OR t.usage_bytes + excluded.usage_bytes <= COALESCE(t.quota_bytes, $5::bigint)
+			RETURNING 1
+		)
+		SELECT x.stream_len, x.chunks, EXISTS (SELECT 1 FROM own)
+		FROM x
+		WHERE CASE WHEN NOT EXISTS (SELECT 1 FROM own) OR EXISTS (SELECT 1 FROM charge) THEN true ELSE over_quota() END`,
+			h, x.size, x.chunks, tenant, defaultQuotaBytes, s.now().Unix()).Scan(&rec.size, &rec.chunks, &ownerNew)
+		return dbErr(err)
+	})
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == pgOverQuota {
+		var usage, quota int64
+		if err := s.queryRow(ctx, `SELECT COALESCE((SELECT usage_bytes FROM tenants WHERE name = ?1), 0),
+			COALESCE((SELECT quota_bytes FROM tenants WHERE name = ?1), ?2)`, tenant, defaultQuotaBytes).Scan(&usage, &quota); err != nil {
+			usage, quota = 0, defaultQuotaBytes
+		}
+		return false, rec, &OverQuotaError{Tenant: tenant, QuotaBytes: quota, UsageBytes: usage, SizeBytes: rec.size}
+	}
 	if err != nil {
 		return false, x, fmt.Errorf("record owner of xorb %s: %w", h, err)
 	}
-	switch {
-	case !ownerNew:
-		return false, x, nil
-	case !charged:
-		q := defaultQuotaBytes
-		if quota.Valid {
-			q = quota.Int64
-		}
-		return false, x, &OverQuotaError{Tenant: tenant, QuotaBytes: q, UsageBytes: usage.Int64, SizeBytes: x.size}
-	}
-	return true, x, nil
+	return ownerNew, rec, nil
 }

@@ -18,8 +18,8 @@ import (
 //   - put_xorb: PutXorb of a new one-chunk xorb (the owner transaction:
 //     xorb row, owner row, the tenant's usage conditional on its quota;
 //     the bucket is mem:// so that the index dominates);
-//   - owner_tx: the owner transaction of put_xorb alone (inTx and
-//     recordUploadOwner): one statement on PostgreSQL; owner_tx_statements,
+//   - owner_tx: the owner transaction of put_xorb alone (recordUpload):
+//     one statement, its own transaction, on PostgreSQL; owner_tx_statements,
 //     PostgreSQL only, is the same transaction as SQLite's four to six
 //     statements (recordXorbOwner), as it was before issue 34 item 3;
 //   - dedup: DedupAnswer for a chunk of a registered file;
@@ -106,15 +106,15 @@ func BenchmarkIndex(b *testing.B) {
 					}
 					b.ResetTimer()
 					for i := range b.N {
-						err := s.inTx(ctx, func(tx *sql.Tx) error {
-							var err error
-							if statements {
-								_, _, err = recordXorbOwner(ctx, tx, "bench", hashes[i], recs[i], enforceQuota, Unlimited, 1)
-							} else {
-								_, _, err = s.recordUploadOwner(ctx, tx, "bench", hashes[i], recs[i], Unlimited)
-							}
-							return err
-						})
+						var err error
+						if statements {
+							err = s.inTx(ctx, func(tx *sql.Tx) error {
+								_, _, err := recordXorbOwner(ctx, tx, "bench", hashes[i], recs[i], enforceQuota, Unlimited, 1)
+								return err
+							})
+						} else {
+							_, _, err = s.recordUpload(ctx, "bench", hashes[i], recs[i], Unlimited)
+						}
 						if err != nil {
 							b.Fatal(err)
 						}

@@ -384,7 +384,7 @@ func TestPostgresLockLostToReindexRefusesWrites(t *testing.T) {
 }
 
 // TestXorbOwnerOutcomesOnBothEngines: the owner transaction, which is one
-// statement on PostgreSQL (pgRecordXorbOwner) and several on SQLite, gives
+// statement on PostgreSQL (pgRecordUpload) and several on SQLite, gives
 // the same outcomes on both: a new tenant within the default quota is
 // charged; one past it is refused with the default quota and no usage,
 // and nothing is recorded; an override above the default admits; a second
