@@ -117,9 +117,10 @@ func TestSQLiteCheckpointsOffTheRequestPath(t *testing.T) {
 // Metrics: the upload latency's median, p99, p99.9 and maximum in ms;
 // pauses, the uploads that took more than 10 times the median; in
 // background mode also ckpt-max-ms, the longest checkpoint (what a commit
-// doing it would have waited), and overlap-max-ms, the slowest upload
-// that ran while a checkpoint did (what a checkpoint off the request path
-// still costs an upload, through the disk or the CPU).
+// doing it would have waited), overlap-max-ms, the slowest upload that ran
+// while a checkpoint did (what a checkpoint off the request path still
+// costs an upload, through the disk or the CPU), other-max-ms, the slowest
+// of the others, and ckpt-time-%, the share of the run checkpoints took.
 //
 //	go test -run '^$' -bench CheckpointPauses -benchtime 20000x -count 1 ./store/
 func BenchmarkCheckpointPauses(b *testing.B) {
@@ -196,20 +197,26 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 			b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
 			b.ReportMetric(float64(pauses), "pauses")
 			if mode == "background" {
-				var longest, overlap time.Duration
+				var longest, busy, overlap, other time.Duration
 				for _, c := range ckpts {
 					longest = max(longest, c.to.Sub(c.from))
+					busy += c.to.Sub(c.from)
 				}
+				k := 0 // ups and ckpts are in time order
 				for _, u := range ups {
-					for _, c := range ckpts {
-						if u.from.Before(c.to) && c.from.Before(u.to) {
-							overlap = max(overlap, u.to.Sub(u.from))
-							break
-						}
+					for k < len(ckpts) && !ckpts[k].to.After(u.from) {
+						k++
+					}
+					if k < len(ckpts) && ckpts[k].from.Before(u.to) {
+						overlap = max(overlap, u.to.Sub(u.from))
+					} else {
+						other = max(other, u.to.Sub(u.from))
 					}
 				}
 				b.ReportMetric(ms(longest), "ckpt-max-ms")
 				b.ReportMetric(ms(overlap), "overlap-max-ms")
+				b.ReportMetric(ms(other), "other-max-ms")
+				b.ReportMetric(100*float64(busy)/float64(ups[len(ups)-1].to.Sub(ups[0].from)), "ckpt-time-%")
 			}
 		})
 	}
