@@ -34,6 +34,8 @@ type Config struct {
 	Bucket                string
 	Index                 string
 	IndexBusyTimeout      time.Duration
+	IndexLockCheck        time.Duration
+	IndexCheckpoint       time.Duration // 0: commits checkpoint (store.Config.CheckpointEvery < 0)
 	TrustedProxies        []netip.Prefix
 	DedupScope            string
 	MemoryBudget          int64
@@ -161,6 +163,8 @@ var settings = []setting{
 		return nil
 	}},
 	{"server.index_busy_timeout", "5s", "how long a request waits for the index (SQLite's write lock, a PostgreSQL row lock, retries of a transaction another node won) before 503 unavailable", durationSetter(func(c *Config) *time.Duration { return &c.IndexBusyTimeout }, 10*time.Millisecond)},
+	{"server.index_checkpoint", "100ms", "how often a background checkpoint folds a SQLite index's write-ahead log into the index file, on a connection of its own, so that no upload waits for one; 0: a commit that finds 1000 pages of log checkpoints before it answers (SQLite's own way, which stalls that request)", durationSetter(func(c *Config) *time.Duration { return &c.IndexCheckpoint }, 0)},
+	{"server.index_lock_check", "2s", "how often a node checks that it still holds its shared lock on a PostgreSQL index (a restart or a dropped connection loses it) and takes it again; while it does not hold it, it answers writes 503 unavailable", durationSetter(func(c *Config) *time.Duration { return &c.IndexLockCheck }, 100*time.Millisecond)},
 	{"server.trusted_proxies", "", "comma-separated CIDRs of proxies whose X-Forwarded-For is trusted (default none)", func(c *Config, v string) error {
 		c.TrustedProxies = nil
 		for _, p := range splitList(v) {

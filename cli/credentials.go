@@ -152,7 +152,7 @@ func remoteOrLocal(c *cli.Context, env Env, remote func(*adminClient) error, loc
 	if err != nil {
 		return err
 	}
-	st, err := openStore(c.Context, cfg)
+	st, err := openStore(c.Context, cfg, nil)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}

@@ -26,7 +26,7 @@ func registeredFamilies(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	st, err := openStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

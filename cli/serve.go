@@ -105,11 +105,23 @@ func serverConfig(cfg Config, key []byte) server.Config {
 	}
 }
 
-func openStore(ctx context.Context, cfg Config) (*store.Store, error) {
+// checkpointEvery is store.Config.CheckpointEvery for
+// server.index_checkpoint, whose 0 means no background checkpoints.
+func checkpointEvery(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
+}
+
+// openStore opens the store of cfg; log receives what it finds on its
+// own (a lost index lock), nil discards it.
+func openStore(ctx context.Context, cfg Config, log *slog.Logger) (*store.Store, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory %s: %w", cfg.DataDir, err)
 	}
-	st, err := store.Open(ctx, store.Config{IndexPath: cfg.Index, BucketURL: cfg.Bucket, BusyTimeout: cfg.IndexBusyTimeout})
+	st, err := store.Open(ctx, store.Config{IndexPath: cfg.Index, BucketURL: cfg.Bucket, BusyTimeout: cfg.IndexBusyTimeout,
+		LockCheck: cfg.IndexLockCheck, CheckpointEvery: checkpointEvery(cfg.IndexCheckpoint), Log: log})
 	if err != nil {
 		return nil, explainStoreError(err)
 	}
@@ -137,7 +149,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		}
 		defer mln.Close()
 	}
-	st, err := openStore(ctx, cfg)
+	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}

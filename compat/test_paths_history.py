@@ -248,6 +248,6 @@ out(r)
     # The root's last commit, as the client computes it, is the history's oldest.
     assert got["root_expand"]["last_commit"]["title"] == "initial commit"
     assert datetime.fromisoformat(got["modified"]) == datetime.fromisoformat(got["head_date"])
-    assert got["after"] == ["frank/fs/big.bin", "frank/fs/copy/big.bin", "frank/fs/moved/a.txt"]
+    assert got["after"] == ["frank/fs/.gitattributes", "frank/fs/big.bin", "frank/fs/copy/big.bin", "frank/fs/moved/a.txt"]
     assert got["copy"] == big.hex() and got["moved"] == "note a\n" and got["gone"] == "FileNotFoundError"
     assert server.usage("frank") == before

@@ -383,3 +383,27 @@ func TestFetchURLTampering(t *testing.T) {
 	}
 	wantError(t, e.fetch(url, "bytes=999999-1999999"), 403, "forbidden")
 }
+
+// TestXorbGrantsAre404: the newest xet-core clients first ask for an
+// upload grant and fall back to POST /v1/xorbs only on a 404 (a 405 or a
+// 501 fails the upload); until grants are served, that route must answer
+// exactly 404, with or without a credential, and change nothing.
+func TestXorbGrantsAre404(t *testing.T) {
+	e := newTestEnv(t)
+	alice := e.credential("alice", "write")
+	_, info := xet.BuildXorb(randomChunks(4, 2, 1000), false)
+	before := e.snapshot()
+	grant := []byte(`{"length": 2000, "checksum": {"algo": "crc64nvme", "value": "1"}}`)
+	for _, tc := range []struct{ method, path, token string }{
+		{"POST", "/v1/xorb-grants/default/" + info.Hash.String(), alice},
+		{"POST", "/v1/xorb-grants/default/" + info.Hash.String(), ""},
+		{"POST", "/v1/xorb-commits/default/" + info.Hash.String() + "/grant/1", alice},
+	} {
+		if r := e.do(tc.method, tc.path, tc.token, grant); r.Status != 404 {
+			t.Errorf("%s %s (token %v): %d %s, want 404", tc.method, tc.path, tc.token != "", r.Status, r.Body)
+		}
+	}
+	if diff := cmp.Diff(before, e.snapshot()); diff != "" {
+		t.Fatalf("a grant request changed state (-before +after):\n%s", diff)
+	}
+}

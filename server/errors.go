@@ -169,6 +169,10 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another change got there first; read the current state and retry", Cause: err}
 	case errors.Is(err, store.ErrIndexInUse):
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the index is being rebuilt; retry shortly", Cause: err}
+	case errors.Is(err, store.ErrIndexLockLost):
+		return &apiError{Status: 503, Code: "unavailable", RetryAfter: storeRetryAfterSeconds, Cause: err,
+			Message: "this node lost its shared lock on the index (its PostgreSQL session ended) and refuses writes until it holds it again",
+			Hint:    "retry after the delay in Retry-After, or on another node; the request changed nothing"}
 	case errors.Is(err, store.ErrUnavailable):
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: storeRetryAfterSeconds, Cause: err,
 			Message: "the server's storage (index or bucket) is busy or cannot be reached",

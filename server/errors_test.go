@@ -38,6 +38,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{store.ErrRepoExists, 409, "conflict"},
 		{store.ErrRefMoved, 409, "conflict"},
 		{store.ErrIndexInUse, 503, "unavailable"},
+		{fmt.Errorf("%w (%w): refusing writes", store.ErrIndexLockLost, store.ErrUnavailable), 503, "unavailable"},
 		{fmt.Errorf("%w: index: %w", store.ErrUnavailable, errors.New("database is locked (5) (SQLITE_BUSY)")), 503, "unavailable"},
 		{store.ErrCollecting, 503, "unavailable"},
 		{store.ErrFileInRepo, 409, "conflict"},

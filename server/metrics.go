@@ -36,6 +36,15 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	st := func(name, help string, f func() float64) {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}
+	st("openxet_index_lock_held", "1 while this node holds its shared lock on the index, else 0: it refuses writes (503) until it takes the lock again.", func() float64 {
+		if s.store.IndexLockHeld() {
+			return 1
+		}
+		return 0
+	})
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "openxet_index_lock_losses_total",
+		Help: "Times this node found its shared lock on a PostgreSQL index lost (the session holding it ended)."},
+		func() float64 { return float64(s.store.IndexLockLosses()) }))
 	st("openxet_paused_connections", "Keep-alive connections left unread after a request-rate refusal (limits.refusal_pause), now.", func() float64 { return float64(s.paused.Load()) })
 	st("openxet_memory_reserved_bytes", "Bytes of the memory budget reserved now.", func() float64 { return float64(s.budget.Stats().ReservedBytes) })
 	st("openxet_memory_reserved_high_water_bytes", "Highest reserved bytes seen.", func() float64 { return float64(s.budget.Stats().HighWaterBytes) })

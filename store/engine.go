@@ -32,6 +32,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -174,6 +175,9 @@ func pgPrelude(schema string) []string {
 		`CREATE SCHEMA IF NOT EXISTS ` + quoteIdent(schema),
 		`CREATE OR REPLACE FUNCTION ` + quoteIdent(schema) + `.hex(bytea) RETURNS text
 			LANGUAGE sql IMMUTABLE STRICT AS 'SELECT upper(encode($1, ''hex''))'`,
+		// over_quota aborts the statement that calls it (pgRecordUpload).
+		`CREATE OR REPLACE FUNCTION ` + quoteIdent(schema) + `.over_quota() RETURNS boolean
+			LANGUAGE plpgsql VOLATILE AS 'BEGIN RAISE EXCEPTION ''over quota'' USING ERRCODE = ''` + pgOverQuota + `''; END'`,
 	}
 }
 
@@ -268,9 +272,15 @@ func (c pgConn) QueryContext(ctx context.Context, q string, args []driver.NamedV
 // while PostgreSQL refuses it as a serialization failure or a deadlock
 // (another node's transaction won), within the busy timeout.
 func (s *Store) pgTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	return s.pgRetrying(ctx, func() error { return s.txOnce(ctx, fn) })
+}
+
+// pgRetrying runs once, a transaction, again while PostgreSQL refuses it
+// as a serialization failure or a deadlock, within the busy timeout.
+func (s *Store) pgRetrying(ctx context.Context, once func() error) error {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		err := s.txOnce(ctx, fn)
+		err := once()
 		if err == nil || !pgRetry(err) || ctx.Err() != nil {
 			return err
 		}
@@ -342,21 +352,108 @@ func (l fileLock) release() {
 	l.f.Close()
 }
 
-// pgLock holds a session advisory lock on a connection of its own.
+// pgLock holds a session advisory lock on a connection of its own. The
+// lock lasts as long as that connection's session: a PostgreSQL restart, a
+// proxy's idle timeout or a network failure ends the session and drops the
+// lock without a word to this process, so a server checks it every
+// Config.LockCheck (Store.checkIndexLock) and takes it again on a new
+// connection.
 type pgLock struct {
-	db   *sql.DB
-	conn *sql.Conn
+	db        *sql.DB
+	index     string // redacted, for messages
+	key       int64
+	exclusive bool
+
+	mu   sync.Mutex
+	conn *sql.Conn // holds the lock; nil while it does not
 }
 
 // release unlocks before it closes: PostgreSQL drops a session's locks
 // only once its backend has seen the connection close, which can be after
 // a reindex started right behind this Close has asked for the lock.
-func (l pgLock) release() {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	l.conn.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`)
-	l.conn.Close()
+func (l *pgLock) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		l.conn.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`)
+		cancel()
+		l.conn.Close()
+		l.conn = nil
+	}
 	l.db.Close()
+}
+
+// take asks for the lock on a new connection, without waiting: false when
+// another session holds a lock that conflicts (a reindex, or servers when
+// l is exclusive).
+func (l *pgLock) take(ctx context.Context) (bool, error) {
+	conn, err := l.db.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("index %s: %w", l.index, pgErr(err))
+	}
+	fn := "pg_try_advisory_lock_shared"
+	if l.exclusive {
+		fn = "pg_try_advisory_lock"
+	}
+	var ok bool
+	if err := conn.QueryRowContext(ctx, `SELECT `+fn+`($1)`, l.key).Scan(&ok); err != nil {
+		conn.Close()
+		return false, fmt.Errorf("index lock: %w", pgErr(err))
+	}
+	if !ok {
+		conn.Close()
+		return false, nil
+	}
+	l.conn = conn
+	return true, nil
+}
+
+// lockState is what a check of a server's lock found.
+type lockState int
+
+const (
+	lockKept    lockState = iota // held all along, on the same session
+	lockRetaken                  // its session was gone; held again on a new one
+	lockRefused                  // its session was gone; another holds a conflicting lock (a reindex)
+	lockFailed                   // its session was gone; PostgreSQL cannot be reached to take it again
+)
+
+// check reports whether l still holds its lock: its session answers and
+// pg_locks lists the lock as granted to it. When it does not, the lock is
+// taken again on a new connection if no one holds a conflicting one. Each
+// query waits at most timeout (a session on a partitioned network does not
+// answer at all).
+func (l *pgLock) check(ctx context.Context, timeout time.Duration) (lockState, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.conn != nil {
+		qctx, cancel := context.WithTimeout(ctx, timeout)
+		var held bool
+		err := l.conn.QueryRowContext(qctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+			AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1)`,
+			int64(uint64(l.key)>>32), int64(uint32(l.key))).Scan(&held)
+		cancel()
+		if err == nil && held {
+			return lockKept, nil
+		}
+		if ctx.Err() != nil {
+			return lockKept, ctx.Err() // stopping: nothing was learnt
+		}
+		l.conn.Close()
+		l.conn = nil
+	}
+	tctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ok, err := l.take(tctx)
+	switch {
+	case err != nil:
+		return lockFailed, err
+	case !ok:
+		return lockRefused, nil
+	}
+	return lockRetaken, nil
 }
 
 func lockPostgres(ctx context.Context, index string, exclusive bool) (indexLock, error) {
@@ -364,28 +461,87 @@ func lockPostgres(ctx context.Context, index string, exclusive bool) (indexLock,
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(stdlib.GetConnector(*cfg))
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("index %s: %w", redactIndex(index), pgErr(err))
+	l := &pgLock{db: sql.OpenDB(stdlib.GetConnector(*cfg)), index: redactIndex(index), key: lockKey(schema, "index"), exclusive: exclusive}
+	ok, err := l.take(ctx)
+	if err != nil || !ok {
+		l.db.Close()
+		if err == nil {
+			err = fmt.Errorf("%s: %w", redactIndex(index), ErrIndexInUse)
+		}
+		return nil, err
 	}
-	fn := "pg_try_advisory_lock_shared"
-	if exclusive {
-		fn = "pg_try_advisory_lock"
+	return l, nil
+}
+
+// DefaultLockCheck is Config.LockCheck's default.
+const DefaultLockCheck = 2 * time.Second
+
+// watchIndexLock checks the shared lock of a PostgreSQL index every
+// interval until ctx ends, then closes done.
+func (s *Store) watchIndexLock(ctx context.Context, interval time.Duration, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.checkIndexLock(ctx)
+		}
 	}
-	var ok bool
-	if err := conn.QueryRowContext(ctx, `SELECT `+fn+`($1)`, lockKey(schema, "index")).Scan(&ok); err != nil {
-		conn.Close()
-		db.Close()
-		return nil, fmt.Errorf("index lock: %w", pgErr(err))
-	}
+}
+
+// checkIndexLock checks once that this process still holds its shared
+// lock on a PostgreSQL index, takes it again when its session was lost,
+// and records the outcome: while the lock is not held every write fails
+// with ErrIndexLockLost (writable), so that a reindex that took the
+// exclusive lock meanwhile never rebuilds beside a writing server. On
+// SQLite it does nothing: a flock(2) lock lasts as long as its file is
+// open.
+func (s *Store) checkIndexLock(ctx context.Context) {
+	l, ok := s.lock.(*pgLock)
 	if !ok {
-		conn.Close()
-		db.Close()
-		return nil, fmt.Errorf("%s: %w", redactIndex(index), ErrIndexInUse)
+		return
 	}
-	return pgLock{db, conn}, nil
+	state, err := l.check(ctx, max(s.lockCheck, time.Second))
+	if ctx.Err() != nil {
+		return
+	}
+	was := s.lockHeld.Load()
+	if state != lockKept && was {
+		s.lockLosses.Add(1)
+		// The sessions of the pools most likely ended with the lock's (a
+		// restart ends them all): drop the idle ones, so that requests
+		// do not meet them one 503 at a time.
+		for _, db := range []*sql.DB{s.db, s.wdb} {
+			db.SetMaxIdleConns(0)
+			db.SetMaxIdleConns(pgConns)
+		}
+	}
+	switch state {
+	case lockKept:
+	case lockRetaken:
+		if was {
+			s.log.Warn("index lock: the session holding the shared lock on the index was lost (a PostgreSQL restart or a dropped connection); took it again", "index", l.index)
+		} else {
+			s.log.Info("index lock: holding the shared lock on the index again; writes resume", "index", l.index)
+		}
+		s.lockHeld.Store(true)
+	case lockRefused:
+		s.lockHeld.Store(false)
+		if was {
+			s.log.Error("index lock: lost the shared lock on the index and another process (a reindex) holds it exclusively; refusing writes (503) until this node holds it again", "index", l.index)
+		}
+	case lockFailed:
+		s.lockHeld.Store(false)
+		if was {
+			s.log.Error("index lock: lost the shared lock on the index and cannot take it again; refusing writes (503) until this node holds it again", "index", l.index, "err", err)
+		}
+	}
+	if s.lockHook != nil {
+		s.lockHook(state)
+	}
 }
 
 // objectLockPath is the file that serializes create-if-absent writes to
@@ -507,6 +663,75 @@ func swapIndex(ctx context.Context, rebuilt, index string) error {
 	return nil
 }
 
+// DefaultCheckpointEvery is Config.CheckpointEvery's default.
+const DefaultCheckpointEvery = 100 * time.Millisecond
+
+// walBackstopPages is the wal_autocheckpoint of a SQLite index whose
+// checkpoints run in the background (64 MiB of log at 4 KiB pages): a
+// commit checkpoints only when the background ones fell that far behind,
+// which bounds the log.
+const walBackstopPages = 16384
+
+// startCheckpoints opens the connection of a SQLite index's background
+// checkpoints and starts their loop (engine.go: checkpointLoop), unless
+// Config.CheckpointEvery turned them off. A checkpoint on a connection of
+// its own waits for no writer and makes none wait: SQLite's checkpoint
+// copies the log's pages into the file while commits go on appending to
+// it (PASSIVE); a commit only restarts the log from its start once a
+// checkpoint has copied all of it.
+func (s *Store) startCheckpoints(ctx context.Context) error {
+	if s.pg || s.checkpointEvery <= 0 {
+		return nil
+	}
+	db, err := openDB(ctx, s.cfg.IndexPath, s.busy, false, walBackstopPages)
+	if err != nil {
+		return err
+	}
+	db.SetMaxOpenConns(1)
+	s.cdb = db
+	if s.checkpointsByHand {
+		return nil
+	}
+	cctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopCheckpoints, s.checkpointsDone = stop, make(chan struct{})
+	go s.checkpointLoop(cctx, s.checkpointEvery, s.checkpointsDone)
+	return nil
+}
+
+// checkpointLoop checkpoints every interval until ctx ends, then closes
+// done. A checkpoint that finds nothing new to copy costs a read of the
+// log's header.
+func (s *Store) checkpointLoop(ctx context.Context, interval time.Duration, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := s.checkpointIndex(ctx); err != nil && ctx.Err() == nil {
+				s.log.Debug("index checkpoint", "err", err)
+			}
+		}
+	}
+}
+
+// checkpointIndex runs one PASSIVE checkpoint of a SQLite index on the
+// checkpoint connection: it copies every page of the log that no reader
+// still needs into the index file. It returns the pages the log held and
+// those copied so far.
+func (s *Store) checkpointIndex(ctx context.Context) (walCheckpoint, error) {
+	var c walCheckpoint
+	var busy int
+	err := s.cdb.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &c.LogPages, &c.CopiedPages)
+	return c, dbErr(err)
+}
+
+// walCheckpoint is what a checkpoint reports: the pages of the log and
+// those of them copied into the index file.
+type walCheckpoint struct{ LogPages, CopiedPages int }
+
 // checkpoint folds SQLite's write-ahead log into the index file, so the
 // file is complete on its own; PostgreSQL has nothing to do.
 func checkpoint(ctx context.Context, index string, db *sql.DB) error {
@@ -515,4 +740,75 @@ func checkpoint(ctx context.Context, index string, db *sql.DB) error {
 	}
 	_, err := db.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 	return err
+}
+
+// pgOverQuota is the SQLSTATE of over_quota() (pgPrelude), which
+// pgRecordUpload's statement calls to abort itself.
+const pgOverQuota = "OXQ01"
+
+// pgRecordUpload is the owner transaction of an upload on PostgreSQL
+// (recordUpload), where every statement is a round trip to the server:
+// the xorb row (if absent), the owner row and, only when the owner row is
+// new, the tenant's usage within its quota, in one statement that is its
+// own (SERIALIZABLE) transaction, instead of BEGIN, four to six statements
+// and COMMIT. Its parts see one snapshot, so the tenant's charge is an
+// upsert: a tenant without a row is inserted only when the size fits the
+// default quota, an existing one is charged only within its own. An owner
+// row it would insert without a charge makes it call over_quota(), which
+// aborts it, so nothing is written; the *OverQuotaError then reports the
+// usage and quota read after. It runs again, as pgTx does, while a
+// concurrent transaction wins.
+func (s *Store) pgRecordUpload(ctx context.Context, tenant, h string, x xorbRecord, defaultQuotaBytes int64) (bool, xorbRecord, error) {
+	if err := s.writable(); err != nil {
+		return false, x, err
+	}
+	rec := x
+	var ownerNew bool
+	err := s.pgRetrying(ctx, func() error {
+		wait, cancel := context.WithTimeout(ctx, s.busy)
+		conn, err := s.wdb.Conn(wait)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("%w: index busy: no write connection within %v", ErrUnavailable, s.busy)
+			}
+			return dbErr(err)
+		}
+		defer conn.Close()
+		rec = x
+		err = conn.QueryRowContext(ctx, `WITH ins AS (
+			INSERT INTO xorbs(hash, stream_len, chunks) VALUES ($1::text, $2::bigint, $3::bytea)
+			ON CONFLICT DO NOTHING RETURNING stream_len, chunks
+		), x AS (
+			SELECT stream_len, chunks FROM ins
+			UNION ALL
+			SELECT stream_len, chunks FROM xorbs WHERE hash = $1::text AND NOT EXISTS (SELECT 1 FROM ins)
+		), own AS (
+			INSERT INTO xorb_owners(xorb, tenant, size, created) SELECT $1::text, $4::text, stream_len, $6::bigint FROM x
+			ON CONFLICT DO NOTHING RETURNING size
+		), charge AS (
+			INSERT INTO tenants AS t (name, usage_bytes) SELECT $4::text, size FROM own
+			WHERE EXISTS (SELECT 1 FROM tenants WHERE name = $4::text) OR $5::bigint < 0 OR size <= $5::bigint
+			ON CONFLICT (name) DO UPDATE SET usage_bytes = t.usage_bytes + excluded.usage_bytes
+			WHERE COALESCE(t.quota_bytes, $5::bigint) < 0 OR t.usage_bytes + excluded.usage_bytes <= COALESCE(t.quota_bytes, $5::bigint)
+			RETURNING 1
+		)
+		SELECT x.stream_len, x.chunks, EXISTS (SELECT 1 FROM own)
+		FROM x
+		WHERE CASE WHEN NOT EXISTS (SELECT 1 FROM own) OR EXISTS (SELECT 1 FROM charge) THEN true ELSE over_quota() END`,
+			h, x.size, x.chunks, tenant, defaultQuotaBytes, s.now().Unix()).Scan(&rec.size, &rec.chunks, &ownerNew)
+		return dbErr(err)
+	})
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == pgOverQuota {
+		var usage, quota int64
+		if err := s.queryRow(ctx, `SELECT COALESCE((SELECT usage_bytes FROM tenants WHERE name = ?1), 0),
+			COALESCE((SELECT quota_bytes FROM tenants WHERE name = ?1), ?2)`, tenant, defaultQuotaBytes).Scan(&usage, &quota); err != nil {
+			usage, quota = 0, defaultQuotaBytes
+		}
+		return false, rec, &OverQuotaError{Tenant: tenant, QuotaBytes: quota, UsageBytes: usage, SizeBytes: rec.size}
+	}
+	if err != nil {
+		return false, x, fmt.Errorf("record owner of xorb %s: %w", h, err)
+	}
+	return ownerNew, rec, nil
 }

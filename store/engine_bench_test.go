@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -17,6 +18,10 @@ import (
 //   - put_xorb: PutXorb of a new one-chunk xorb (the owner transaction:
 //     xorb row, owner row, the tenant's usage conditional on its quota;
 //     the bucket is mem:// so that the index dominates);
+//   - owner_tx: the owner transaction of put_xorb alone (recordUpload):
+//     one statement, its own transaction, on PostgreSQL; owner_tx_statements,
+//     PostgreSQL only, is the same transaction as SQLite's four to six
+//     statements (recordXorbOwner), as it was before issue 34 item 3;
 //   - dedup: DedupAnswer for a chunk of a registered file;
 //   - reconstruction: File and FileTerms of a registered file (the reads a
 //     reconstruction makes; xorb layouts come from the cache);
@@ -37,6 +42,7 @@ import (
 // of SQLite's NORMAL).
 //
 //	go test -run '^$' -bench 'Index/' -benchtime 2s -count 3 ./store/
+//	go test -run '^$' -bench 'Index/.*/(put_xorb|owner_tx)' -benchtime 2s -count 3 ./store/
 func BenchmarkIndex(b *testing.B) {
 	parent := b
 	var srv *pgtest.Server
@@ -82,6 +88,39 @@ func BenchmarkIndex(b *testing.B) {
 					}
 				}
 			})
+			for _, statements := range []bool{false, true} {
+				if statements && engine == "sqlite" {
+					continue
+				}
+				name := "owner_tx"
+				if statements {
+					name = "owner_tx_statements"
+				}
+				b.Run(name, func(b *testing.B) {
+					s := mustOpenIndex(b, newIndex(b.TempDir()), "mem://")
+					recs := make([]xorbRecord, b.N)
+					hashes := make([]string, b.N)
+					for i := range b.N {
+						_, info := xet.BuildXorb([][]byte{fmt.Appendf(nil, "bench %s %d", b.Name(), i)}, false)
+						recs[i], hashes[i] = xorbRecord{size: info.StreamLen, chunks: encodeChunks(info.Chunks)}, info.Hash.String()
+					}
+					b.ResetTimer()
+					for i := range b.N {
+						var err error
+						if statements {
+							err = s.inTx(ctx, func(tx *sql.Tx) error {
+								_, _, err := recordXorbOwner(ctx, tx, "bench", hashes[i], recs[i], enforceQuota, Unlimited, 1)
+								return err
+							})
+						} else {
+							_, _, err = s.recordUpload(ctx, "bench", hashes[i], recs[i], Unlimited)
+						}
+						if err != nil {
+							b.Fatal(err)
+						}
+					}
+				})
+			}
 			b.Run("dedup", func(b *testing.B) {
 				for b.Loop() {
 					if got, err := l.s.DedupAnswer(ctx, "alice", chunk, false, 8); err != nil || len(got) == 0 {

@@ -27,6 +27,13 @@ var ErrInvalidShard = errors.New("invalid shard")
 // ErrIndexInUse means reindex found the index held open by a server.
 var ErrIndexInUse = errors.New("index in use")
 
+// ErrIndexLockLost means this process lost its shared lock on a
+// PostgreSQL index (the session that held it ended: a PostgreSQL restart, a
+// dropped connection) and has not taken it again, perhaps because a
+// reindex holds it: it refuses writes until it holds it again. It comes
+// with ErrUnavailable (errors.Is reaches both).
+var ErrIndexLockLost = errors.New("index lock lost")
+
 // ErrUnavailable means the index or the bucket could not be read or written
 // right now: SQLite stayed busy or locked past the busy timeout, or failed
 // on storage; the bucket failed in transport or in the service. The call

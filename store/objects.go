@@ -55,6 +55,9 @@ func (s *Store) writeObject(ctx context.Context, key string, data []byte, conten
 // checksum instead of the SDK computing it in a pass of its own. Other
 // buckets ignore it.
 func (s *Store) writeObjectCRC(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool, crc *uint32) (written bool, err error) {
+	if err := s.writable(); err != nil {
+		return false, fmt.Errorf("write %s: %w", key, err)
+	}
 	if s.s3 != nil && plainKey(key) {
 		return s.s3.put(ctx, key, data, contentType, ifAbsent, crc) // s3.go: one PutObject, no copy
 	}

@@ -69,7 +69,7 @@ func CheckIndex(ctx context.Context, cfg ReindexConfig) ([]Difference, error) {
 			return nil, fmt.Errorf("index %s: %w", cfg.IndexPath, err)
 		}
 	}
-	db, err := openDB(ctx, cfg.IndexPath, DefaultBusyTimeout, true)
+	db, err := openDB(ctx, cfg.IndexPath, DefaultBusyTimeout, true, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -90,7 +90,7 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 		return err
 	}
 	defer bucket.Close()
-	db, err := openDB(ctx, path, DefaultBusyTimeout, true)
+	db, err := openDB(ctx, path, DefaultBusyTimeout, true, 0)
 	if err != nil {
 		return err
 	}

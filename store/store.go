@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -35,6 +37,22 @@ type Config struct {
 	BusyTimeout time.Duration
 	// Now reads the clock; nil means time.Now.
 	Now func() time.Time
+	// LockCheck is how often a server checks that it still holds its
+	// shared lock on a PostgreSQL index, and takes it again when its
+	// session was lost (engine.go: checkIndexLock). Zero means
+	// DefaultLockCheck; negative, never (tests run the check by hand).
+	// SQLite's lock cannot be lost: nothing runs.
+	LockCheck time.Duration
+	// CheckpointEvery is how often a background checkpoint folds a SQLite
+	// index's write-ahead log into the index file, on a connection of its
+	// own, so that no request waits for one (engine.go). Zero means
+	// DefaultCheckpointEvery; negative, none: a commit that finds the log
+	// past SQLite's wal_autocheckpoint (1000 pages) checkpoints before it
+	// returns, as SQLite does by default. PostgreSQL has nothing to do.
+	CheckpointEvery time.Duration
+	// Log receives what the store finds on its own, outside any call (a
+	// lost index lock); nil discards it.
+	Log *slog.Logger
 }
 
 // DefaultBusyTimeout is Config.BusyTimeout's default.
@@ -56,6 +74,28 @@ type Store struct {
 	bucket *blob.Bucket
 	lock   indexLock
 	pg     bool // the index is PostgreSQL (engine.go)
+	log    *slog.Logger
+
+	// lockHeld is whether this process holds its shared lock on the index;
+	// writes fail while it does not (writable). lockLosses counts the
+	// times it found it lost. lockCheck is Config.LockCheck with its
+	// default; stopLock ends the check loop, which closes lockDone.
+	lockHeld   atomic.Bool
+	lockLosses atomic.Uint64
+	lockCheck  time.Duration
+	stopLock   context.CancelFunc
+	lockDone   chan struct{}
+	lockHook   func(lockState) // tests: called after each check
+
+	// checkpointEvery is Config.CheckpointEvery with its default; cdb is
+	// the checkpoints' connection (SQLite, when checkpointEvery > 0);
+	// stopCheckpoints ends their loop, which closes checkpointsDone.
+	// checkpointsByHand (tests) opens cdb but starts no loop.
+	checkpointEvery   time.Duration
+	cdb               *sql.DB
+	stopCheckpoints   context.CancelFunc
+	checkpointsDone   chan struct{}
+	checkpointsByHand bool
 	// dir is the directory of a file:// bucket that the store lists and
 	// reads itself (fileBucketDir), "" for other buckets.
 	dir string
@@ -90,7 +130,20 @@ func New(cfg Config) *Store {
 	if busy <= 0 {
 		busy = DefaultBusyTimeout
 	}
-	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), dir: fileBucketDir(cfg.BucketURL), layouts: newLayoutCache(4096)}
+	lockCheck := cfg.LockCheck
+	if lockCheck == 0 {
+		lockCheck = DefaultLockCheck
+	}
+	checkpointEvery := cfg.CheckpointEvery
+	if checkpointEvery == 0 {
+		checkpointEvery = DefaultCheckpointEvery
+	}
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), log: log, lockCheck: lockCheck, checkpointEvery: checkpointEvery,
+		dir: fileBucketDir(cfg.BucketURL), layouts: newLayoutCache(4096)}
 }
 
 // Open opens (creating when absent) the index and the bucket and runs the
@@ -111,8 +164,9 @@ func (s *Store) Open(ctx context.Context) error {
 		return err
 	}
 	s.lock = lock
+	s.lockHeld.Store(true)
 	fail := func(err error) error {
-		for _, db := range []*sql.DB{s.db, s.wdb} {
+		for _, db := range []*sql.DB{s.db, s.wdb, s.cdb} {
 			if db != nil {
 				db.Close()
 			}
@@ -120,14 +174,18 @@ func (s *Store) Open(ctx context.Context) error {
 		if s.objects != nil {
 			s.objects.Close()
 		}
-		s.db, s.wdb, s.objects = nil, nil, nil
+		s.db, s.wdb, s.cdb, s.objects = nil, nil, nil, nil
 		s.unlock()
 		return err
 	}
-	if s.wdb, err = openDB(ctx, s.cfg.IndexPath, s.busy, true); err != nil {
+	auto := 0
+	if s.checkpointEvery > 0 {
+		auto = walBackstopPages // checkpoints run in the background (engine.go)
+	}
+	if s.wdb, err = openDB(ctx, s.cfg.IndexPath, s.busy, true, auto); err != nil {
 		return fail(err)
 	}
-	if s.db, err = openDB(ctx, s.cfg.IndexPath, s.busy, false); err != nil {
+	if s.db, err = openDB(ctx, s.cfg.IndexPath, s.busy, false, auto); err != nil {
 		return fail(err)
 	}
 	if path, ok := objectLockPath(s.cfg); ok {
@@ -156,7 +214,37 @@ func (s *Store) Open(ctx context.Context) error {
 		s.bucket = nil
 		return fail(err)
 	}
+	if err := s.startCheckpoints(ctx); err != nil {
+		b.Close()
+		s.bucket = nil
+		return fail(err)
+	}
+	if _, ok := s.lock.(*pgLock); ok && s.lockCheck > 0 {
+		lctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		s.stopLock, s.lockDone = stop, make(chan struct{})
+		go s.watchIndexLock(lctx, s.lockCheck, s.lockDone)
+	}
 	return nil
+}
+
+// IndexLockHeld reports whether this process holds its shared lock on the
+// index, without which it refuses writes (ErrIndexLockLost). It is true
+// from Open to Close, except on a PostgreSQL index between the check that
+// found the lock lost and the one that took it again.
+func (s *Store) IndexLockHeld() bool { return s.lockHeld.Load() }
+
+// IndexLockLosses is how many times this process found its shared lock on
+// a PostgreSQL index lost (its session ended), whether or not it could take
+// it again at once.
+func (s *Store) IndexLockLosses() uint64 { return s.lockLosses.Load() }
+
+// writable is nil when this process may write: it holds its shared lock
+// on the index, so no reindex is rebuilding the index beside it.
+func (s *Store) writable() error {
+	if s.lockHeld.Load() {
+		return nil
+	}
+	return fmt.Errorf("%w (%w): this node refuses writes until it holds its shared lock on the index again", ErrIndexLockLost, ErrUnavailable)
 }
 
 // FileBucketURL is the URL of the file:// bucket in dir: created when
@@ -193,7 +281,11 @@ func OpenBucket(ctx context.Context, bucketURL string) (*blob.Bucket, error) {
 // writes, on SQLite one connection whose transactions take the write lock
 // when they begin (and the migrations run on it); else a pool of readConns
 // for reads.
-func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (*sql.DB, error) {
+//
+// autoCheckpoint is SQLite's wal_autocheckpoint of every connection: the
+// pages of write-ahead log past which a commit checkpoints before it
+// returns; 0 keeps SQLite's default (1000).
+func openDB(ctx context.Context, path string, busy time.Duration, writes bool, autoCheckpoint int) (*sql.DB, error) {
 	if IsPostgres(path) {
 		return openPostgres(ctx, path, busy, writes)
 	}
@@ -209,6 +301,9 @@ func openDB(ctx context.Context, path string, busy time.Duration, writes bool) (
 	q.Add("_pragma", "journal_mode(WAL)")
 	q.Add("_pragma", "synchronous(NORMAL)")
 	q.Add("_pragma", "foreign_keys(ON)")
+	if autoCheckpoint > 0 {
+		q.Add("_pragma", fmt.Sprintf("wal_autocheckpoint(%d)", autoCheckpoint))
+	}
 	if writes {
 		q.Set("_txlock", "immediate")
 	}
@@ -288,6 +383,17 @@ func (s *Store) unlock() {
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
+		if s.stopLock != nil {
+			s.stopLock()
+			<-s.lockDone
+		}
+		if s.stopCheckpoints != nil {
+			s.stopCheckpoints()
+			<-s.checkpointsDone
+		}
+		if s.cdb != nil {
+			errs = append(errs, s.cdb.Close())
+		}
 		if s.db != nil {
 			errs = append(errs, s.db.Close())
 		}
@@ -346,6 +452,9 @@ func isNotFound(err error) bool { return gcerrors.Code(err) == gcerrors.NotFound
 // On PostgreSQL the transaction is SERIALIZABLE and runs again when a
 // concurrent one wins (pgTx): fn must start from scratch each time.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
 	if s.pg {
 		return s.pgTx(ctx, fn)
 	}

@@ -104,11 +104,7 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 	if err := s.step("owner"); err != nil {
 		return false, err
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		var e error
-		inserted, x, e = recordXorbOwner(ctx, tx, tenant, h, x, enforceQuota, defaultQuotaBytes, s.now().Unix())
-		return e
-	})
+	inserted, x, err = s.recordUpload(ctx, tenant, h, x, defaultQuotaBytes)
 	if err != nil {
 		s.withdrawOwnerRecord(context.WithoutCancel(ctx), tenant, info.Hash, x.size)
 		return false, err
@@ -245,6 +241,23 @@ func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, x xorbRe
 		return false, x, &OverQuotaError{Tenant: tenant, QuotaBytes: quota, UsageBytes: usage, SizeBytes: x.size}
 	}
 	return true, x, nil
+}
+
+// recordUpload is the owner transaction of an upload: recordXorbOwner
+// with enforceQuota at the time now, in a transaction of its own; on
+// PostgreSQL one statement that is its own transaction (engine.go:
+// pgRecordUpload).
+func (s *Store) recordUpload(ctx context.Context, tenant, h string, x xorbRecord, defaultQuotaBytes int64) (inserted bool, rec xorbRecord, err error) {
+	if s.pg {
+		return s.pgRecordUpload(ctx, tenant, h, x, defaultQuotaBytes)
+	}
+	rec = x
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		var e error
+		inserted, rec, e = recordXorbOwner(ctx, tx, tenant, h, x, enforceQuota, defaultQuotaBytes, s.now().Unix())
+		return e
+	})
+	return inserted, rec, err
 }
 
 // XorbChunks returns the chunk layout of a stored xorb, or ErrNotFound.

@@ -42,6 +42,9 @@ type Server struct {
 	Addr string
 
 	dir    string
+	bin    string
+	args   []string
+	cred   *syscall.Credential
 	cmd    *exec.Cmd
 	out    *testproc.Buffer
 	exited chan struct{}
@@ -161,10 +164,11 @@ func start(bin string, durable bool) (*Server, error) {
 		return fail(err)
 	}
 	s := &Server{
-		Addr:   net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
-		dir:    dir,
-		out:    &testproc.Buffer{},
-		exited: make(chan struct{}),
+		Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)),
+		dir:  dir,
+		bin:  bin,
+		cred: cred,
+		out:  &testproc.Buffer{},
 	}
 	// Only 127.0.0.1 and a socket directory of its own.
 	args := []string{"-D", data, "-h", "127.0.0.1", "-p", strconv.Itoa(port), "-k", dir,
@@ -172,22 +176,45 @@ func start(bin string, durable bool) (*Server, error) {
 	if !durable {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	s.cmd = exec.Command(filepath.Join(bin, "postgres"), args...)
-	s.cmd.Env = env(dir)
-	s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	if err := s.cmd.Start(); err != nil {
-		return fail(fmt.Errorf("start postgres: %w", err))
+	s.args = args
+	if err := s.run(); err != nil {
+		return fail(err)
 	}
-	go func() {
-		s.cmd.Wait()
-		close(s.exited)
-	}()
 	if err := s.waitReady(); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// run starts the postgres process on the cluster's directory and port.
+func (s *Server) run() error {
+	cmd := exec.Command(filepath.Join(s.bin, "postgres"), s.args...)
+	cmd.Env = env(s.dir)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	cmd.Stdout, cmd.Stderr = s.out, s.out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start postgres: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	s.cmd, s.exited = cmd, exited
+	return nil
+}
+
+// Restart stops the server as an operator's restart does (fast shutdown:
+// every session ends, with the locks it held) and starts it again on the
+// same port and data, returning once it accepts connections. Not after
+// Stop or Kill.
+func (s *Server) Restart() error {
+	s.halt()
+	if err := s.run(); err != nil {
+		return err
+	}
+	return s.waitReady()
 }
 
 // Close stops the server and removes its directory.
@@ -280,16 +307,16 @@ func (s *Server) CreateIndex() (string, error) {
 
 // Stop stops the server (fast shutdown, then SIGKILL after 30s) and waits
 // for it to exit. It is safe to call twice.
-func (s *Server) Stop() {
-	s.stopOnce.Do(func() {
-		s.cmd.Process.Signal(syscall.SIGINT)
-		select {
-		case <-s.exited:
-		case <-time.After(30 * time.Second):
-			s.cmd.Process.Kill()
-			<-s.exited
-		}
-	})
+func (s *Server) Stop() { s.stopOnce.Do(s.halt) }
+
+func (s *Server) halt() {
+	s.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		s.cmd.Process.Kill()
+		<-s.exited
+	}
 }
 
 // Kill stops the server at once, as a crash would.
