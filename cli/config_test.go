@@ -123,6 +123,8 @@ func TestInvalidValues(t *testing.T) {
 		"gc.grace":                              "-1d",
 		"server.index":                          "postgres://db.example/openxet?schema=Not-A-Schema", // any path is valid, a URL must be
 		"server.index_busy_timeout":             "1ms",
+		"server.index_checkpoint":               "-1s",
+		"server.index_lock_check":               "10ms",
 	}
 	anyValue := map[string]bool{}
 	for _, s := range settings {
