@@ -469,6 +469,21 @@ func unreachableAfter(ctx context.Context, q queryer, id RepoID, refs map[string
 	return out, nil
 }
 
+// dropUnreachable drops, in tx, the commits of id that no ref reaches any
+// more (after a ref moved or went) and returns them, for their records to
+// be deleted once tx commits (deleteCommitRecords).
+func dropUnreachable(ctx context.Context, tx *sql.Tx, id RepoID) (map[string]bool, error) {
+	refs, err := repoRefs(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	gone, err := unreachableAfter(ctx, tx, id, refs)
+	if err != nil {
+		return nil, err
+	}
+	return gone, dropCommits(ctx, tx, id, gone)
+}
+
 // dropCommits deletes commit rows of a repo (those no ref reaches any more).
 func dropCommits(ctx context.Context, tx *sql.Tx, id RepoID, shas map[string]bool) error {
 	for sha := range shas {
@@ -552,16 +567,9 @@ func (s *Store) SquashHistory(ctx context.Context, id RepoID, ref, message strin
 			if err := setRef(ctx, tx, id, ref, c.SHA); err != nil {
 				return err
 			}
-			now, err := repoRefs(ctx, tx, id)
-			if err != nil {
-				return err
-			}
-			gone, err := unreachableAfter(ctx, tx, id, now)
-			if err != nil {
-				return err
-			}
+			gone, err := dropUnreachable(ctx, tx, id)
 			dropped = gone
-			return dropCommits(ctx, tx, id, gone)
+			return err
 		},
 		after: func(ctx context.Context) error { return s.deleteCommitRecords(ctx, id, dropped) },
 	})

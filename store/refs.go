@@ -100,16 +100,9 @@ func (s *Store) DeleteRef(ctx context.Context, id RepoID, ref string) error {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref); err != nil {
 				return fmt.Errorf("delete ref %s: %w", ref, err)
 			}
-			now, err := repoRefs(ctx, tx, id)
-			if err != nil {
-				return err
-			}
-			gone, err := unreachableAfter(ctx, tx, id, now)
-			if err != nil {
-				return err
-			}
+			gone, err := dropUnreachable(ctx, tx, id)
 			dropped = gone
-			return dropCommits(ctx, tx, id, gone)
+			return err
 		},
 		after: func(ctx context.Context) error { return s.deleteCommitRecords(ctx, id, dropped) },
 	})
