@@ -3,6 +3,7 @@ package turns
 import (
 	"context"
 	"errors"
+	"reflect"
 	"runtime"
 	"sync"
 	"testing"
@@ -66,37 +67,54 @@ func TestWaitAlone(t *testing.T) {
 }
 
 // TestTurnsInArrivalOrder: callers get their turns first come, first
-// served, each exactly once.
+// served, each exactly once. The order is read from the callers' queue
+// entries, which the pump closes one at a time: when caller k's closes,
+// every earlier caller's is closed already. (The order in which the
+// callers' goroutines run after Wait returns is the scheduler's, not the
+// Turnstile's: a turn passes on before its caller returns.)
 func TestTurnsInArrivalOrder(t *testing.T) {
 	ts := newTurnstile(t)
 	const n = 20
 	release := holdTurns(ts)
-	var (
-		wg    sync.WaitGroup
-		order = make(chan int, n)
-	)
-	for i := range n {
+	var wg sync.WaitGroup
+	for range n {
+		q := ts.Stats().Waiting
 		wg.Go(func() {
 			if err := ts.Wait(context.Background()); err != nil {
 				t.Error(err)
 			}
-			order <- i
 		})
-		waitQueued(t, ts, i+1) // caller i queues before caller i+1 starts
+		waitQueued(t, ts, q+1) // this caller queues before the next starts
 	}
+	ts.mu.Lock()
+	entries := append([]chan struct{}(nil), ts.queue...) // entries[i] is caller i's
+	ts.mu.Unlock()
 	release()
-	wg.Wait()
-	close(order)
-	want := 0
-	for got := range order {
-		if got != want {
-			t.Fatalf("turn %d went to caller %d", want, got)
+	// Take the closings as they come: each one seen must have every
+	// earlier caller's closed already.
+	open := map[int]bool{}
+	for k := range entries {
+		open[k] = true
+	}
+	for len(open) > 0 {
+		var cases []reflect.SelectCase
+		var idx []int
+		for k := range open {
+			cases = append(cases, reflect.SelectCase{Dir: reflect.SelectRecv, Chan: reflect.ValueOf(entries[k])})
+			idx = append(idx, k)
 		}
-		want++
+		chosen, _, _ := reflect.Select(cases)
+		k := idx[chosen]
+		for j := range k {
+			select {
+			case <-entries[j]:
+			default:
+				t.Fatalf("caller %d got its turn before caller %d", k, j)
+			}
+		}
+		delete(open, k)
 	}
-	if want != n {
-		t.Fatalf("%d turns, want %d", want, n)
-	}
+	wg.Wait()
 	if st := ts.Stats(); st.Turns != n || st.Waiting != 0 {
 		t.Fatalf("stats %+v", st)
 	}
