@@ -136,8 +136,7 @@ func (h *Hub) preupload(c echo.Context) error {
 		return skipJSON(dec)
 	})
 	if err != nil {
-		var ae *refusal.Error
-		if errors.As(err, &ae) {
+		if _, ok := errors.AsType[*TooLargeError](err); ok {
 			return err
 		}
 		return badRequest("the body is not a preupload request: %v", err)
@@ -288,8 +287,7 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 		return skipJSON(dec)
 	})
 	if err != nil {
-		var ae *refusal.Error
-		if errors.As(err, &ae) {
+		if _, ok := errors.AsType[*TooLargeError](err); ok {
 			return err
 		}
 		return badRequest("the body is not an LFS batch request: %v", err)
