@@ -6,8 +6,6 @@ import (
 	"io"
 
 	"github.com/labstack/echo/v4"
-
-	"openxet/refusal"
 )
 
 // hubJSONBody reserves the memory that decoding and answering a preupload
@@ -19,7 +17,7 @@ import (
 func (h *Hub) hubJSONBody(c echo.Context) (io.Reader, func(), error) {
 	n := c.Request().ContentLength
 	if n > maxHubJSONBytes {
-		return nil, nil, &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the body of %d bytes is over the %d-byte limit", n, maxHubJSONBytes),
+		return nil, nil, &TooLargeError{Message: fmt.Sprintf("the body of %d bytes is over the %d-byte limit", n, maxHubJSONBytes),
 			Hint: fmt.Sprintf("send at most %d files per request", MaxJSONEntries)}
 	}
 	if n < 0 {
@@ -70,7 +68,7 @@ func decodeJSONArray(dec *json.Decoder, what string, elem func() error) error {
 	}
 	for n := 0; dec.More(); n++ {
 		if n == MaxJSONEntries {
-			return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("more than %d %s in one request", MaxJSONEntries, what),
+			return &TooLargeError{Message: fmt.Sprintf("more than %d %s in one request", MaxJSONEntries, what),
 				Hint: fmt.Sprintf("send at most %d %s per request", MaxJSONEntries, what)}
 		}
 		if err := elem(); err != nil {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"openxet/refusal"
 	"openxet/store"
 )
 
@@ -119,7 +118,7 @@ func readCommit(body io.Reader) (commitRequest, error) {
 }
 
 func tooLargeCommit() error {
-	return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body is over the %d-byte limit", maxCommitBytes),
+	return &TooLargeError{Message: fmt.Sprintf("the commit body is over the %d-byte limit", maxCommitBytes),
 		Hint: "commit fewer or smaller regular files; large files go through Xet"}
 }
 
@@ -176,7 +175,7 @@ func regularChange(p string, op commitOp) (store.Change, error) {
 		return store.Change{}, badRequest("file %s: content is not base64", p)
 	}
 	if len(data) > maxRegularFileBytes {
-		return store.Change{}, &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("file %s of %d bytes is over the %d bytes a regular file may have", p, len(data), maxRegularFileBytes),
+		return store.Change{}, &TooLargeError{Message: fmt.Sprintf("file %s of %d bytes is over the %d bytes a regular file may have", p, len(data), maxRegularFileBytes),
 			Hint: "upload large files through Xet (preupload answers lfs for them)"}
 	}
 	if data == nil {
@@ -225,7 +224,7 @@ func (h *Hub) commit(c echo.Context) error {
 	}
 	ctx := c.Request().Context()
 	if n := c.Request().ContentLength; n > maxCommitBytes {
-		return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("the commit body of %d bytes is over the %d-byte limit", n, maxCommitBytes),
+		return &TooLargeError{Message: fmt.Sprintf("the commit body of %d bytes is over the %d-byte limit", n, maxCommitBytes),
 			Hint: "commit fewer or smaller regular files; large files go through Xet"}
 	}
 	reserve := c.Request().ContentLength
@@ -259,8 +258,7 @@ func (h *Hub) commit(c echo.Context) error {
 	case errors.Is(err, store.ErrNoBranch):
 		return hubNotFound("RevisionNotFound", "branch %s not found in %s", branch, r)
 	case errors.Is(err, store.ErrRefMoved) && parent != "":
-		return &refusal.Error{Status: 412, Code: "bad_request", Message: fmt.Sprintf("parent commit %s is not the head of %s", parent, branch),
-			Hint: "pull the new head and commit again", Cause: err}
+		return &StaleParentError{Parent: parent, Branch: branch, Cause: err}
 	}
 	if err != nil {
 		return err

@@ -133,12 +133,12 @@ func TestRefusedCommitsChangeNothing(t *testing.T) {
 			t.Errorf("%s: body error %q does not say %q", c.name, m["error"], c.text)
 		}
 	}
-	// A stale parent commit: 412, as before.
+	// A stale parent commit: 412 precondition_failed, with the sentence
+	// huggingface_hub prints after its "412 Client Error" line.
 	stale := `{"key":"header","value":{"summary":"x","parentCommit":"` + strings.Repeat("0", 40) + `"}}` + "\n" + fresh + "\n"
 	r := e.Do("POST", "/api/models/alice/m/commit/main", alice, []byte(stale))
-	if r.Status != 412 || !strings.Contains(r.Header.Get("X-Error-Message"), "is not the head of main") {
-		t.Errorf("stale parent: %d %s", r.Status, r.Body)
-	}
+	hubRefusal(t, "stale parent", r, 412, "precondition_failed", "precondition_failed",
+		"parent commit "+strings.Repeat("0", 40)+" is not the head of main. Pull the new head and commit again")
 	if diff := cmp.Diff(before, e.state()); diff != "" {
 		t.Fatalf("refused commits changed the state:\n%s", diff)
 	}

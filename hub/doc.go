@@ -21,8 +21,9 @@
 // the guard (auth, scopes, rate limits, in-flight cap; GuardURLToken for
 // the LFS upload URL) and who a request acts as, upload settings, memory reservations, tenant limits, CAS tokens, the
 // reconstructed file stream, the collector, readiness. Handlers return
-// errors, never write refusals: the ones hub decides are refusal.Error
-// values or wrap refusal's sentinels, and the server renders every error,
+// errors, never write refusals: the ones hub decides are its own typed
+// errors (errors.go) or wrap refusal's sentinels; the server's one table
+// gives them their status and code and renders every error,
 // on the paths Owns reports in the Hub's convention (docs/design.md §7). hub never
 // imports server.
 package hub

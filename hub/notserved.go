@@ -4,8 +4,6 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-
-	"openxet/refusal"
 )
 
 // Hub features openxet deliberately does not serve. Each of their routes
@@ -17,7 +15,7 @@ import (
 
 // notServed is the refusal for a feature openxet does not serve.
 func notServed(what, hint string) error {
-	return &refusal.Error{Status: http.StatusNotImplemented, Code: "not_served", Message: "openxet does not serve " + what, Hint: hint}
+	return &NotServedError{What: what, Hint: hint}
 }
 
 // notServedRoute is one route of a feature not served.

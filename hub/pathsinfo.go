@@ -12,7 +12,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"openxet/refusal"
 	"openxet/store"
 )
 
@@ -71,7 +70,7 @@ func (h *Hub) readPathsInfoRequest(c echo.Context) (pathsInfoRequest, error) {
 		}
 	}
 	if len(req.Paths) > MaxJSONEntries {
-		return req, &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("%d paths in one paths-info request, over the %d it may ask for", len(req.Paths), MaxJSONEntries),
+		return req, &TooLargeError{Message: fmt.Sprintf("%d paths in one paths-info request, over the %d it may ask for", len(req.Paths), MaxJSONEntries),
 			Hint: fmt.Sprintf("ask for at most %d paths per request", MaxJSONEntries)}
 	}
 	return req, nil
@@ -161,7 +160,7 @@ func (h *Hub) duplicateLFSFiles(c echo.Context) error {
 		return badRequest("the body is not {\"target\": {...}, \"files\": [...]}: %v", err)
 	}
 	if len(req.Files) > MaxJSONEntries {
-		return &refusal.Error{Status: 413, Code: "payload_too_large", Message: fmt.Sprintf("%d files in one duplicate request, over the %d it may name", len(req.Files), MaxJSONEntries),
+		return &TooLargeError{Message: fmt.Sprintf("%d files in one duplicate request, over the %d it may name", len(req.Files), MaxJSONEntries),
 			Hint: fmt.Sprintf("send at most %d files per request", MaxJSONEntries)}
 	}
 	typ := req.Target.Type

@@ -64,8 +64,7 @@ func repoURLPrefix(typ string) string {
 // hubNotFound is a 404 with the X-Error-Code the Python client maps
 // (RepoNotFound, RevisionNotFound, EntryNotFound).
 func hubNotFound(code, format string, args ...any) error {
-	return &refusal.Error{Status: 404, Code: "not_found", Message: fmt.Sprintf(format, args...),
-		Hint: "check the repo id, revision and path", Headers: map[string]string{"X-Error-Code": code}}
+	return &NotFoundError{Kind: code, Message: fmt.Sprintf(format, args...)}
 }
 
 func (h *Hub) repoRoutes(e *echo.Echo) {
@@ -155,8 +154,7 @@ func (h *Hub) repoNotFound(c echo.Context, r store.RepoID) error {
 	if err != nil {
 		return err
 	}
-	return &refusal.Error{Status: http.StatusNotFound, Code: "not_found", Message: fmt.Sprintf("repository %s was moved to %s", r, to),
-		Hint: "use the new name, " + to.String(), Headers: map[string]string{"X-Error-Code": "RepoNotFound"}}
+	return &NotFoundError{Kind: RepoNotFound, Message: fmt.Sprintf("repository %s was moved to %s", r, to), MovedTo: to.String()}
 }
 
 // apiRepo reads the repo of an /api/{types}/{ns}/{name}/… route.
@@ -206,7 +204,7 @@ func (h *Hub) createRepo(c echo.Context) error {
 		ns, req.Name = before, after
 	}
 	if ns != id.Tenant {
-		return &refusal.Error{Status: 403, Code: "forbidden", Message: fmt.Sprintf("a credential of tenant %s cannot create repos in namespace %s", id.Tenant, ns),
+		return &NamespaceError{Message: fmt.Sprintf("a credential of tenant %s cannot create repos in namespace %s", id.Tenant, ns),
 			Hint: "a namespace is a tenant; use a credential of tenant " + ns}
 	}
 	typ := req.Type
@@ -232,7 +230,7 @@ func (h *Hub) createRepo(c echo.Context) error {
 		if errors.Is(err, store.ErrRepoExists) {
 			// huggingface_hub's create_repo(exist_ok=True) reads the url of
 			// the 409 answer.
-			return &refusal.Error{Status: http.StatusConflict, Code: "conflict", Message: "You already created this " + typ + " repo", Fields: body, Cause: err}
+			return &ExistsError{Message: "You already created this " + typ + " repo", Fields: body, Cause: err}
 		}
 		return err
 	}
@@ -361,7 +359,7 @@ func (h *Hub) createBranch(c echo.Context) error {
 	if ok, err := h.store.HasRef(ctx, r, branch); err != nil {
 		return err
 	} else if ok {
-		return &refusal.Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf("branch %s already exists in %s", branch, r)}
+		return &ExistsError{Message: fmt.Sprintf("branch %s already exists in %s", branch, r)}
 	}
 	from := req.StartingPoint
 	if from == "" {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"openxet/refusal"
 	"openxet/store"
 )
 
@@ -123,7 +122,7 @@ func targetNamespace(tenant, ns, verb string) error {
 	if ns == tenant {
 		return nil
 	}
-	return &refusal.Error{Status: http.StatusForbidden, Code: "forbidden",
+	return &NamespaceError{
 		Message: fmt.Sprintf("a credential of tenant %s cannot %s repos into namespace %s", tenant, verb, ns),
 		Hint:    "a namespace is a tenant; keep the repo in namespace " + tenant}
 }
@@ -164,7 +163,7 @@ func (h *Hub) moveRepo(c echo.Context) error {
 	to := store.RepoID{Tenant: toNS, Type: typ, Name: toName}
 	if _, err := h.store.MoveRepo(c.Request().Context(), from, to); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
-			return &refusal.Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf("repository %s already exists", to), Hint: "pick another name, or delete that repo first", Cause: err}
+			return &ExistsError{Message: fmt.Sprintf("repository %s already exists", to), Hint: "pick another name, or delete that repo first", Cause: err}
 		}
 		return h.repoError(from, err)
 	}
@@ -204,7 +203,7 @@ func (h *Hub) duplicateRepo(c echo.Context) error {
 	if _, err := h.store.DuplicateRepo(c.Request().Context(), from, to, vis); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
 			// duplicate_repo(exist_ok=True) accepts a 409.
-			return &refusal.Error{Status: http.StatusConflict, Code: "conflict", Message: fmt.Sprintf("repository %s already exists", to), Fields: body, Cause: err}
+			return &ExistsError{Message: fmt.Sprintf("repository %s already exists", to), Fields: body, Cause: err}
 		}
 		return h.repoError(from, err)
 	}

@@ -97,31 +97,24 @@ func (h *Hub) quotaForNew(c echo.Context, tenant string, newBytes int64) error {
 	return nil
 }
 
-func (h *Hub) preupload(c echo.Context) error {
-	r, err := h.apiRepo(c)
-	if err != nil {
-		return err
-	}
-	if v := c.QueryParam("create_pr"); v == "1" || v == "true" {
-		return notServed("pull requests", hintPR)
-	}
-	body, release, err := h.hubJSONBody(c)
-	if err != nil {
-		return err
-	}
-	defer release()
-	// sha is sent by older huggingface_hub releases; current clients send
-	// path, size and sample (base64 of the first 512 bytes) only.
-	type preuploadFile struct {
-		Path   string `json:"path"`
-		Sample string `json:"sample"`
-		Size   int64  `json:"size"`
-		SHA    string `json:"sha"`
-	}
+// preuploadFile is one file of a preupload request. sha is sent by older
+// huggingface_hub releases; current clients send path, size and sample
+// (base64 of the first 512 bytes) only.
+type preuploadFile struct {
+	Path   string `json:"path"`
+	Sample string `json:"sample"`
+	Size   int64  `json:"size"`
+	SHA    string `json:"sha"`
+}
+
+// readPreupload decodes a preupload body: its files and its gitIgnore
+// (nil when the body has none). More files than a request may name are
+// refused 413 as they arrive; any other bad body is 400.
+func readPreupload(body io.Reader) ([]preuploadFile, *string, error) {
 	var files []preuploadFile
 	var gitIgnore *string
 	dec := json.NewDecoder(body)
-	err = decodeJSONObject(dec, func(key string) error {
+	err := decodeJSONObject(dec, func(key string) error {
 		switch {
 		case strings.EqualFold(key, "gitIgnore"):
 			return dec.Decode(&gitIgnore)
@@ -136,31 +129,58 @@ func (h *Hub) preupload(c echo.Context) error {
 		return skipJSON(dec)
 	})
 	if err != nil {
-		var ae *refusal.Error
-		if errors.As(err, &ae) {
-			return err
+		if _, ok := errors.AsType[*TooLargeError](err); ok {
+			return nil, nil, err
 		}
-		return badRequest("the body is not a preupload request: %v", err)
+		return nil, nil, badRequest("the body is not a preupload request: %v", err)
+	}
+	return files, gitIgnore, nil
+}
+
+// preuploadRules are the rules a preupload answers by at revision cm: its
+// .gitattributes, and the gitIgnore the request sent or else the
+// revision's .gitignore.
+func (h *Hub) preuploadRules(ctx context.Context, cm store.Commit, gitIgnore *string) ([]attrRule, []ignoreRule, error) {
+	attrs, err := h.readRuleFile(ctx, cm, gitattributesPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	rules := parseGitattributes(attrs)
+	if gitIgnore != nil {
+		return rules, parseGitignore(*gitIgnore), nil
+	}
+	gi, err := h.readRuleFile(ctx, cm, gitignorePath)
+	if err != nil {
+		return nil, nil, err
+	}
+	return rules, parseGitignore(string(gi)), nil
+}
+
+func (h *Hub) preupload(c echo.Context) error {
+	r, err := h.apiRepo(c)
+	if err != nil {
+		return err
+	}
+	if v := c.QueryParam("create_pr"); v == "1" || v == "true" {
+		return notServed("pull requests", hintPR)
+	}
+	body, release, err := h.hubJSONBody(c)
+	if err != nil {
+		return err
+	}
+	defer release()
+	files, gitIgnore, err := readPreupload(body)
+	if err != nil {
+		return err
 	}
 	cm, err := h.resolveRev(c, r, revision(c))
 	if err != nil {
 		return err
 	}
 	ctx := c.Request().Context()
-	attrs, err := h.readRuleFile(ctx, cm, gitattributesPath)
+	rules, ignore, err := h.preuploadRules(ctx, cm, gitIgnore)
 	if err != nil {
 		return err
-	}
-	rules := parseGitattributes(attrs)
-	var ignore []ignoreRule
-	if gitIgnore != nil {
-		ignore = parseGitignore(*gitIgnore)
-	} else {
-		gi, err := h.readRuleFile(ctx, cm, gitignorePath)
-		if err != nil {
-			return err
-		}
-		ignore = parseGitignore(string(gi))
 	}
 	out := make([]map[string]any, 0, len(files))
 	nb := h.newBytes(r.Tenant)
@@ -288,8 +308,7 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 		return skipJSON(dec)
 	})
 	if err != nil {
-		var ae *refusal.Error
-		if errors.As(err, &ae) {
+		if _, ok := errors.AsType[*TooLargeError](err); ok {
 			return err
 		}
 		return badRequest("the body is not an LFS batch request: %v", err)

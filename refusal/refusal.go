@@ -4,9 +4,9 @@
 //
 // It is shared by the two packages that refuse requests over HTTP: server,
 // which attaches HTTP meaning to every other package's errors in one table
-// and renders all refusals, and hub, the Hub API that server mounts, which
-// returns its refusals in this shape. The sentinels are the refusals both
-// decide; server's table maps them.
+// and renders all refusals, and hub, the Hub API that server mounts. The
+// sentinels are the refusals both decide (hub's other refusals are its own
+// typed errors); server's table maps them all to this shape.
 package refusal
 
 import (

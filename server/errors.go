@@ -11,6 +11,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/budget"
+	"openxet/hub"
 	"openxet/limits"
 	"openxet/refusal"
 	"openxet/store"
@@ -62,38 +63,87 @@ func refuse(kind error, format string, args ...any) error {
 func message(err error, kind error) string { return refusal.Message(err, kind) }
 
 // toAPIError maps any error to what the client sees; the one table of
-// docs/design.md §7. Unknown errors are 500 internal.
+// docs/design.md §7. A refusal already shaped (*apiError) is itself; every
+// other error goes through errorTable, whose parts each map one package's
+// errors. Unknown errors are 500 internal.
 func toAPIError(err error) *apiError {
 	if ae, ok := errors.AsType[*apiError](err); ok {
 		return ae
 	}
-	if he, ok := errors.AsType[*echo.HTTPError](err); ok {
-		switch he.Code {
-		case http.StatusNotFound:
-			return &apiError{Status: 404, Code: "not_found", Message: "no such route", Hint: "check the URL against the API reference (docs/api.md)", Cause: err}
-		case http.StatusMethodNotAllowed:
-			return &apiError{Status: 405, Code: "method_not_allowed", Message: "this route does not take that method", Hint: "check the method against the API reference (docs/api.md)", Cause: err}
-		case http.StatusRequestEntityTooLarge:
-			return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprint(he.Message), Hint: "send a smaller body", Cause: err}
+	for _, meaning := range errorTable {
+		if ae := meaning(err); ae != nil {
+			return ae
 		}
-		return &apiError{Status: he.Code, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: fmt.Sprint(he.Message), Cause: err}
 	}
+	return &apiError{Status: 500, Code: "internal", Message: "internal error", Hint: "the server logged the cause; retry, or tell the operator", Cause: err}
+}
 
-	if rl, ok := errors.AsType[*limits.RateError](err); ok {
-		return rateLimited(rl)
+// errorTable is the table, one part per package whose errors it maps,
+// searched in this order: the first part that knows an error in err's
+// chain decides. The order matters where one error wraps another's: a
+// Hub refusal wraps the store's error it refuses, and limits' ErrLimitsUnavailable
+// wraps the store's ErrUnavailable, whose answer wins.
+var errorTable = [...]func(error) *apiError{
+	echoMeaning,
+	hubMeaning,
+	budgetMeaning,
+	workMeaning,
+	serverMeaning,
+	xetMeaning,
+	storeMeaning,
+	limitsMeaning,
+}
+
+// echoMeaning maps echo's own refusals (no route, a method the route does
+// not take, its body limit).
+func echoMeaning(err error) *apiError {
+	he, ok := errors.AsType[*echo.HTTPError](err)
+	if !ok {
+		return nil
 	}
-	if qe, ok := errors.AsType[*limits.QuotaError](err); ok {
-		if errors.Is(err, limits.ErrQuotaPending) {
-			return &apiError{Status: 503, Code: "quota_pending", RetryAfter: 1, Cause: err,
-				Message: fmt.Sprintf("tenant %s: this upload fits its quota only if uploads still in progress fail", qe.Tenant),
-				Hint:    "retry shortly; uploads in progress are being committed",
-				Fields:  map[string]any{"quota": qe.Quota, "usage": qe.Usage, "pending": qe.Pending}}
+	switch he.Code {
+	case http.StatusNotFound:
+		return &apiError{Status: 404, Code: "not_found", Message: "no such route", Hint: "check the URL against the API reference (docs/api.md)", Cause: err}
+	case http.StatusMethodNotAllowed:
+		return &apiError{Status: 405, Code: "method_not_allowed", Message: "this route does not take that method", Hint: "check the method against the API reference (docs/api.md)", Cause: err}
+	case http.StatusRequestEntityTooLarge:
+		return &apiError{Status: 413, Code: "payload_too_large", Message: fmt.Sprint(he.Message), Hint: "send a smaller body", Cause: err}
+	}
+	return &apiError{Status: he.Code, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(he.Code), " ", "_")), Message: fmt.Sprint(he.Message), Cause: err}
+}
+
+// hubMeaning maps the refusals the Hub routes decide (hub/errors.go). A
+// 404 carries the X-Error-Code huggingface_hub maps to its exceptions.
+func hubMeaning(err error) *apiError {
+	if e, ok := errors.AsType[*hub.TooLargeError](err); ok {
+		return &apiError{Status: 413, Code: "payload_too_large", Message: e.Message, Hint: e.Hint, Cause: err}
+	}
+	if e, ok := errors.AsType[*hub.NotFoundError](err); ok {
+		hint := "check the repo id, revision and path"
+		if e.MovedTo != "" {
+			hint = "use the new name, " + e.MovedTo
 		}
-		return quotaExceeded(qe.Tenant, qe.Quota, qe.Usage, qe.Size, err)
+		return &apiError{Status: 404, Code: "not_found", Message: e.Message, Hint: hint, Headers: map[string]string{"X-Error-Code": e.Kind}, Cause: err}
 	}
-	if oq, ok := errors.AsType[*store.OverQuotaError](err); ok {
-		return quotaExceeded(oq.Tenant, oq.QuotaBytes, oq.UsageBytes, oq.SizeBytes, err)
+	if e, ok := errors.AsType[*hub.NamespaceError](err); ok {
+		return &apiError{Status: 403, Code: "forbidden", Message: e.Message, Hint: e.Hint, Cause: err}
 	}
+	if e, ok := errors.AsType[*hub.ExistsError](err); ok {
+		return &apiError{Status: 409, Code: "conflict", Message: e.Message, Hint: e.Hint, Fields: e.Fields, Cause: err}
+	}
+	if e, ok := errors.AsType[*hub.NotServedError](err); ok {
+		return &apiError{Status: 501, Code: "not_served", Message: e.Error(), Hint: e.Hint, Cause: err}
+	}
+	if e, ok := errors.AsType[*hub.StaleParentError](err); ok {
+		return &apiError{Status: 412, Code: "precondition_failed", Message: e.Error(), Hint: "pull the new head and commit again", Cause: err}
+	}
+	return nil
+}
+
+// budgetMeaning maps the memory budget's refusals: a share that stayed
+// full, and a reservation no share can hold (an answer or a term list the
+// server decided is too large, else a body).
+func budgetMeaning(err error) *apiError {
 	if busy, ok := errors.AsType[*budget.BusyError](err); ok {
 		secs := limits.RetryAfterSeconds(busy.RetryAfter)
 		msg := "the server's memory for request work is taken by other requests"
@@ -107,6 +157,39 @@ func toAPIError(err error) *apiError {
 			Hint:   fmt.Sprintf("retry in %d s (Retry-After); fewer concurrent requests help", secs),
 			Fields: map[string]any{"share": busy.Share}}
 	}
+	tooLarge, ok := errors.AsType[*budget.TooLargeError](err)
+	if !ok {
+		return nil
+	}
+	if errors.Is(err, errTermsTooLarge) {
+		return &apiError{Status: 413, Code: "answer_too_large", Cause: err,
+			Message: fmt.Sprintf("the file's term list needs %d bytes, more than the %d a credential may hold, whatever the Range", tooLarge.N, tooLarge.Limit),
+			Hint:    "ask the operator to raise server.memory_budget or server.credential_memory_share"}
+	}
+	if errors.Is(err, errAnswerTooLarge) {
+		return &apiError{Status: 413, Code: "answer_too_large", Cause: err,
+			Message: fmt.Sprintf("the answer needs %d bytes, more than the %d a credential may hold", tooLarge.N, tooLarge.Limit),
+			Hint:    "ask for a smaller Range"}
+	}
+	return &apiError{Status: 413, Code: "payload_too_large", Cause: err,
+		Message: fmt.Sprintf("the body needs %d bytes, more than the %d a credential may hold", tooLarge.N, tooLarge.Limit),
+		Hint:    "send a smaller body"}
+}
+
+// workMeaning maps a work slot that stayed busy.
+func workMeaning(err error) *apiError {
+	workBusy, ok := errors.AsType[*work.BusyError](err)
+	if !ok {
+		return nil
+	}
+	return &apiError{Status: 503, Code: "unavailable", RetryAfter: limits.RetryAfterSeconds(workBusy.RetryAfter), Cause: err,
+		Message: "the server's work slots stayed busy: " + workBusy.Error(),
+		Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
+}
+
+// serverMeaning maps the refusals the server decides (and those of package
+// refusal, which the Hub routes decide too).
+func serverMeaning(err error) *apiError {
 	if se, ok := errors.AsType[*scopeError](err); ok {
 		have := "no scope"
 		if len(se.Have) > 0 {
@@ -117,27 +200,6 @@ func toAPIError(err error) *apiError {
 			Hint:    fmt.Sprintf("use a credential with the %s scope: openxet credentials create --tenant %s --scope %s", se.Need, se.Tenant, se.Need),
 			Fields:  map[string]any{"scope": se.Need}}
 	}
-	if workBusy, ok := errors.AsType[*work.BusyError](err); ok {
-		return &apiError{Status: 503, Code: "unavailable", RetryAfter: limits.RetryAfterSeconds(workBusy.RetryAfter), Cause: err,
-			Message: "the server's work slots stayed busy: " + workBusy.Error(),
-			Hint:    "retry after the delay in Retry-After; fewer concurrent requests help"}
-	}
-	if tooLarge, ok := errors.AsType[*budget.TooLargeError](err); ok {
-		if errors.Is(err, errTermsTooLarge) {
-			return &apiError{Status: 413, Code: "answer_too_large", Cause: err,
-				Message: fmt.Sprintf("the file's term list needs %d bytes, more than the %d a credential may hold, whatever the Range", tooLarge.N, tooLarge.Limit),
-				Hint:    "ask the operator to raise server.memory_budget or server.credential_memory_share"}
-		}
-		if errors.Is(err, errAnswerTooLarge) {
-			return &apiError{Status: 413, Code: "answer_too_large", Cause: err,
-				Message: fmt.Sprintf("the answer needs %d bytes, more than the %d a credential may hold", tooLarge.N, tooLarge.Limit),
-				Hint:    "ask for a smaller Range"}
-		}
-		return &apiError{Status: 413, Code: "payload_too_large", Cause: err,
-			Message: fmt.Sprintf("the body needs %d bytes, more than the %d a credential may hold", tooLarge.N, tooLarge.Limit),
-			Hint:    "send a smaller body"}
-	}
-
 	switch {
 	case errors.Is(err, errUnauthorized):
 		return &apiError{Status: 401, Code: "unauthorized", Message: message(err, errUnauthorized), Hint: "send Authorization: Bearer <token> with a valid openxet credential or CAS token", Cause: err}
@@ -147,8 +209,27 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 403, Code: "forbidden", Message: message(err, errFetchURLInvalid), Hint: "ask for the reconstruction again to get fresh fetch URLs", Cause: err}
 	case errors.Is(err, errLengthRequired):
 		return &apiError{Status: 411, Code: "length_required", Message: message(err, errLengthRequired), Hint: "send the body with a Content-Length header", Cause: err}
-	case errors.Is(err, errBodyTooLarge), errors.Is(err, xet.ErrTooLarge):
-		return &apiError{Status: 413, Code: "payload_too_large", Message: errText(err), Hint: "xorbs and shards are at most 65MiB", Cause: err}
+	case errors.Is(err, errBodyTooLarge):
+		return bodyTooLarge(err)
+	case errors.Is(err, errBadRequest):
+		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), Cause: err}
+	case errors.Is(err, errNotFound):
+		return notFound(err)
+	}
+	return nil
+}
+
+// bodyTooLarge is the 413 of a xorb or shard body over the cap, whether the
+// server (errBodyTooLarge) or the xorb's parser (xet.ErrTooLarge) found it.
+func bodyTooLarge(err error) *apiError {
+	return &apiError{Status: 413, Code: "payload_too_large", Message: errText(err), Hint: "xorbs and shards are at most 65MiB", Cause: err}
+}
+
+// xetMeaning maps the protocol's parse and verification errors.
+func xetMeaning(err error) *apiError {
+	switch {
+	case errors.Is(err, xet.ErrTooLarge):
+		return bodyTooLarge(err)
 	case errors.Is(err, xet.ErrRangeNotSatisfiable):
 		return &apiError{Status: 416, Code: "range_not_satisfiable", Message: errText(err), Hint: "the range starts at or after the end of the file", Cause: err}
 	case errors.Is(err, xet.ErrBadRange):
@@ -157,12 +238,30 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 400, Code: "hash_mismatch", Message: errText(err), Hint: "the body does not hash to the hash in the path", Cause: err}
 	case errors.Is(err, xet.ErrInvalidXorb):
 		return &apiError{Status: 400, Code: "invalid_xorb", Message: errText(err), Hint: "the body is not a valid serialized xorb", Cause: err}
-	case errors.Is(err, store.ErrMissingXorb):
-		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard; a client whose local cache (HF_XET_CACHE) remembers xorbs the server has since collected must clear that cache and upload again", Cause: err}
-	case errors.Is(err, xet.ErrInvalidShard), errors.Is(err, store.ErrInvalidShard):
-		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard, and send the shard the client built", Cause: err}
+	case errors.Is(err, xet.ErrInvalidShard):
+		return invalidShard(err)
 	case errors.Is(err, xet.ErrBadHash):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "hashes are 64 lowercase hex digits", Cause: err}
+	}
+	return nil
+}
+
+// invalidShard is the 400 of a shard that is not one, or disagrees with the
+// stored xorbs (xet.ErrInvalidShard, store.ErrInvalidShard).
+func invalidShard(err error) *apiError {
+	return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard, and send the shard the client built", Cause: err}
+}
+
+// storeMeaning maps the index's and the bucket's errors.
+func storeMeaning(err error) *apiError {
+	if oq, ok := errors.AsType[*store.OverQuotaError](err); ok {
+		return quotaExceeded(oq.Tenant, oq.QuotaBytes, oq.UsageBytes, oq.SizeBytes, err)
+	}
+	switch {
+	case errors.Is(err, store.ErrMissingXorb):
+		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard; a client whose local cache (HF_XET_CACHE) remembers xorbs the server has since collected must clear that cache and upload again", Cause: err}
+	case errors.Is(err, store.ErrInvalidShard):
+		return invalidShard(err)
 	case errors.Is(err, store.ErrBadTenant):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "tenant names match [a-z0-9][a-z0-9._-]{0,62}", Cause: err}
 	case errors.Is(err, store.ErrRepoExists), errors.Is(err, store.ErrRefMoved):
@@ -193,16 +292,34 @@ func toAPIError(err error) *apiError {
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "visibility is private, public, internal or protected; gated is auto, manual or false", Cause: err}
 	case errors.Is(err, store.ErrBadRepoName):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "repo names match [A-Za-z0-9][A-Za-z0-9._-]{0,95}", Cause: err}
-	case errors.Is(err, errBadRequest):
-		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), Cause: err}
-	case errors.Is(err, errNotFound), errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrNotFound):
 		return notFound(err)
+	}
+	return nil
+}
+
+// limitsMeaning maps the tenant limits' refusals: a rate, the quota, a
+// suspended tenant, limits that cannot be read.
+func limitsMeaning(err error) *apiError {
+	if rl, ok := errors.AsType[*limits.RateError](err); ok {
+		return rateLimited(rl)
+	}
+	if qe, ok := errors.AsType[*limits.QuotaError](err); ok {
+		if errors.Is(err, limits.ErrQuotaPending) {
+			return &apiError{Status: 503, Code: "quota_pending", RetryAfter: 1, Cause: err,
+				Message: fmt.Sprintf("tenant %s: this upload fits its quota only if uploads still in progress fail", qe.Tenant),
+				Hint:    "retry shortly; uploads in progress are being committed",
+				Fields:  map[string]any{"quota": qe.Quota, "usage": qe.Usage, "pending": qe.Pending}}
+		}
+		return quotaExceeded(qe.Tenant, qe.Quota, qe.Usage, qe.Size, err)
+	}
+	switch {
 	case errors.Is(err, limits.ErrTenantSuspended):
 		return &apiError{Status: 403, Code: "tenant_suspended", Message: message(err, limits.ErrTenantSuspended), Hint: "ask an operator to resume the tenant (openxet limits set --tenant <tenant> --resume)", Cause: err}
 	case errors.Is(err, limits.ErrLimitsUnavailable):
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the server cannot read this tenant's limits right now; retry shortly", Cause: err}
 	}
-	return &apiError{Status: 500, Code: "internal", Message: "internal error", Hint: "the server logged the cause; retry, or tell the operator", Cause: err}
+	return nil
 }
 
 func errText(err error) string { return err.Error() }

@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"openxet/budget"
+	"openxet/hub"
 	"openxet/limits"
 	"openxet/store"
 	"openxet/work"
@@ -66,6 +69,12 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{errBodyTooLarge, 413, "payload_too_large"},
 		{errBadRequest, 400, "bad_request"},
 		{errNotFound, 404, "not_found"},
+		{&hub.TooLargeError{Message: "the body is over the limit", Hint: "send less"}, 413, "payload_too_large"},
+		{&hub.NotFoundError{Kind: hub.EntryNotFound, Message: "no such file"}, 404, "not_found"},
+		{&hub.NamespaceError{Message: "another namespace"}, 403, "forbidden"},
+		{&hub.ExistsError{Message: "repository a/b already exists", Cause: store.ErrRepoExists}, 409, "conflict"},
+		{&hub.NotServedError{What: "likes"}, 501, "not_served"},
+		{&hub.StaleParentError{Parent: "p", Branch: "main", Cause: store.ErrRefMoved}, 412, "precondition_failed"},
 		{errors.New("disk on fire"), 500, "internal"},
 	}
 	for _, c := range cases {
@@ -84,6 +93,35 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 	}
 	if ae := toAPIError(errors.New("secret-token-hf_oxt_x")); ae.Message != "internal error" {
 		t.Errorf("internal errors must not show their text: %q", ae.Message)
+	}
+}
+
+// TestErrorTableOrder: where one error wraps another's, the part of the
+// table searched first decides: a Hub refusal over the store error it
+// refuses, the store's unavailable over limits' (whose read it failed).
+func TestErrorTableOrder(t *testing.T) {
+	body := map[string]any{"url": "http://x/a/b"}
+	for _, c := range []struct {
+		name string
+		err  error
+		want apiError
+	}{
+		{"repo exists", &hub.ExistsError{Message: "You already created this model repo", Fields: body, Cause: store.ErrRepoExists},
+			apiError{Status: 409, Code: "conflict", Message: "You already created this model repo", Fields: body}},
+		{"stale parent", &hub.StaleParentError{Parent: "abc", Branch: "main", Cause: fmt.Errorf("commit: %w", store.ErrRefMoved)},
+			apiError{Status: 412, Code: "precondition_failed", Message: "parent commit abc is not the head of main", Hint: "pull the new head and commit again"}},
+		{"entry not found", &hub.NotFoundError{Kind: hub.EntryNotFound, Message: "no file a.txt"},
+			apiError{Status: 404, Code: "not_found", Message: "no file a.txt", Hint: "check the repo id, revision and path", Headers: map[string]string{"X-Error-Code": "EntryNotFound"}}},
+		{"moved repo", &hub.NotFoundError{Kind: hub.RepoNotFound, Message: "repository a/b was moved to a/c", MovedTo: "a/c"},
+			apiError{Status: 404, Code: "not_found", Message: "repository a/b was moved to a/c", Hint: "use the new name, a/c", Headers: map[string]string{"X-Error-Code": "RepoNotFound"}}},
+		{"limits unreadable", fmt.Errorf("limits for tenant %q: %w: %w", "a", limits.ErrLimitsUnavailable, fmt.Errorf("%w: index: %w", store.ErrUnavailable, errors.New("locked"))),
+			apiError{Status: 503, Code: "unavailable", RetryAfter: storeRetryAfterSeconds, Message: "the server's storage (index or bucket) is busy or cannot be reached", Hint: "retry after the delay in Retry-After; the request did not complete"}},
+	} {
+		got := *toAPIError(c.err)
+		got.Cause = nil
+		if diff := cmp.Diff(c.want, got); diff != "" {
+			t.Errorf("%s:\n%s", c.name, diff)
+		}
 	}
 }
 

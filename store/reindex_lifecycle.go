@@ -60,6 +60,33 @@ func (b *builder) presentOnly(tx *sql.Tx, sh *xet.Shard) (*xet.Shard, error) {
 // not register again since) is not retained unless a revision references
 // it, and commits no ref reaches are not revisions.
 func (b *builder) lifecycle() error {
+	if err := b.restoreReleases(); err != nil {
+		return err
+	}
+	tx, err := b.db.BeginTx(b.ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	if err := b.dropUnreachableCommits(tx); err != nil {
+		return err
+	}
+	if err := b.dropFilesMissingXorbs(tx); err != nil {
+		return err
+	}
+	if err := b.dropReleasedFiles(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return err
+	}
+	b.progress("lifecycle", 1, 1)
+	return nil
+}
+
+// restoreReleases indexes the bucket's file release records, but those of
+// files their tenant registered again since.
+func (b *builder) restoreReleases() error {
 	type tf struct{ tenant, file string }
 	registered := map[tf]int64{}
 	err := b.each("file registrations", prefixFileRegistrations, func(tx *sql.Tx, key string) error {
@@ -73,7 +100,7 @@ func (b *builder) lifecycle() error {
 	if err != nil {
 		return err
 	}
-	err = b.each("file releases", prefixFileReleases, func(tx *sql.Tx, key string) error {
+	return b.each("file releases", prefixFileReleases, func(tx *sql.Tx, key string) error {
 		var rec fileReleaseRecord
 		if err := b.readJSON(key, &rec); err != nil {
 			return err
@@ -85,14 +112,10 @@ func (b *builder) lifecycle() error {
 			ON CONFLICT(tenant, hash) DO UPDATE SET released = CASE WHEN excluded.released > file_releases.released THEN excluded.released ELSE file_releases.released END`, rec.Tenant, rec.File, rec.Released)
 		return err
 	})
-	if err != nil {
-		return err
-	}
-	tx, err := b.db.BeginTx(b.ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
+}
+
+// dropUnreachableCommits drops, in every repo, the commits no ref reaches.
+func (b *builder) dropUnreachableCommits(tx *sql.Tx) error {
 	repos, err := queryStrings(b.ctx, tx, `SELECT tenant || '/' || type || '/' || name FROM repos`)
 	if err != nil {
 		return err
@@ -112,13 +135,18 @@ func (b *builder) lifecycle() error {
 			return err
 		}
 	}
-	// Files that name a xorb the bucket does not have.
+	return nil
+}
+
+// dropFilesMissingXorbs drops the files that name a xorb the index (rebuilt
+// from the bucket) does not have.
+func (b *builder) dropFilesMissingXorbs(tx *sql.Tx) error {
 	type fileXorbs struct {
 		tenant, hash string
 		xorbs        []string
 	}
 	var all []fileXorbs
-	err = eachRow(b.ctx, tx, `SELECT tenant, hash, terms FROM files`, func(r *sql.Rows) error {
+	err := eachRow(b.ctx, tx, `SELECT tenant, hash, terms FROM files`, func(r *sql.Rows) error {
 		var f fileXorbs
 		var terms []byte
 		if err := r.Scan(&f.tenant, &f.hash, &terms); err != nil {
@@ -164,6 +192,12 @@ func (b *builder) lifecycle() error {
 			}
 		}
 	}
+	return nil
+}
+
+// dropReleasedFiles drops the files their tenant released that no
+// revision references.
+func (b *builder) dropReleasedFiles(tx *sql.Tx) error {
 	tenants, err := queryStrings(b.ctx, tx, `SELECT DISTINCT tenant FROM file_releases`)
 	if err != nil {
 		return err
@@ -186,9 +220,5 @@ func (b *builder) lifecycle() error {
 			}
 		}
 	}
-	if err := tx.Commit(); err != nil {
-		return err
-	}
-	b.progress("lifecycle", 1, 1)
 	return nil
 }

@@ -66,43 +66,77 @@ type RepoUsage struct {
 // whole index: an operator's tool, not a hot path.
 func (s *Store) UsageReport(ctx context.Context, tenant string) (UsageReport, error) {
 	var rep UsageReport
-	sizes := map[string]int64{}
-	err := eachRow(ctx, s.db, `SELECT hash, stream_len FROM xorbs`, func(r *sql.Rows) error {
+	g, err := loadUsageGraph(ctx, s.db)
+	if err != nil {
+		return rep, err
+	}
+	g.countUnowned(&rep)
+	names, err := s.usageTenants(ctx, tenant, g)
+	if err != nil {
+		return rep, err
+	}
+	for _, t := range names {
+		u, err := s.tenantUsage(ctx, t, g)
+		if err != nil {
+			return rep, err
+		}
+		rep.Tenants = append(rep.Tenants, u)
+	}
+	if rep.Tenants == nil {
+		rep.Tenants = []TenantUsage{}
+	}
+	return rep, nil
+}
+
+// usageFile is a file as the usage report sees it: its size and the xorbs
+// its terms name.
+type usageFile struct {
+	size  int64
+	xorbs []string
+}
+
+// usageGraph is the index as the usage report reads it: every xorb's size,
+// its owners, every tenant's files and the xorbs any file references.
+type usageGraph struct {
+	sizes      map[string]int64                // xorb → size
+	stored     int64                           // the sum of sizes
+	owners     map[string]map[string]int64     // xorb → tenant → size
+	files      map[string]map[string]usageFile // tenant → file → file
+	referenced map[string]bool                 // xorbs a file references
+}
+
+// loadUsageGraph reads the xorbs, their owners and the files of the index.
+func loadUsageGraph(ctx context.Context, q queryer) (usageGraph, error) {
+	g := usageGraph{sizes: map[string]int64{}, owners: map[string]map[string]int64{}, files: map[string]map[string]usageFile{}, referenced: map[string]bool{}}
+	err := eachRow(ctx, q, `SELECT hash, stream_len FROM xorbs`, func(r *sql.Rows) error {
 		var h string
 		var n int64
 		if err := r.Scan(&h, &n); err != nil {
 			return err
 		}
-		sizes[h] = n
-		rep.StoredXorbBytes += n
+		g.sizes[h] = n
+		g.stored += n
 		return nil
 	})
 	if err != nil {
-		return rep, err
+		return g, err
 	}
-	owners := map[string]map[string]int64{} // xorb → tenant → size
-	err = eachRow(ctx, s.db, `SELECT xorb, tenant, size FROM xorb_owners`, func(r *sql.Rows) error {
+	err = eachRow(ctx, q, `SELECT xorb, tenant, size FROM xorb_owners`, func(r *sql.Rows) error {
 		var x, t string
 		var n int64
 		if err := r.Scan(&x, &t, &n); err != nil {
 			return err
 		}
-		if owners[x] == nil {
-			owners[x] = map[string]int64{}
+		if g.owners[x] == nil {
+			g.owners[x] = map[string]int64{}
 		}
-		owners[x][t] = n
+		g.owners[x][t] = n
 		return nil
 	})
 	if err != nil {
-		return rep, err
+		return g, err
 	}
-	type fileRow struct {
-		size  int64
-		xorbs []string
-	}
-	files := map[string]map[string]fileRow{} // tenant → file → row
-	referenced := map[string]bool{}
-	err = eachRow(ctx, s.db, `SELECT tenant, hash, size, terms FROM files`, func(r *sql.Rows) error {
+	err = eachRow(ctx, q, `SELECT tenant, hash, size, terms FROM files`, func(r *sql.Rows) error {
 		var t, h string
 		var n int64
 		var terms []byte
@@ -113,26 +147,30 @@ func (s *Store) UsageReport(ctx context.Context, tenant string) (UsageReport, er
 		if err != nil {
 			return err
 		}
-		fr := fileRow{size: n}
+		f := usageFile{size: n}
 		for _, term := range ts {
 			x := term.Xorb.String()
-			fr.xorbs = append(fr.xorbs, x)
-			referenced[x] = true
+			f.xorbs = append(f.xorbs, x)
+			g.referenced[x] = true
 		}
-		if files[t] == nil {
-			files[t] = map[string]fileRow{}
+		if g.files[t] == nil {
+			g.files[t] = map[string]usageFile{}
 		}
-		files[t][h] = fr
+		g.files[t][h] = f
 		return nil
 	})
-	if err != nil {
-		return rep, err
-	}
-	for x, n := range sizes {
-		if len(owners[x]) > 0 {
+	return g, err
+}
+
+// countUnowned adds to rep the stored bytes and the xorbs nobody owns,
+// referenced by a file or not.
+func (g usageGraph) countUnowned(rep *UsageReport) {
+	rep.StoredXorbBytes = g.stored
+	for x, n := range g.sizes {
+		if len(g.owners[x]) > 0 {
 			continue
 		}
-		if referenced[x] {
+		if g.referenced[x] {
 			rep.UnownedReferencedXorbs++
 			rep.UnownedReferencedBytes += n
 		} else {
@@ -140,102 +178,112 @@ func (s *Store) UsageReport(ctx context.Context, tenant string) (UsageReport, er
 			rep.UnreferencedBytes += n
 		}
 	}
+}
 
-	var names []string
+// usageTenants is the tenants the report covers, sorted: tenant alone, or
+// ("") every tenant the index names or that has files.
+func (s *Store) usageTenants(ctx context.Context, tenant string, g usageGraph) ([]string, error) {
 	if tenant != "" {
-		names = []string{tenant}
-	} else {
-		ts, err := s.Tenants(ctx)
-		if err != nil {
-			return rep, err
-		}
-		seen := map[string]bool{}
-		for _, t := range ts {
-			names, seen[t.Name] = append(names, t.Name), true
-		}
-		for t := range files {
-			if !seen[t] {
-				names = append(names, t)
-			}
-		}
-		sort.Strings(names)
+		return []string{tenant}, nil
 	}
-	for _, t := range names {
-		u := TenantUsage{Tenant: t, Repos: []RepoUsage{}}
-		if u.UsageBytes, err = s.Usage(ctx, t); err != nil {
-			return rep, err
-		}
-		need := map[string]bool{}
-		for _, fr := range files[t] {
-			for _, x := range fr.xorbs {
-				need[x] = true
-			}
-		}
-		for x, os := range owners {
-			if n, ok := os[t]; ok {
-				u.OwnedXorbs++
-				u.OwnedBytes += n
-				if need[x] {
-					u.RetainedBytes += n
-				} else {
-					u.ReleasableBytes += n
-				}
-			}
-		}
-		for x := range need {
-			if len(owners[x]) == 0 {
-				u.ReferencedUnownedBytes += sizes[x]
-			} else if _, own := owners[x][t]; !own {
-				u.DedupBytes += sizes[x]
-			}
-		}
-		u.Files = len(files[t])
-		rev, err := loadRevisions(ctx, s.db, t, nil)
-		if err != nil {
-			return rep, err
-		}
-		byRepo := map[repoKey]map[string]bool{}
-		for f, repos := range rev.files {
-			for _, k := range repos {
-				if byRepo[k] == nil {
-					byRepo[k] = map[string]bool{}
-				}
-				byRepo[k][f] = true
-			}
-		}
-		for f, fr := range files[t] {
-			if len(rev.files[f]) == 0 {
-				u.CASOnlyFiles++
-				u.CASOnlyFileBytes += fr.size
-			}
-		}
-		repos, err := s.RepoIDs(ctx, t)
-		if err != nil {
-			return rep, err
-		}
-		for _, r := range repos {
-			ru := RepoUsage{Type: r.Type, Name: r.Name}
-			xs := map[string]bool{}
-			for f := range byRepo[repoKey{r.Type, r.Name}] {
-				fr, ok := files[t][f]
-				if !ok {
-					continue
-				}
-				ru.Files++
-				ru.FileBytes += fr.size
-				for _, x := range fr.xorbs {
-					xs[x] = true
-				}
-			}
-			for x := range xs {
-				ru.OwnedXorbBytes += owners[x][t]
-			}
-			u.Repos = append(u.Repos, ru)
-		}
-		rep.Tenants = append(rep.Tenants, u)
+	ts, err := s.Tenants(ctx)
+	if err != nil {
+		return nil, err
 	}
-	if rep.Tenants == nil {
-		rep.Tenants = []TenantUsage{}
+	var names []string
+	seen := map[string]bool{}
+	for _, t := range ts {
+		names, seen[t.Name] = append(names, t.Name), true
 	}
-	return rep, nil
+	for t := range g.files {
+		if !seen[t] {
+			names = append(names, t)
+		}
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// tenantUsage is tenant t's share: its counter, what it owns and why, its
+// files and what each of its repos holds.
+func (s *Store) tenantUsage(ctx context.Context, t string, g usageGraph) (TenantUsage, error) {
+	u := TenantUsage{Tenant: t, Repos: []RepoUsage{}}
+	var err error
+	if u.UsageBytes, err = s.Usage(ctx, t); err != nil {
+		return u, err
+	}
+	need := map[string]bool{}
+	for _, f := range g.files[t] {
+		for _, x := range f.xorbs {
+			need[x] = true
+		}
+	}
+	for x, os := range g.owners {
+		if n, ok := os[t]; ok {
+			u.OwnedXorbs++
+			u.OwnedBytes += n
+			if need[x] {
+				u.RetainedBytes += n
+			} else {
+				u.ReleasableBytes += n
+			}
+		}
+	}
+	for x := range need {
+		if len(g.owners[x]) == 0 {
+			u.ReferencedUnownedBytes += g.sizes[x]
+		} else if _, own := g.owners[x][t]; !own {
+			u.DedupBytes += g.sizes[x]
+		}
+	}
+	u.Files = len(g.files[t])
+	rev, err := loadRevisions(ctx, s.db, t, nil)
+	if err != nil {
+		return u, err
+	}
+	for f, file := range g.files[t] {
+		if len(rev.files[f]) == 0 {
+			u.CASOnlyFiles++
+			u.CASOnlyFileBytes += file.size
+		}
+	}
+	repos, err := s.RepoIDs(ctx, t)
+	if err != nil {
+		return u, err
+	}
+	byRepo := map[repoKey]map[string]bool{} // repo → the files its revisions reference
+	for f, rs := range rev.files {
+		for _, k := range rs {
+			if byRepo[k] == nil {
+				byRepo[k] = map[string]bool{}
+			}
+			byRepo[k][f] = true
+		}
+	}
+	for _, r := range repos {
+		u.Repos = append(u.Repos, g.repoUsage(t, r, byRepo[repoKey{r.Type, r.Name}]))
+	}
+	return u, nil
+}
+
+// repoUsage is what repo r of tenant t holds: the files its revisions
+// reference (files) that t has, and t's owned xorbs they reference.
+func (g usageGraph) repoUsage(t string, r RepoID, files map[string]bool) RepoUsage {
+	ru := RepoUsage{Type: r.Type, Name: r.Name}
+	xs := map[string]bool{}
+	for f := range files {
+		file, ok := g.files[t][f]
+		if !ok {
+			continue
+		}
+		ru.Files++
+		ru.FileBytes += file.size
+		for _, x := range file.xorbs {
+			xs[x] = true
+		}
+	}
+	for x := range xs {
+		ru.OwnedXorbBytes += g.owners[x][t]
+	}
+	return ru
 }
