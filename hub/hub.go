@@ -61,8 +61,10 @@ type Config struct {
 	// TenantLimits returns a tenant's effective limits (its quota).
 	TenantLimits func(c echo.Context, tenant string) (limits.Limits, error)
 	// CASToken signs a CAS token of one scope for p; expiry is Unix
-	// seconds.
-	CASToken func(p *Principal, scope string) (token string, expiry int64)
+	// seconds. shared is nil for a token of p's own tenant, else the repo
+	// of another tenant the (read) token is for: it reconstructs only the
+	// files that repo references, while the repo is Shared.
+	CASToken func(p *Principal, scope string, shared *store.RepoID) (token string, expiry int64)
 	// Credential reads a credential by id, through the server's cache;
 	// store.ErrNotFound when there is none.
 	Credential func(ctx context.Context, id string) (store.Credential, error)

@@ -31,7 +31,7 @@ func (h *Hub) lifecycleRoutes(e *echo.Echo) {
 // superSquash: POST /api/{types}/{ns}/{name}/super-squash/{branch} with
 // {"message": …}: the branch's history becomes one commit.
 func (h *Hub) superSquash(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (h *Hub) superSquash(c echo.Context) error {
 
 // deleteBranch: DELETE /api/{types}/{ns}/{name}/branch/{branch}.
 func (h *Hub) deleteBranch(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (h *Hub) deleteBranch(c echo.Context) error {
 
 // createTag: POST /api/{types}/{ns}/{name}/tag/{revision} with {"tag": …}.
 func (h *Hub) createTag(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (h *Hub) createTag(c echo.Context) error {
 
 // deleteTag: DELETE /api/{types}/{ns}/{name}/tag/{tag}.
 func (h *Hub) deleteTag(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func refNotFound(kind, name string, r store.RepoID) error {
 
 // listRefs: GET /api/{types}/{ns}/{name}/refs.
 func (h *Hub) listRefs(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forRead)
 	if err != nil {
 		return err
 	}

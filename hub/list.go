@@ -159,7 +159,7 @@ func filterRepos(repos []store.RepoSummary, search string, wantsTags bool) []sto
 func repoListItem(r store.RepoSummary) map[string]any {
 	item := map[string]any{
 		"_id": store.HashName(r.Type + "/" + r.RepoID.String())[:24], "id": r.RepoID.String(),
-		"author": r.Tenant, "sha": r.HeadSHA, "private": r.Private, "gated": gatedValue(r.Gated), "disabled": false,
+		"author": r.Tenant, "sha": r.HeadSHA, "private": r.VisibilityOf() == "private", "gated": gatedValue(r.Gated), "disabled": false,
 		"downloads": 0, "likes": 0, "tags": []string{},
 		"createdAt": r.Created.Format(hubTime), "lastModified": r.Updated.Format(hubTime),
 	}

@@ -84,7 +84,7 @@ func (h *Hub) readPathsInfoRequest(c echo.Context) (pathsInfoRequest, error) {
 // date), the newest commit of rev's history that changed the path
 // (store.LastChanges). openxet scans no file, so no answer carries securityFileStatus.
 func (h *Hub) pathsInfo(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forRead)
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,7 @@ func (h *Hub) pathsInfo(c echo.Context) error {
 // tenant (another tenant's is not found) and lists as failed each file
 // that is not one of the tenant's.
 func (h *Hub) duplicateLFSFiles(c echo.Context) error {
-	src, err := h.apiRepo(c)
+	src, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}

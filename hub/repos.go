@@ -23,8 +23,8 @@ import (
 // The Hub API: what huggingface_hub, the hf CLI and @huggingface/hub ask of
 // a Hub at HF_ENDPOINT (repos, preupload, commits, trees, resolve, and the
 // xet token endpoints that hand out CAS tokens). Repos live under a
-// namespace equal to the tenant; a credential reads and writes only its own
-// tenant's repos.
+// namespace equal to the tenant; a credential writes only its own tenant's
+// repos and reads those and the ones other tenants shared (repoID).
 
 const (
 	// regularMaxBytes: preupload answers regular (base64 in the commit)
@@ -127,21 +127,52 @@ func repoTypeOfPath(p string) string {
 	return "model"
 }
 
-// repoID reads the repo of a request and checks that the caller may see it.
-// A repo of another tenant is reported as not found.
-func (h *Hub) repoID(c echo.Context, typ string) (store.RepoID, error) {
+// access is what a route does to a repo: read it, or change it.
+type access int
+
+const (
+	forRead access = iota
+	forWrite
+)
+
+// repoID reads the repo of a request and checks that the caller may do
+// what acc says to it (docs/sharing.md). Its own tenant's repos it may
+// read and write. Another tenant's repo that is not Shared (private,
+// protected, or made before sharing) is not found: 404 RepoNotFound, the
+// answer for a repo that does not exist. A Shared one it may read, and a
+// write is 403 forbidden, as the Hub answers a write to a public repo of
+// someone else.
+func (h *Hub) repoID(c echo.Context, typ string, acc access) (store.RepoID, error) {
 	id := h.cfg.Principal(c)
 	r := store.RepoID{Tenant: unescape(c.Param("ns")), Type: typ, Name: unescape(c.Param("name"))}
-	if r.Tenant != id.Tenant {
-		return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
-	}
-	if _, err := h.store.Repo(c.Request().Context(), r); err != nil {
+	repo, err := h.store.Repo(c.Request().Context(), r)
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
+			if r.Tenant != id.Tenant {
+				return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+			}
 			return r, h.repoNotFound(c, r)
 		}
 		return r, err
 	}
+	if r.Tenant == id.Tenant {
+		return r, nil
+	}
+	if !repo.Shared() {
+		return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+	}
+	if acc == forWrite {
+		return r, notOwner(id.Tenant, r)
+	}
 	return r, nil
+}
+
+// notOwner is the 403 of a change to a repo the caller may read but that
+// belongs to another tenant.
+func notOwner(tenant string, r store.RepoID) error {
+	return &refusal.Error{Status: http.StatusForbidden, Code: "forbidden",
+		Message: fmt.Sprintf("repository %s belongs to tenant %s; a credential of tenant %s may read it but not change it", r, r.Tenant, tenant),
+		Hint:    "only a credential of tenant " + r.Tenant + " may change it"}
 }
 
 // repoNotFound is the 404 RepoNotFound of a repo the caller's tenant does
@@ -159,13 +190,28 @@ func (h *Hub) repoNotFound(c echo.Context, r store.RepoID) error {
 		Hint: "use the new name, " + to.String(), Headers: map[string]string{"X-Error-Code": "RepoNotFound"}}
 }
 
-// apiRepo reads the repo of an /api/{types}/{ns}/{name}/… route.
-func (h *Hub) apiRepo(c echo.Context) (store.RepoID, error) {
+// othersRepo is the refusal of a change to r, a repo of a tenant other
+// than the caller's, named in a request body: 403 when the caller may
+// read r, else 404 RepoNotFound.
+func (h *Hub) othersRepo(c echo.Context, tenant string, r store.RepoID) error {
+	repo, err := h.store.Repo(c.Request().Context(), r)
+	if err == nil && repo.Shared() {
+		return notOwner(tenant, r)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return hubNotFound("RepoNotFound", "repository %s not found", r)
+}
+
+// apiRepo reads the repo of an /api/{types}/{ns}/{name}/… route, for what
+// acc says (repoID).
+func (h *Hub) apiRepo(c echo.Context, acc access) (store.RepoID, error) {
 	typ, ok := repoTypePlural[c.Param("types")]
 	if !ok {
 		return store.RepoID{}, refusal.Wrap(refusal.ErrNotFound, "unknown repo type %q (models, datasets or spaces)", c.Param("types"))
 	}
-	return h.repoID(c, typ)
+	return h.repoID(c, typ, acc)
 }
 
 // resolveRev resolves a revision of a repo. HEAD names the default branch,
@@ -217,7 +263,15 @@ func (h *Hub) createRepo(c echo.Context) error {
 		return badRequest("unknown repo type %q (model, dataset or space)", typ)
 	}
 	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
-	private := req.Visibility == "private" || (req.Private != nil && *req.Private)
+	// A repo is private unless the request says otherwise (the Hub's
+	// visibility or private=false): sharing is something its owner asks for.
+	vis, err := visibilityOf(req.Visibility, req.Private)
+	if err != nil {
+		return err
+	}
+	if vis == "" {
+		vis = "private"
+	}
 	body := map[string]any{"url": h.repoURL(c, r), "id": r.String(), "name": r.String()}
 	// A new repo starts, as on the Hub, with a commit of the default
 	// .gitattributes, whose LFS patterns preupload then honours.
@@ -228,7 +282,7 @@ func (h *Hub) createRepo(c echo.Context) error {
 		return err
 	}
 	initial := store.TreeEntry{Path: gitattributesPath, SizeBytes: int64(len(attrs)), SHA256: attrsSHA, GitOID: gitBlobOID(attrs)}
-	if _, err := h.store.CreateRepo(c.Request().Context(), r, private, initial); err != nil {
+	if _, err := h.store.CreateRepoWith(c.Request().Context(), r, vis, initial); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
 			// huggingface_hub's create_repo(exist_ok=True) reads the url of
 			// the 409 answer.
@@ -259,7 +313,7 @@ func (h *Hub) deleteRepo(c echo.Context) error {
 	}
 	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
 	if ns != id.Tenant {
-		return hubNotFound("RepoNotFound", "repository %s not found", r)
+		return h.othersRepo(c, id.Tenant, r)
 	}
 	if err := h.store.DeleteRepo(c.Request().Context(), r); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -286,7 +340,7 @@ func gitBlobOID(content []byte) string {
 }
 
 func (h *Hub) repoInfo(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forRead)
 	if err != nil {
 		return err
 	}
@@ -316,7 +370,7 @@ func (h *Hub) repoInfo(c echo.Context) error {
 	}
 	info := map[string]any{
 		"_id": r.String(), "id": r.String(), "modelId": r.String(), "author": r.Tenant, "sha": cm.SHA,
-		"private": repo.Private, "disabled": false, "gated": gatedValue(repo.Gated),
+		"private": repo.VisibilityOf() == "private", "disabled": false, "gated": gatedValue(repo.Gated),
 		"createdAt": repo.Created.Format(hubTime), "lastModified": cm.Created.Format(hubTime),
 		"siblings": siblings, "tags": cardTags(card),
 	}
@@ -345,7 +399,7 @@ func expandFields(c echo.Context) []string {
 }
 
 func (h *Hub) createBranch(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 // GET (xet files reconstructed on the server), or the xet file info for the
 // JS client.
 func (h *Hub) resolve(c echo.Context) error {
-	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path))
+	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path), forRead)
 	if err != nil {
 		return err
 	}

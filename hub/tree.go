@@ -68,7 +68,7 @@ func dirItem(cm store.Commit, p string) map[string]any {
 }
 
 func (h *Hub) tree(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forRead)
 	if err != nil {
 		return err
 	}
