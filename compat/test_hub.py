@@ -564,7 +564,7 @@ def test_hf_models_ls_lists_only_own_repos(server, tmp_path):
     token = server.make_credential("lister")
     lister = HubClient(server.url, token, tmp_path / "lister")
     lister.hf_ok("repos", "create", "ls-beta", "--private")
-    lister.hf_ok("repos", "create", "ls-alpha")
+    lister.hf_ok("repos", "create", "ls-alpha", "--public")
     lister.hf_ok("repos", "create", "ls-data", "--repo-type", "dataset")
     other = HubClient(server.url, server.make_credential("outsider"), tmp_path / "outsider")
     other.hf_ok("repos", "create", "not-listed")

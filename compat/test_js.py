@@ -232,7 +232,7 @@ def test_js_whoami_and_listings(server, node_client, tmp_path):
     token = server.make_credential("jslist")
     hub = HubClient(server.url, token, tmp_path / "hf")
     hub.hf_ok("repos", "create", "js-b", "--private")
-    hub.hf_ok("repos", "create", "js-a")
+    hub.hf_ok("repos", "create", "js-a", "--public")
     hub.hf_ok("repos", "create", "js-d", "--repo-type", "dataset")
 
     me = js_ok(node_client, server, token, "whoAmI")
