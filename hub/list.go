@@ -74,7 +74,7 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 		default:
 			return badRequest("direction %q is not -1 or 1", v)
 		}
-		less := func(a, b store.RepoSummary) bool { return a.Name < b.Name }
+		less := func(a, b store.RepoSummary) bool { return a.RepoID.String() < b.RepoID.String() }
 		switch v := q.Get("sort"); v {
 		case "", "id", "downloads", "likes", "trendingScore", "trending_score":
 		case "lastModified", "last_modified":
@@ -87,18 +87,32 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 			return badRequest("sort %q is not one of id, lastModified, createdAt, downloads, likes, trendingScore", v)
 		}
 
-		var repos []store.RepoSummary
-		if author := q.Get("author"); author == "" || author == id.Tenant {
-			all, err := h.store.Repos(c.Request().Context(), id.Tenant, typ)
+		// The caller's own repos, and the repos other tenants shared
+		// (docs/sharing.md); an author narrows to one tenant's.
+		ctx := c.Request().Context()
+		var all []store.RepoSummary
+		author := q.Get("author")
+		if author == "" || author == id.Tenant {
+			own, err := h.store.Repos(ctx, id.Tenant, typ)
 			if err != nil {
 				return err
 			}
-			repos = filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "")
-			if g := q.Get("gated"); g == "true" || g == "false" {
-				repos = slices.DeleteFunc(repos, func(r store.RepoSummary) bool { return (r.Gated != "") != (g == "true") })
-			}
+			all = own
 		}
-		// Stable on the store's name order: ties stay in id order.
+		if author != id.Tenant {
+			shared, err := h.store.SharedRepos(ctx, typ, id.Tenant, author)
+			if err != nil {
+				return err
+			}
+			all = append(all, shared...)
+		}
+		repos := filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "")
+		if g := q.Get("gated"); g == "true" || g == "false" {
+			repos = slices.DeleteFunc(repos, func(r store.RepoSummary) bool { return (r.Gated != "") != (g == "true") })
+		}
+		// In id order first, then stable on the asked order: ties stay in
+		// id order.
+		sort.SliceStable(repos, func(i, j int) bool { return repos[i].RepoID.String() < repos[j].RepoID.String() })
 		sort.SliceStable(repos, func(i, j int) bool {
 			if desc {
 				return less(repos[j], repos[i])
