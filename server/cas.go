@@ -490,19 +490,6 @@ func (s *Server) getFetch(c echo.Context) error {
 	if err != nil || e.cred.IsRevoked() {
 		return refuse(errFetchURLInvalid, "the credential this URL was signed for is gone or revoked")
 	}
-	if g.Repo != "" {
-		// A range of another tenant's file, granted through a Shared
-		// repo: served while the repo is still Shared (docs/sharing.md).
-		// Once it is not, the URL answers as a file that is not there.
-		r, ok := parseSharedRepoKey(g.Repo)
-		repo, err := s.store.Repo(c.Request().Context(), r)
-		if !ok || errors.Is(err, store.ErrNotFound) || err == nil && !repo.Shared() {
-			return refuse(errNotFound, "this fetch URL's repository is not shared any more")
-		}
-		if err != nil {
-			return err
-		}
-	}
 	id := &identity{CredentialID: g.CredentialID, CredentialKey: e.key, Tenant: g.Tenant, Scopes: []string{"read"}}
 	c.Set(identityKey, id)
 	adm, err := s.admit(c, id, false)
@@ -512,6 +499,20 @@ func (s *Server) getFetch(c echo.Context) error {
 	defer s.gate.Done(adm)
 	if err := s.takeTurn(c, adm); err != nil {
 		return err
+	}
+	if g.Repo != "" {
+		// A range of another tenant's file, granted through a Shared
+		// repo: served while the repo is still Shared (docs/sharing.md),
+		// checked once the request is admitted on the reader's limits.
+		// Once it is not, the URL answers as a file that is not there.
+		r, ok := parseSharedRepoKey(g.Repo)
+		repo, err := s.store.Repo(c.Request().Context(), r)
+		if !ok || errors.Is(err, store.ErrNotFound) || err == nil && !repo.Shared() {
+			return refuse(errNotFound, "this fetch URL's repository is not shared any more")
+		}
+		if err != nil {
+			return err
+		}
 	}
 
 	start, end := g.Start, g.End
