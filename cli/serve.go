@@ -79,6 +79,7 @@ func serverConfig(cfg Config, key []byte) server.Config {
 		SigningKey:     key,
 		TokenTTL:       cfg.TokenTTL,
 		FetchURLTTL:    cfg.FetchURLTTL,
+		AnonymousReads: cfg.AnonymousReads,
 		Limits: limits.Limits{
 			TenantRate:               limits.Rate{PerSecond: cfg.TenantRequestsPerSecond, Burst: cfg.TenantBurst},
 			CredentialRate:           limits.Rate{PerSecond: cfg.CredentialRequestsPerSecond, Burst: cfg.CredentialBurst},

@@ -94,3 +94,48 @@ def test_internal_repo_read_by_another_tenant_then_closed(server, tmp_path):
     # transformers wraps the Hub's error in an OSError that names the repo.
     assert "alice/shared" in closed["pretrained"] and closed["pretrained"].startswith("OSError"), closed
     assert alice.api("model_info", repo_id="alice/shared")["private"] is True
+
+
+def test_anonymous_reads_of_a_public_repo(start_server, tmp_path):
+    """With hub.anonymous_reads on, a client with no token at all
+    (no HF_TOKEN, nothing stored) downloads alice's public repo with
+    snapshot_download, hf_hub_download of a Xet file (bytes from resolve)
+    and from_pretrained; her internal repo stays RepositoryNotFoundError."""
+    server = start_server("--hub-anonymous-reads", "true")
+    alice = HubClient(server.url, server.make_credential("alice"), tmp_path / "alice")
+    pushed = run_py(alice, """
+        import json
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        from transformers import BertConfig, PreTrainedTokenizerFast
+        vocab = {"[UNK]": 0, "[PAD]": 1, "hello": 2, "openxet": 3}
+        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
+        cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=4)
+        cfg.push_to_hub("alice/shared")
+        fast.push_to_hub("alice/shared")
+        print(json.dumps("ok"))
+    """)
+    assert pushed == "ok"
+    weights = tmp_path / "weights.bin"
+    write_random(weights, 3 << 20, seed=33)
+    alice.api("upload_file", path_or_fileobj=str(weights), path_in_repo="weights.bin", repo_id="alice/shared")
+
+    anon = HubClient(server.url, None, tmp_path / "anon")
+    anon.extra_env["ROUND"] = "private"
+    closed = run_py(anon, READ_ALL)
+    assert (closed["snapshot"], closed["weights"]) == ("RepositoryNotFoundError",) * 2, closed
+
+    assert alice.api("update_repo_settings", repo_id="alice/shared", visibility="public") is None
+    anon.extra_env["ROUND"] = "public"
+    got = run_py(anon, READ_ALL)
+    assert "weights.bin" in got["snapshot"] and "config.json" in got["snapshot"], got
+    assert got["weights"] == sha256_file(weights), got
+    assert got["pretrained"] == ["bert", 32, [2, 3]], got
+
+    r = server.request("PUT", "/api/models/alice/shared/settings", token=alice.token,
+                       headers={"Content-Type": "application/json"}, body=json.dumps({"visibility": "internal"}).encode())
+    assert r.status == 200, r
+    anon.extra_env["ROUND"] = "internal"
+    closed = run_py(anon, READ_ALL)
+    assert (closed["snapshot"], closed["weights"]) == ("RepositoryNotFoundError",) * 2, closed

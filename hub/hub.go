@@ -23,6 +23,9 @@ type Principal struct {
 	// ViaCASToken is true when the request carried a CAS token rather than
 	// the credential itself.
 	ViaCASToken bool
+	// Anonymous is a reader without a token (GuardPublic): it reads public
+	// repos only; Tenant and CredentialID are "".
+	Anonymous bool
 }
 
 // Config is what the Hub needs of the server that mounts it. Every field
@@ -38,6 +41,10 @@ type Config struct {
 	// LFS basic upload URL): a request without an Authorization header
 	// authenticates with the CAS token in its "token" query parameter.
 	GuardURLToken func(scope string) echo.MiddlewareFunc
+	// GuardPublic is Guard("read") for the read routes of repos and the
+	// listings, which also admits a request without a token as an
+	// Anonymous principal when the operator turned hub.anonymous_reads on.
+	GuardPublic func() echo.MiddlewareFunc
 	// Principal returns who a request acts as; nil when no guard
 	// authenticated it (a repo page without a token).
 	Principal func(c echo.Context) *Principal
@@ -114,7 +121,7 @@ type Hub struct {
 
 // New checks cfg and builds the Hub; it does no I/O.
 func New(cfg Config) (*Hub, error) {
-	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil || cfg.Work == nil ||
+	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.GuardPublic == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil || cfg.Work == nil ||
 		cfg.TenantLimits == nil || cfg.CASToken == nil || cfg.Credential == nil || cfg.ServeXetFile == nil ||
 		cfg.Released == nil || cfg.Ready == nil {
 		return nil, errors.New("hub.New: every Config field but Version and ReservedNamespaces is required")

@@ -19,13 +19,13 @@ import (
 // delete_branch, create_tag, delete_tag, list_repo_refs).
 
 func (h *Hub) lifecycleRoutes(e *echo.Echo) {
-	read, write := h.cfg.Guard(store.ScopeRead), h.cfg.Guard(store.ScopeWrite)
+	public, write := h.cfg.GuardPublic(), h.cfg.Guard(store.ScopeWrite)
 	api := "/api/:types/:ns/:name"
 	e.POST(api+"/super-squash/:rev", h.superSquash, write)
 	e.DELETE(api+"/branch/:rev", h.deleteBranch, write)
 	e.POST(api+"/tag/:rev", h.createTag, write)
 	e.DELETE(api+"/tag/:rev", h.deleteTag, write)
-	e.GET(api+"/refs", h.listRefs, read)
+	e.GET(api+"/refs", h.listRefs, public)
 }
 
 // superSquash: POST /api/{types}/{ns}/{name}/super-squash/{branch} with

@@ -31,14 +31,14 @@ import (
 // readRoutes are the Hub routes beside the repo ones of repos.go: who a
 // token is, repo listings, and raw files.
 func (h *Hub) readRoutes(e *echo.Echo) {
-	read := h.cfg.Guard(store.ScopeRead)
+	public := h.cfg.GuardPublic()
 	e.GET("/api/whoami-v2", h.whoami, h.cfg.Guard(""))
-	e.GET("/api/models", h.listRepos("model"), read)
-	e.GET("/api/datasets", h.listRepos("dataset"), read)
-	e.GET("/api/spaces", h.listRepos("space"), read)
+	e.GET("/api/models", h.listRepos("model"), public)
+	e.GET("/api/datasets", h.listRepos("dataset"), public)
+	e.GET("/api/spaces", h.listRepos("space"), public)
 	for _, p := range []string{"", "/datasets", "/spaces"} {
-		e.GET(p+"/:ns/:name/raw/:rev/*", h.raw, read)
-		e.HEAD(p+"/:ns/:name/raw/:rev/*", h.raw, read)
+		e.GET(p+"/:ns/:name/raw/:rev/*", h.raw, public)
+		e.HEAD(p+"/:ns/:name/raw/:rev/*", h.raw, public)
 	}
 }
 
@@ -88,19 +88,20 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 		}
 
 		// The caller's own repos, and the repos other tenants shared
-		// (docs/sharing.md); an author narrows to one tenant's.
+		// (docs/sharing.md); an author narrows to one tenant's. A reader
+		// without a token lists the public repos.
 		ctx := c.Request().Context()
 		var all []store.RepoSummary
 		author := q.Get("author")
-		if author == "" || author == id.Tenant {
+		if !id.Anonymous && (author == "" || author == id.Tenant) {
 			own, err := h.store.Repos(ctx, id.Tenant, typ)
 			if err != nil {
 				return err
 			}
 			all = own
 		}
-		if author != id.Tenant {
-			shared, err := h.store.SharedRepos(ctx, typ, id.Tenant, author)
+		if id.Anonymous || author != id.Tenant {
+			shared, err := h.store.SharedRepos(ctx, typ, id.Tenant, author, id.Anonymous)
 			if err != nil {
 				return err
 			}

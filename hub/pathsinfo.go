@@ -24,10 +24,10 @@ import (
 // from another repo, hf repos cp between repos).
 
 func (h *Hub) pathRoutes(e *echo.Echo) {
-	read, write := h.cfg.Guard(store.ScopeRead), h.cfg.Guard(store.ScopeWrite)
+	public, write := h.cfg.GuardPublic(), h.cfg.Guard(store.ScopeWrite)
 	api := "/api/:types/:ns/:name"
-	e.POST(api+"/paths-info/:rev", h.pathsInfo, read)
-	e.GET(api+"/commits/:rev", h.commits, read)
+	e.POST(api+"/paths-info/:rev", h.pathsInfo, public)
+	e.GET(api+"/commits/:rev", h.commits, public)
 	e.POST(api+"/lfs-files/duplicate", h.duplicateLFSFiles, write)
 }
 
@@ -125,7 +125,7 @@ func (h *Hub) pathsInfo(c echo.Context) error {
 			}
 		}
 	}
-	return c.JSON(http.StatusOK, items)
+	return c.JSON(http.StatusOK, h.forReader(c, items))
 }
 
 // duplicateLFSFiles: POST /api/{types}/{ns}/{name}/lfs-files/duplicate with

@@ -69,7 +69,7 @@ func hubNotFound(code, format string, args ...any) error {
 }
 
 func (h *Hub) repoRoutes(e *echo.Echo) {
-	read, write := h.cfg.Guard("read"), h.cfg.Guard("write")
+	read, write, public := h.cfg.Guard("read"), h.cfg.Guard("write"), h.cfg.GuardPublic()
 	e.GET("/api/agent-harnesses", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]any{"standardEnvVars": []string{}, "harnesses": map[string]any{}})
 	})
@@ -81,19 +81,19 @@ func (h *Hub) repoRoutes(e *echo.Echo) {
 	e.DELETE("/api/repos/delete", h.deleteRepo, write)
 
 	api := "/api/:types/:ns/:name"
-	e.GET(api, h.repoInfo, read)
-	e.GET(api+"/revision/:rev", h.repoInfo, read)
+	e.GET(api, h.repoInfo, public)
+	e.GET(api+"/revision/:rev", h.repoInfo, public)
 	e.POST(api+"/branch/:rev", h.createBranch, write)
-	e.GET(api+"/tree/:rev", h.tree, read)
-	e.GET(api+"/tree/:rev/*", h.tree, read)
+	e.GET(api+"/tree/:rev", h.tree, public)
+	e.GET(api+"/tree/:rev/*", h.tree, public)
 	e.POST(api+"/preupload/:rev", h.preupload, write)
 	e.POST(api+"/commit/:rev", h.commit, write)
 	e.GET(api+"/xet-read-token/:rev", h.xetToken(store.ScopeRead), read)
 	e.GET(api+"/xet-write-token/:rev", h.xetToken(store.ScopeWrite), write)
 
 	for _, p := range []string{"", "/datasets", "/spaces"} {
-		e.GET(p+"/:ns/:name/resolve/:rev/*", h.resolve, read)
-		e.HEAD(p+"/:ns/:name/resolve/:rev/*", h.resolve, read)
+		e.GET(p+"/:ns/:name/resolve/:rev/*", h.resolve, public)
+		e.HEAD(p+"/:ns/:name/resolve/:rev/*", h.resolve, public)
 		e.POST(p+"/:ns/:repo/info/lfs/objects/batch", h.lfsBatch, write)
 		e.PUT(p+"/:ns/:repo/info/lfs/objects/:oid", h.lfsUpload, h.cfg.GuardURLToken("write"))
 	}
@@ -146,6 +146,17 @@ func (h *Hub) repoID(c echo.Context, typ string, acc access) (store.RepoID, erro
 	id := h.cfg.Principal(c)
 	r := store.RepoID{Tenant: unescape(c.Param("ns")), Type: typ, Name: unescape(c.Param("name"))}
 	repo, err := h.store.Repo(c.Request().Context(), r)
+	if id.Anonymous {
+		// Public repos only, and only to read: anything else answers as a
+		// request without a token always has.
+		if err == nil && repo.VisibilityOf() == "public" && acc == forRead {
+			return r, nil
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return r, err
+		}
+		return r, anonymousNotFound()
+	}
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			if r.Tenant != id.Tenant {
@@ -165,6 +176,15 @@ func (h *Hub) repoID(c echo.Context, typ string, acc access) (store.RepoID, erro
 		return r, notOwner(id.Tenant, r)
 	}
 	return r, nil
+}
+
+// anonymousNotFound is the answer to a reader without a token for a repo
+// it may not read, the same as for a request without a token when
+// anonymous reads are off: 401 with X-Error-Code RepoNotFound, which
+// huggingface_hub maps to RepositoryNotFoundError.
+func anonymousNotFound() error {
+	return &refusal.Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: "missing Authorization: Bearer token",
+		Hint: "send Authorization: Bearer <token> with a valid openxet credential or CAS token", Headers: map[string]string{"X-Error-Code": "RepoNotFound"}}
 }
 
 // notOwner is the 403 of a change to a repo the caller may read but that

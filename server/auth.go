@@ -32,6 +32,9 @@ type identity struct {
 	// that repo's, looked up in its tenant (docs/sharing.md); nil for a
 	// credential, or a token of its own tenant.
 	shared *store.RepoID
+	// anonymous is a reader without a token (guardPublic): no credential,
+	// keyed by its client address.
+	anonymous bool
 }
 
 func (id *identity) has(scope string) bool {

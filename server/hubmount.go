@@ -26,6 +26,7 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		Store:              s.store,
 		Guard:              s.guard,
 		GuardURLToken:      s.guardURLToken,
+		GuardPublic:        s.guardPublic,
 		Uploads:            s.hubUploads,
 		Principal:          principalOf,
 		BaseURL:            s.base,
@@ -56,7 +57,7 @@ func principalOf(c echo.Context) *hub.Principal {
 	if id == nil {
 		return nil
 	}
-	return &hub.Principal{CredentialID: id.CredentialID, Tenant: id.Tenant, Scopes: id.Scopes, ViaCASToken: id.viaCASToken}
+	return &hub.Principal{CredentialID: id.CredentialID, Tenant: id.Tenant, Scopes: id.Scopes, ViaCASToken: id.viaCASToken, Anonymous: id.anonymous}
 }
 
 // reserve takes n bytes from the memory budget for the request's

@@ -42,6 +42,9 @@ type Config struct {
 	SigningKey  []byte
 	TokenTTL    time.Duration
 	FetchURLTTL time.Duration
+	// AnonymousReads serves the Hub's read routes of public repos to
+	// requests without a token (hub.anonymous_reads, docs/sharing.md).
+	AnonymousReads bool
 
 	Limits                limits.Limits // defaults for every tenant
 	LimitsCacheTTL        time.Duration

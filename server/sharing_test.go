@@ -8,6 +8,7 @@ import (
 		"strings"
 	"testing"
 
+	"openxet/limits"
 	"openxet/xet"
 )
 
@@ -25,9 +26,9 @@ type sharingEnv struct {
 	unnamed             hubFile
 }
 
-func newSharingEnv(t *testing.T, withClock ...bool) *sharingEnv {
-	e := &sharingEnv{testEnv: newTestEnv(t), files: map[string]hubFile{}}
-	if len(withClock) > 0 && withClock[0] {
+func newSharingEnv(t *testing.T, withClock bool, mutate ...func(*Config)) *sharingEnv {
+	e := &sharingEnv{testEnv: newTestEnv(t, mutate...), files: map[string]hubFile{}}
+	if withClock {
 		e.setClock() // before any request: the limiters' clock never runs back
 	}
 	e.alice = e.credential("alice", "write")
@@ -115,7 +116,7 @@ func sharingWriteRoutes(name string) []hubRoute {
 // answer every read route as they answer alice, and refuse every write
 // with 403, changing nothing.
 func TestSharingMatrixHubRoutes(t *testing.T) {
-	e := newSharingEnv(t)
+	e := newSharingEnv(t, false)
 	heads := map[string]string{}
 	for _, name := range []string{"priv", "intern", "pub"} {
 		heads[name] = e.info(t, e.alice, "/api/models/alice/"+name)["sha"].(string)
@@ -192,7 +193,7 @@ func (e *sharingEnv) reconstruct(tok string, f hubFile) response {
 // longer in any of its revisions, the same token and the fetch URLs it was
 // given are refused.
 func TestSharingXetReadPath(t *testing.T) {
-	e := newSharingEnv(t)
+	e := newSharingEnv(t, false)
 	wantError(t, e.readToken(e.bob, "priv"), 404, "not_found")
 	pubTok := e.casTokenOf(e.readToken(e.bobRead, "pub"))
 	internTok := e.casTokenOf(e.readToken(e.bob, "intern"))
@@ -308,7 +309,7 @@ func TestSharingReadsCountAgainstTheReader(t *testing.T) {
 // TestSharingSharedTokenClaims: the repo a CAS token names is signed; a
 // token whose payload is edited to name another repo does not verify.
 func TestSharingSharedTokenClaims(t *testing.T) {
-	e := newSharingEnv(t)
+	e := newSharingEnv(t, false)
 	tok := e.casTokenOf(e.readToken(e.bobRead, "pub"))
 	cl, err := e.srv.signer.parseCASToken(tok, e.srv.now())
 	if err != nil || cl.Repo == nil || cl.Repo.String() != "alice/pub" || fmt.Sprint(cl.Scopes) != "[read]" || cl.Tenant != "bob" {
@@ -329,4 +330,123 @@ func (e *sharingEnv) info(t *testing.T, tok, path string) map[string]any {
 		t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
 	}
 	return r.json(t)
+}
+
+// TestAnonymousReadsOfPublicRepos: with hub.anonymous_reads off, a request
+// without a token is refused on every route as before; on, it reads
+// alice's public repo through the Hub read routes (a Xet file's bytes from
+// resolve, without the Xet headers that would send it to the CAS), and
+// for her internal and private repos, a repo that does not exist, every
+// write, the token routes and the CAS it gets the same 401 RepoNotFound as
+// without the setting. Listings show public repos only.
+func TestAnonymousReadsOfPublicRepos(t *testing.T) {
+	many := func(c *Config) { c.AuthFailuresPerMinute = 100_000 } // requests without a token count as failures
+	off := newSharingEnv(t, false, many)
+	on := newSharingEnv(t, false, many, func(c *Config) { c.AnonymousReads = true })
+	for _, e := range []*sharingEnv{off, on} {
+		for _, name := range []string{"priv", "intern", "pub", "nothing"} {
+			for _, rt := range append(sharingReadRoutes(name), sharingWriteRoutes(name)...) {
+				if rt.path == "/alice/"+name {
+					continue // the page: the same for every name (pages_test.go)
+				}
+				r := e.do(rt.method, rt.path, "", []byte(rt.body))
+				readable := e == on && name == "pub" && !strings.Contains(rt.path, "token") && slicesContains(sharingReadRoutes(name), rt)
+				if readable {
+					if r.Status != 200 {
+						t.Errorf("anonymous %s %s: %d, want 200 (%s)", rt.method, rt.path, r.Status, r.Body)
+					}
+					continue
+				}
+				if r.Status != 401 || (strings.Contains(rt.path, "/api/models/") || strings.Contains(rt.path, "/resolve/") || strings.Contains(rt.path, "/raw/")) && r.Header.Get("X-Error-Code") != "RepoNotFound" {
+					t.Errorf("anonymous=%v %s %s: %d %q, want 401 RepoNotFound (%s)", e == on, rt.method, rt.path, r.Status, r.Header.Get("X-Error-Code"), r.Body)
+				}
+			}
+		}
+		for _, path := range []string{"/v1/reconstructions/" + e.files["pub"].info.Hash.String(), "/api/whoami-v2"} {
+			if r := e.do("GET", path, "", nil); r.Status != 401 {
+				t.Errorf("anonymous %s: %d, want 401", path, r.Status)
+			}
+		}
+	}
+	// The bytes of a Xet file, served by resolve; no Xet headers.
+	got := on.do("GET", "/alice/pub/resolve/main/weights.bin", "", nil)
+	want := on.do("GET", "/alice/pub/resolve/main/weights.bin", on.alice, nil)
+	if got.Status != 200 || !bytes.Equal(got.Body, want.Body) || int64(len(got.Body)) != on.files["pub"].size {
+		t.Fatalf("anonymous download: %d, %d bytes; alice %d, %d bytes; file %d", got.Status, len(got.Body), want.Status, len(want.Body), on.files["pub"].size)
+	}
+	head := on.do("HEAD", "/alice/pub/resolve/main/weights.bin", "", nil)
+	if head.Header.Get("X-Xet-Hash") != "" || head.Header.Get("Link") != "" || head.Header.Get("X-Linked-Size") == "" {
+		t.Errorf("anonymous HEAD headers: %v", head.Header)
+	}
+	for _, r := range []response{on.do("GET", "/api/models/alice/pub/tree/main", "", nil),
+		on.do("POST", "/api/models/alice/pub/paths-info/main", "", []byte(`{"paths":["weights.bin"]}`))} {
+		if r.Status != 200 || bytes.Contains(r.Body, []byte("xetHash")) || !bytes.Contains(r.Body, []byte("weights.bin")) {
+			t.Errorf("anonymous tree or paths-info offers Xet: %d %s", r.Status, r.Body)
+		}
+	}
+	if r := on.do("GET", "/api/models/alice/pub/tree/main", on.bob, nil); !bytes.Contains(r.Body, []byte("xetHash")) {
+		t.Errorf("bob's tree lacks the Xet hash: %s", r.Body)
+	}
+	var listed []map[string]any
+	json.Unmarshal(on.do("GET", "/api/models", "", nil).Body, &listed)
+	if len(listed) != 1 || listed[0]["id"] != "alice/pub" {
+		t.Errorf("anonymous listing: %v", listed)
+	}
+	// An Authorization header that does not verify is a failed
+	// authentication, never an anonymous read.
+	if r := on.do("GET", "/api/models/alice/pub", "hf_oxt_nope", nil); r.Status != 401 {
+		t.Errorf("a bad token on a public repo: %d, want 401", r.Status)
+	}
+	// Made private, it closes to anonymous readers at once.
+	if r := on.do("PUT", "/api/models/alice/pub/settings", on.alice, []byte(`{"visibility":"internal"}`)); r.Status != 200 {
+		t.Fatal(r.Status)
+	}
+	if r := on.do("GET", "/alice/pub/resolve/main/weights.bin", "", nil); r.Status != 401 || r.Header.Get("X-Error-Code") != "RepoNotFound" {
+		t.Errorf("anonymous download of an internal repo: %d", r.Status)
+	}
+}
+
+// TestAnonymousReadersAreLimitedPerAddress: anonymous readers are admitted
+// per client address, on the default credential rate, and spend nothing of
+// a tenant's; an IPv6 address counts by its /64.
+func TestAnonymousReadersAreLimitedPerAddress(t *testing.T) {
+	e := &sharingEnv{testEnv: newTestEnv(t, func(c *Config) {
+		c.AnonymousReads = true
+		c.Limits.CredentialRate = limits.Rate{PerSecond: 0.5, Burst: 2}
+	}), files: map[string]hubFile{}}
+	e.setClock()
+	e.alice = e.credential("alice", "write")
+	if r := e.do("POST", "/api/repos/create", e.alice, []byte(`{"name":"pub","visibility":"public"}`)); r.Status != 200 {
+		t.Fatal(r.Status)
+	}
+	for i := 0; i < 2; i++ {
+		if r := e.do("GET", "/api/models/alice/pub", "", nil); r.Status != 200 {
+			t.Fatalf("anonymous read %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	r := e.do("GET", "/api/models/alice/pub", "", nil)
+	if r.Status != 429 || r.Header.Get("Retry-After") != "2" {
+		t.Fatalf("third anonymous read: %d Retry-After %q %s", r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	if r := e.do("GET", "/api/models/alice/pub", e.alice, nil); r.Status != 200 {
+		t.Errorf("alice after the anonymous readers: %d", r.Status)
+	}
+	for _, c := range []struct{ ip, key string }{
+		{"127.0.0.1", "127.0.0.1"}, {"::ffff:10.0.0.1", "10.0.0.1"},
+		{"2001:db8:1:2:3:4:5:6", "2001:db8:1:2::/64"}, {"2001:db8:1:2:ffff::1", "2001:db8:1:2::/64"},
+		{"2001:db8:1:3::1", "2001:db8:1:3::/64"},
+	} {
+		if got := anonymousKey(c.ip); got != c.key {
+			t.Errorf("anonymousKey(%s) = %s, want %s", c.ip, got, c.key)
+		}
+	}
+}
+
+func slicesContains(rs []hubRoute, r hubRoute) bool {
+	for _, x := range rs {
+		if x == r {
+			return true
+		}
+	}
+	return false
 }

@@ -22,11 +22,15 @@ func (s *Store) Repos(ctx context.Context, tenant, typ string) ([]RepoSummary, e
 	return s.repoSummaries(ctx, "repos of "+tenant, `r.tenant = ? AND r.type = ?`, tenant, typ)
 }
 
-// SharedRepos lists the Shared repos (internal or public) of one type of
-// every tenant but except, ordered by tenant and name; with owner not "",
-// only that tenant's (none when owner is except).
-func (s *Store) SharedRepos(ctx context.Context, typ, except, owner string) ([]RepoSummary, error) {
+// SharedRepos lists the Shared repos (internal or public; public only
+// with publicOnly) of one type of every tenant but except, ordered by
+// tenant and name; with owner not "", only that tenant's (none when owner
+// is except).
+func (s *Store) SharedRepos(ctx context.Context, typ, except, owner string, publicOnly bool) ([]RepoSummary, error) {
 	where, args := `r.type = ? AND r.tenant <> ? AND r.visibility IN ('internal', 'public')`, []any{typ, except}
+	if publicOnly {
+		where = `r.type = ? AND r.tenant <> ? AND r.visibility = 'public'`
+	}
 	if owner != "" {
 		where, args = where+` AND r.tenant = ?`, append(args, owner)
 	}

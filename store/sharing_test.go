@@ -43,7 +43,7 @@ func TestSharedFileIsOnlyWhatASharedRepoReferences(t *testing.T) {
 		if _, err := s.SharedFile(ctx, r, named.Hash); !errors.Is(err, ErrNotFound) {
 			t.Errorf("%s repo: %v, want ErrNotFound", vis, err)
 		}
-		if got, _ := s.SharedRepos(ctx, "model", "bob", ""); len(got) != 0 {
+		if got, _ := s.SharedRepos(ctx, "model", "bob", "", false); len(got) != 0 {
 			t.Errorf("%s repo listed as shared: %v", vis, got)
 		}
 	}
@@ -51,12 +51,15 @@ func TestSharedFileIsOnlyWhatASharedRepoReferences(t *testing.T) {
 	if _, err := s.SetRepoSettings(ctx, r, RepoSettings{Visibility: &internal}); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.SharedRepos(ctx, "model", "bob", "")
+	got, err := s.SharedRepos(ctx, "model", "bob", "", false)
 	if err != nil || len(got) != 1 || got[0].RepoID != r || got[0].HeadSHA != first.SHA {
 		t.Fatalf("shared repos for bob: %v %v", got, err)
 	}
+	if got, _ := s.SharedRepos(ctx, "model", "", "", true); len(got) != 0 {
+		t.Errorf("an internal repo listed as public: %v", got)
+	}
 	for _, c := range []struct{ except, owner string }{{"alice", ""}, {"bob", "carol"}, {"alice", "alice"}} {
-		if got, _ := s.SharedRepos(ctx, "model", c.except, c.owner); len(got) != 0 {
+		if got, _ := s.SharedRepos(ctx, "model", c.except, c.owner, false); len(got) != 0 {
 			t.Errorf("except %s owner %q: %v", c.except, c.owner, got)
 		}
 	}
