@@ -5,7 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-		"strings"
+	"strings"
 	"testing"
 
 	"openxet/limits"
