@@ -49,6 +49,7 @@ type Config struct {
 	LogLevel              string
 	TokenTTL              time.Duration
 	AnonymousReads        bool
+	DefaultVisibility     string
 	FetchURLTTL           time.Duration
 	ReadHeaderTimeout     time.Duration
 	IdleTimeout           time.Duration
@@ -248,6 +249,13 @@ var settings = []setting{
 			return errors.New("must be true or false")
 		}
 		c.AnonymousReads = b
+		return nil
+	}},
+	{"hub.default_visibility", "private", "visibility of a repo created without one: private, internal or public (docs/sharing.md)", func(c *Config, v string) error {
+		if v != "private" && v != "internal" && v != "public" {
+			return errors.New("must be private, internal or public")
+		}
+		c.DefaultVisibility = v
 		return nil
 	}},
 	{"server.token_ttl", "1h", "lifetime of the CAS tokens the Hub token endpoints hand out", durationSetter(func(c *Config) *time.Duration { return &c.TokenTTL }, 2*time.Minute)},

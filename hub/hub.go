@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html/template"
 	"strings"
 	"time"
@@ -29,7 +30,7 @@ type Principal struct {
 }
 
 // Config is what the Hub needs of the server that mounts it. Every field
-// but Version and ReservedNamespaces is required.
+// but DefaultVisibility, Version and ReservedNamespaces is required.
 type Config struct {
 	Store *store.Store
 
@@ -88,6 +89,9 @@ type Config struct {
 	// itself (the LFS basic transfer).
 	Uploads func() UploadConfig
 
+	// DefaultVisibility is the visibility of a repo created without one:
+	// private (also for ""), internal or public (docs/sharing.md).
+	DefaultVisibility string
 	// Version is shown on the landing page.
 	Version string
 	// ReservedNamespaces are the first path segments of the mounting
@@ -124,7 +128,12 @@ func New(cfg Config) (*Hub, error) {
 	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.GuardPublic == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil || cfg.Work == nil ||
 		cfg.TenantLimits == nil || cfg.CASToken == nil || cfg.Credential == nil || cfg.ServeXetFile == nil ||
 		cfg.Released == nil || cfg.Ready == nil {
-		return nil, errors.New("hub.New: every Config field but Version and ReservedNamespaces is required")
+		return nil, errors.New("hub.New: every Config field but DefaultVisibility, Version and ReservedNamespaces is required")
+	}
+	switch cfg.DefaultVisibility {
+	case "", "private", "internal", "public":
+	default:
+		return nil, fmt.Errorf("hub.New: DefaultVisibility %q is not private, internal or public", cfg.DefaultVisibility)
 	}
 	reserved := map[string]bool{"api": true}
 	for _, ns := range cfg.ReservedNamespaces {

@@ -58,13 +58,20 @@ func TestNewNeedsEveryDependency(t *testing.T) {
 	typ := reflect.TypeOf(full)
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		if f.Name == "Version" || f.Name == "ReservedNamespaces" {
+		if f.Name == "Version" || f.Name == "ReservedNamespaces" || f.Name == "DefaultVisibility" {
 			continue
 		}
 		cfg := full
 		reflect.ValueOf(&cfg).Elem().Field(i).SetZero()
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New without %s: no error", f.Name)
+		}
+	}
+	for _, v := range []string{"protected", "everyone"} {
+		cfg := full
+		cfg.DefaultVisibility = v
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New with DefaultVisibility %q: no error", v)
 		}
 	}
 }

@@ -283,11 +283,15 @@ func (h *Hub) createRepo(c echo.Context) error {
 		return badRequest("unknown repo type %q (model, dataset or space)", typ)
 	}
 	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
-	// A repo is private unless the request says otherwise (the Hub's
-	// visibility or private=false): sharing is something its owner asks for.
+	// A repo is private unless the request (the Hub's visibility or
+	// private=false) or the operator (hub.default_visibility) says
+	// otherwise: sharing is something its owner asks for.
 	vis, err := visibilityOf(req.Visibility, req.Private)
 	if err != nil {
 		return err
+	}
+	if vis == "" {
+		vis = h.cfg.DefaultVisibility
 	}
 	if vis == "" {
 		vis = "private"

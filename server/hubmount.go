@@ -39,6 +39,7 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		ServeXetFile:       s.serveXetFile,
 		Released:           s.gc.poke,
 		Ready:              s.ready,
+		DefaultVisibility:  s.cfg.DefaultVisibility,
 		Version:            s.cfg.Version,
 		ReservedNamespaces: ownNamespaces(),
 	})

@@ -450,3 +450,25 @@ func slicesContains(rs []hubRoute, r hubRoute) bool {
 	}
 	return false
 }
+
+// TestDefaultVisibility: hub.default_visibility decides the visibility of
+// a repo created without one; a request that names one wins.
+func TestDefaultVisibility(t *testing.T) {
+	e := newTestEnv(t, func(c *Config) { c.DefaultVisibility = "internal" })
+	alice, bob := e.credential("alice", "write"), e.credential("bob", "read")
+	for _, body := range []string{`{"name":"plain"}`, `{"name":"closed","private":true}`, `{"name":"open","visibility":"public"}`} {
+		if r := e.do("POST", "/api/repos/create", alice, []byte(body)); r.Status != 200 {
+			t.Fatalf("%s: %d %s", body, r.Status, r.Body)
+		}
+	}
+	for name, want := range map[string]int{"plain": 200, "closed": 404, "open": 200} {
+		if r := e.do("GET", "/api/models/alice/"+name, bob, nil); r.Status != want {
+			t.Errorf("bob reads alice/%s: %d, want %d", name, r.Status, want)
+		}
+	}
+	var s map[string]any
+	json.Unmarshal(e.do("PUT", "/api/models/alice/plain/settings", alice, []byte(`{"gated":false}`)).Body, &s)
+	if s["visibility"] != "internal" {
+		t.Errorf("alice/plain: %v", s)
+	}
+}
