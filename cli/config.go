@@ -50,6 +50,8 @@ type Config struct {
 	LogFormat             string
 	LogLevel              string
 	TokenTTL              time.Duration
+	AnonymousReads        bool
+	DefaultVisibility     string
 	FetchURLTTL           time.Duration
 	ReadHeaderTimeout     time.Duration
 	IdleTimeout           time.Duration
@@ -244,6 +246,21 @@ var settings = []setting{
 			return nil
 		}
 		return errors.New("must be debug, info, warn or error")
+	}},
+	{"hub.anonymous_reads", "false", "serve the read routes of public repos to requests without a token (true or false; docs/sharing.md)", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return errors.New("must be true or false")
+		}
+		c.AnonymousReads = b
+		return nil
+	}},
+	{"hub.default_visibility", "private", "visibility of a repo created without one: private, internal or public (docs/sharing.md)", func(c *Config, v string) error {
+		if v != "private" && v != "internal" && v != "public" {
+			return errors.New("must be private, internal or public")
+		}
+		c.DefaultVisibility = v
+		return nil
 	}},
 	{"server.token_ttl", "1h", "lifetime of the CAS tokens the Hub token endpoints hand out", durationSetter(func(c *Config) *time.Duration { return &c.TokenTTL }, 2*time.Minute)},
 	{"server.fetch_url_ttl", "1h", "lifetime of the signed fetch URLs in reconstruction answers", durationSetter(func(c *Config) *time.Duration { return &c.FetchURLTTL }, time.Minute)},

@@ -99,6 +99,8 @@ func TestInvalidValues(t *testing.T) {
 		"server.work_wait":                      "0s",
 		"server.metrics_listen":                 "9090",
 		"server.log_format":                     "xml",
+		"hub.anonymous_reads":                   "sometimes",
+		"hub.default_visibility":                "protected",
 		"server.log_level":                      "loud",
 		"server.token_ttl":                      "1s",
 		"server.fetch_url_ttl":                  "-1m",

@@ -73,12 +73,14 @@ func newLogger(cfg Config, w io.Writer) *slog.Logger {
 // serverConfig turns the configuration into the server's own struct.
 func serverConfig(cfg Config, key []byte) server.Config {
 	return server.Config{
-		PublicURL:      cfg.PublicURL,
-		TrustedProxies: cfg.TrustedProxies,
-		DedupScope:     cfg.DedupScope,
-		SigningKey:     key,
-		TokenTTL:       cfg.TokenTTL,
-		FetchURLTTL:    cfg.FetchURLTTL,
+		PublicURL:         cfg.PublicURL,
+		TrustedProxies:    cfg.TrustedProxies,
+		DedupScope:        cfg.DedupScope,
+		SigningKey:        key,
+		TokenTTL:          cfg.TokenTTL,
+		FetchURLTTL:       cfg.FetchURLTTL,
+		AnonymousReads:    cfg.AnonymousReads,
+		DefaultVisibility: cfg.DefaultVisibility,
 		Limits: limits.Limits{
 			TenantRate:               limits.Rate{PerSecond: cfg.TenantRequestsPerSecond, Burst: cfg.TenantBurst},
 			CredentialRate:           limits.Rate{PerSecond: cfg.CredentialRequestsPerSecond, Burst: cfg.CredentialBurst},

@@ -558,13 +558,14 @@ def test_hf_auth_login_and_whoami(server, tmp_path):
     assert not (tmp_path / "bad" / "hf-home" / "token").exists()
 
 
-def test_hf_models_ls_lists_only_own_repos(server, tmp_path):
+def test_hf_models_ls_lists_own_and_shared_repos(server, tmp_path):
     """`hf models ls`, `hf datasets ls`, HfApi.list_models and list_datasets
-    list the caller's repos; another tenant's author gives nothing."""
+    list the caller's repos and other tenants' public ones; another
+    tenant's private repos never."""
     token = server.make_credential("lister")
     lister = HubClient(server.url, token, tmp_path / "lister")
     lister.hf_ok("repos", "create", "ls-beta", "--private")
-    lister.hf_ok("repos", "create", "ls-alpha")
+    lister.hf_ok("repos", "create", "ls-alpha", "--public")
     lister.hf_ok("repos", "create", "ls-data", "--repo-type", "dataset")
     other = HubClient(server.url, server.make_credential("outsider"), tmp_path / "outsider")
     other.hf_ok("repos", "create", "not-listed")
@@ -580,8 +581,11 @@ def test_hf_models_ls_lists_only_own_repos(server, tmp_path):
     assert [m["id"] for m in ls(lister, "models", "ls", "--author", "lister", "--search", "BETA")] == ["lister/ls-beta"]
     assert [m["id"] for m in ls(lister, "datasets", "ls")] == ["lister/ls-data"]
     assert ls(lister, "models", "ls", "--author", "outsider") == []
-    assert ls(other, "models", "ls", "--author", "lister") == []
-    assert [m["id"] for m in ls(other, "models", "ls")] == ["outsider/not-listed"]
+    # Another tenant sees lister's public repo, never its private one
+    # (docs/sharing.md).
+    assert [m["id"] for m in ls(other, "models", "ls", "--author", "lister")] == ["lister/ls-alpha"]
+    seen = [m["id"] for m in ls(other, "models", "ls") if m["id"].startswith(("lister/", "outsider/"))]
+    assert seen == ["lister/ls-alpha", "outsider/not-listed"], seen
 
     listed = lister.api("list_models", author="lister")
     assert [m["id"] for m in listed] == ["lister/ls-alpha", "lister/ls-beta"], listed

@@ -232,7 +232,7 @@ def test_js_whoami_and_listings(server, node_client, tmp_path):
     token = server.make_credential("jslist")
     hub = HubClient(server.url, token, tmp_path / "hf")
     hub.hf_ok("repos", "create", "js-b", "--private")
-    hub.hf_ok("repos", "create", "js-a")
+    hub.hf_ok("repos", "create", "js-a", "--public")
     hub.hf_ok("repos", "create", "js-d", "--repo-type", "dataset")
 
     me = js_ok(node_client, server, token, "whoAmI")
@@ -247,7 +247,8 @@ def test_js_whoami_and_listings(server, node_client, tmp_path):
     assert [m["name"] for m in js_ok(node_client, server, token, "listModels", query="js-b")] == ["jslist/js-b"]
     assert [d["name"] for d in js_ok(node_client, server, token, "listDatasets", owner="jslist")] == ["jslist/js-d"]
     other = server.make_credential("jsother")
-    assert js_ok(node_client, server, other, "listModels", owner="jslist") == []
+    # Another tenant lists jslist's public repo only (docs/sharing.md).
+    assert [m["name"] for m in js_ok(node_client, server, other, "listModels", owner="jslist")] == ["jslist/js-a"]
 
 
 def test_js_file_exists(server, node_client, tmp_path):

@@ -215,7 +215,7 @@ func (h *Hub) lfsChange(ctx context.Context, tenant, p string, op commitOp) (sto
 // checked before anything is written; the store then applies the changes
 // to the branch's head in its own transaction.
 func (h *Hub) commit(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}

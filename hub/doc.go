@@ -11,9 +11,11 @@
 // reaches (the landing page at / and the repo pages behind the URLs the hf
 // CLI prints).
 //
-// Repos live under a namespace equal to the tenant; a credential reads and
-// writes only its own tenant's repos, and another tenant's repo is
-// reported as not found.
+// Repos live under a namespace equal to the tenant; a credential writes
+// only its own tenant's repos, and reads those and the repos other tenants
+// shared (visibility internal or public, docs/sharing.md). Another
+// tenant's repo that is not shared is reported as not found; a write to
+// one that is, as forbidden (repoID).
 //
 // The package owns the Hub's routes and answers, nothing of the request
 // pipeline around them. The server that mounts it (package server, through

@@ -37,7 +37,8 @@ const (
 )
 
 // NamespaceError refuses a credential of one tenant that asks for a repo in
-// another tenant's namespace (a namespace is a tenant). Message says which,
+// another tenant's namespace (a namespace is a tenant), or that would change
+// another tenant's repo it may only read (a shared repo). Message says which,
 // Hint what to do instead.
 type NamespaceError struct {
 	Message string
@@ -82,3 +83,12 @@ func (e *StaleParentError) Error() string {
 }
 
 func (e *StaleParentError) Unwrap() error { return e.Cause }
+
+// AnonymousError refuses a request without a token on a repo route it may
+// not read anonymously (anonymous reads off, or a repo that is not
+// public): the answer of a request without a token, with the X-Error-Code
+// RepoNotFound that huggingface_hub maps to RepositoryNotFoundError, so
+// that repo_exists and file_exists say False.
+type AnonymousError struct{}
+
+func (e *AnonymousError) Error() string { return "missing Authorization: Bearer token" }

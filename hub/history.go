@@ -28,7 +28,7 @@ const (
 // length of the whole history. expand[]=formatted adds each commit's title
 // and message as HTML (escaped text: openxet renders no Markdown).
 func (h *Hub) commits(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forRead)
 	if err != nil {
 		return err
 	}

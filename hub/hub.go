@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html/template"
 	"strings"
 	"time"
@@ -23,10 +24,13 @@ type Principal struct {
 	// ViaCASToken is true when the request carried a CAS token rather than
 	// the credential itself.
 	ViaCASToken bool
+	// Anonymous is a reader without a token (GuardPublic): it reads public
+	// repos only; Tenant and CredentialID are "".
+	Anonymous bool
 }
 
 // Config is what the Hub needs of the server that mounts it. Every field
-// but Version and ReservedNamespaces is required.
+// but DefaultVisibility, Version and ReservedNamespaces is required.
 type Config struct {
 	Store *store.Store
 
@@ -38,6 +42,10 @@ type Config struct {
 	// LFS basic upload URL): a request without an Authorization header
 	// authenticates with the CAS token in its "token" query parameter.
 	GuardURLToken func(scope string) echo.MiddlewareFunc
+	// GuardPublic is Guard("read") for the read routes of repos and the
+	// listings, which also admits a request without a token as an
+	// Anonymous principal when the operator turned hub.anonymous_reads on.
+	GuardPublic func() echo.MiddlewareFunc
 	// Principal returns who a request acts as; nil when no guard
 	// authenticated it (a repo page without a token).
 	Principal func(c echo.Context) *Principal
@@ -61,8 +69,10 @@ type Config struct {
 	// TenantLimits returns a tenant's effective limits (its quota).
 	TenantLimits func(c echo.Context, tenant string) (limits.Limits, error)
 	// CASToken signs a CAS token of one scope for p; expiry is Unix
-	// seconds.
-	CASToken func(p *Principal, scope string) (token string, expiry int64)
+	// seconds. shared is nil for a token of p's own tenant, else the repo
+	// of another tenant the (read) token is for: it reconstructs only the
+	// files that repo references, while the repo is Shared.
+	CASToken func(p *Principal, scope string, shared *store.RepoID) (token string, expiry int64)
 	// Credential reads a credential by id, through the server's cache;
 	// store.ErrNotFound when there is none.
 	Credential func(ctx context.Context, id string) (store.Credential, error)
@@ -79,6 +89,9 @@ type Config struct {
 	// itself (the LFS basic transfer).
 	Uploads func() UploadConfig
 
+	// DefaultVisibility is the visibility of a repo created without one:
+	// private (also for ""), internal or public (docs/sharing.md).
+	DefaultVisibility string
 	// Version is shown on the landing page.
 	Version string
 	// ReservedNamespaces are the first path segments of the mounting
@@ -112,10 +125,15 @@ type Hub struct {
 
 // New checks cfg and builds the Hub; it does no I/O.
 func New(cfg Config) (*Hub, error) {
-	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil || cfg.Work == nil ||
+	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.GuardPublic == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil || cfg.Work == nil ||
 		cfg.TenantLimits == nil || cfg.CASToken == nil || cfg.Credential == nil || cfg.ServeXetFile == nil ||
 		cfg.Released == nil || cfg.Ready == nil {
-		return nil, errors.New("hub.New: every Config field but Version and ReservedNamespaces is required")
+		return nil, errors.New("hub.New: every Config field but DefaultVisibility, Version and ReservedNamespaces is required")
+	}
+	switch cfg.DefaultVisibility {
+	case "", "private", "internal", "public":
+	default:
+		return nil, fmt.Errorf("hub.New: DefaultVisibility %q is not private, internal or public", cfg.DefaultVisibility)
 	}
 	reserved := map[string]bool{"api": true}
 	for _, ns := range cfg.ReservedNamespaces {

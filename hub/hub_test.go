@@ -26,6 +26,9 @@ func config(t *testing.T, reserved ...string) Config {
 		GuardURLToken: func(string) echo.MiddlewareFunc {
 			return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
 		},
+		GuardPublic: func() echo.MiddlewareFunc {
+			return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+		},
 		Uploads:   func() UploadConfig { return UploadConfig{} },
 		Principal: func(echo.Context) *Principal { return nil },
 		BaseURL:   func(echo.Context) string { return "http://x" },
@@ -35,7 +38,7 @@ func config(t *testing.T, reserved ...string) Config {
 		},
 		Work:         func(echo.Context) (func(), error) { return func() {}, nil },
 		TenantLimits: func(echo.Context, string) (limits.Limits, error) { return limits.Limits{}, nil },
-		CASToken:     func(*Principal, string) (string, int64) { return "", 0 },
+		CASToken:     func(*Principal, string, *store.RepoID) (string, int64) { return "", 0 },
 		Credential:   func(context.Context, string) (store.Credential, error) { return store.Credential{}, store.ErrNotFound },
 		ServeXetFile: func(echo.Context, string, store.TreeEntry) error { return nil },
 		Released:     func() {},
@@ -55,13 +58,20 @@ func TestNewNeedsEveryDependency(t *testing.T) {
 	typ := reflect.TypeOf(full)
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		if f.Name == "Version" || f.Name == "ReservedNamespaces" {
+		if f.Name == "Version" || f.Name == "ReservedNamespaces" || f.Name == "DefaultVisibility" {
 			continue
 		}
 		cfg := full
 		reflect.ValueOf(&cfg).Elem().Field(i).SetZero()
 		if _, err := New(cfg); err == nil {
 			t.Errorf("New without %s: no error", f.Name)
+		}
+	}
+	for _, v := range []string{"protected", "everyone"} {
+		cfg := full
+		cfg.DefaultVisibility = v
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New with DefaultVisibility %q: no error", v)
 		}
 	}
 }

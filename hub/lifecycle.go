@@ -19,19 +19,19 @@ import (
 // delete_branch, create_tag, delete_tag, list_repo_refs).
 
 func (h *Hub) lifecycleRoutes(e *echo.Echo) {
-	read, write := h.cfg.Guard(store.ScopeRead), h.cfg.Guard(store.ScopeWrite)
+	public, write := h.cfg.GuardPublic(), h.cfg.Guard(store.ScopeWrite)
 	api := "/api/:types/:ns/:name"
 	e.POST(api+"/super-squash/:rev", h.superSquash, write)
 	e.DELETE(api+"/branch/:rev", h.deleteBranch, write)
 	e.POST(api+"/tag/:rev", h.createTag, write)
 	e.DELETE(api+"/tag/:rev", h.deleteTag, write)
-	e.GET(api+"/refs", h.listRefs, read)
+	e.GET(api+"/refs", h.listRefs, public)
 }
 
 // superSquash: POST /api/{types}/{ns}/{name}/super-squash/{branch} with
 // {"message": …}: the branch's history becomes one commit.
 func (h *Hub) superSquash(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}
@@ -55,7 +55,7 @@ func (h *Hub) superSquash(c echo.Context) error {
 
 // deleteBranch: DELETE /api/{types}/{ns}/{name}/branch/{branch}.
 func (h *Hub) deleteBranch(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}
@@ -75,7 +75,7 @@ func (h *Hub) deleteBranch(c echo.Context) error {
 
 // createTag: POST /api/{types}/{ns}/{name}/tag/{revision} with {"tag": …}.
 func (h *Hub) createTag(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}
@@ -106,7 +106,7 @@ func (h *Hub) createTag(c echo.Context) error {
 
 // deleteTag: DELETE /api/{types}/{ns}/{name}/tag/{tag}.
 func (h *Hub) deleteTag(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}
@@ -134,7 +134,7 @@ func refNotFound(kind, name string, r store.RepoID) error {
 
 // listRefs: GET /api/{types}/{ns}/{name}/refs.
 func (h *Hub) listRefs(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forRead)
 	if err != nil {
 		return err
 	}

@@ -31,14 +31,14 @@ import (
 // readRoutes are the Hub routes beside the repo ones of repos.go: who a
 // token is, repo listings, and raw files.
 func (h *Hub) readRoutes(e *echo.Echo) {
-	read := h.cfg.Guard(store.ScopeRead)
+	public := h.cfg.GuardPublic()
 	e.GET("/api/whoami-v2", h.whoami, h.cfg.Guard(""))
-	e.GET("/api/models", h.listRepos("model"), read)
-	e.GET("/api/datasets", h.listRepos("dataset"), read)
-	e.GET("/api/spaces", h.listRepos("space"), read)
+	e.GET("/api/models", h.listRepos("model"), public)
+	e.GET("/api/datasets", h.listRepos("dataset"), public)
+	e.GET("/api/spaces", h.listRepos("space"), public)
 	for _, p := range []string{"", "/datasets", "/spaces"} {
-		e.GET(p+"/:ns/:name/raw/:rev/*", h.raw, read)
-		e.HEAD(p+"/:ns/:name/raw/:rev/*", h.raw, read)
+		e.GET(p+"/:ns/:name/raw/:rev/*", h.raw, public)
+		e.HEAD(p+"/:ns/:name/raw/:rev/*", h.raw, public)
 	}
 }
 
@@ -74,7 +74,7 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 		default:
 			return badRequest("direction %q is not -1 or 1", v)
 		}
-		less := func(a, b store.RepoSummary) bool { return a.Name < b.Name }
+		less := func(a, b store.RepoSummary) bool { return a.RepoID.String() < b.RepoID.String() }
 		switch v := q.Get("sort"); v {
 		case "", "id", "downloads", "likes", "trendingScore", "trending_score":
 		case "lastModified", "last_modified":
@@ -87,18 +87,33 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 			return badRequest("sort %q is not one of id, lastModified, createdAt, downloads, likes, trendingScore", v)
 		}
 
-		var repos []store.RepoSummary
-		if author := q.Get("author"); author == "" || author == id.Tenant {
-			all, err := h.store.Repos(c.Request().Context(), id.Tenant, typ)
+		// The caller's own repos, and the repos other tenants shared
+		// (docs/sharing.md); an author narrows to one tenant's. A reader
+		// without a token lists the public repos.
+		ctx := c.Request().Context()
+		var all []store.RepoSummary
+		author := q.Get("author")
+		if !id.Anonymous && (author == "" || author == id.Tenant) {
+			own, err := h.store.Repos(ctx, id.Tenant, typ)
 			if err != nil {
 				return err
 			}
-			repos = filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "")
-			if g := q.Get("gated"); g == "true" || g == "false" {
-				repos = slices.DeleteFunc(repos, func(r store.RepoSummary) bool { return (r.Gated != "") != (g == "true") })
-			}
+			all = own
 		}
-		// Stable on the store's name order: ties stay in id order.
+		if id.Anonymous || author != id.Tenant {
+			shared, err := h.store.SharedRepos(ctx, typ, id.Tenant, author, id.Anonymous)
+			if err != nil {
+				return err
+			}
+			all = append(all, shared...)
+		}
+		repos := filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "")
+		if g := q.Get("gated"); g == "true" || g == "false" {
+			repos = slices.DeleteFunc(repos, func(r store.RepoSummary) bool { return (r.Gated != "") != (g == "true") })
+		}
+		// In id order first, then stable on the asked order: ties stay in
+		// id order.
+		sort.SliceStable(repos, func(i, j int) bool { return repos[i].RepoID.String() < repos[j].RepoID.String() })
 		sort.SliceStable(repos, func(i, j int) bool {
 			if desc {
 				return less(repos[j], repos[i])
@@ -159,7 +174,7 @@ func filterRepos(repos []store.RepoSummary, search string, wantsTags bool) []sto
 func repoListItem(r store.RepoSummary) map[string]any {
 	item := map[string]any{
 		"_id": store.HashName(r.Type + "/" + r.RepoID.String())[:24], "id": r.RepoID.String(),
-		"author": r.Tenant, "sha": r.HeadSHA, "private": r.Private, "gated": gatedValue(r.Gated), "disabled": false,
+		"author": r.Tenant, "sha": r.HeadSHA, "private": r.VisibilityOf() == "private", "gated": gatedValue(r.Gated), "disabled": false,
 		"downloads": 0, "likes": 0, "tags": []string{},
 		"createdAt": r.Created.Format(hubTime), "lastModified": r.Updated.Format(hubTime),
 	}

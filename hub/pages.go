@@ -111,7 +111,7 @@ func (h *Hub) repoPage(c echo.Context) error {
 		// No token: the same page for every name.
 		return h.page(c, http.StatusOK, "repo-anonymous", data)
 	}
-	r, err := h.repoID(c, typ)
+	r, err := h.repoID(c, typ, forRead)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (h *Hub) repoPage(c echo.Context) error {
 	if sub != "" && len(files) == 0 {
 		return hubNotFound("EntryNotFound", "path %s not found in %s at %s", sub, r, cm.SHA)
 	}
-	data["Rev"], data["Commit"], data["Private"] = rev, cm, repo.Private
+	data["Rev"], data["Commit"], data["Private"] = rev, cm, repo.VisibilityOf() == "private"
 	data["Files"], data["Total"] = files, limits.HumanBytes(total)
 	return h.page(c, http.StatusOK, "repo", data)
 }

@@ -23,10 +23,10 @@ import (
 // from another repo, hf repos cp between repos).
 
 func (h *Hub) pathRoutes(e *echo.Echo) {
-	read, write := h.cfg.Guard(store.ScopeRead), h.cfg.Guard(store.ScopeWrite)
+	public, write := h.cfg.GuardPublic(), h.cfg.Guard(store.ScopeWrite)
 	api := "/api/:types/:ns/:name"
-	e.POST(api+"/paths-info/:rev", h.pathsInfo, read)
-	e.GET(api+"/commits/:rev", h.commits, read)
+	e.POST(api+"/paths-info/:rev", h.pathsInfo, public)
+	e.GET(api+"/commits/:rev", h.commits, public)
 	e.POST(api+"/lfs-files/duplicate", h.duplicateLFSFiles, write)
 }
 
@@ -83,7 +83,7 @@ func (h *Hub) readPathsInfoRequest(c echo.Context) (pathsInfoRequest, error) {
 // date), the newest commit of rev's history that changed the path
 // (store.LastChanges). openxet scans no file, so no answer carries securityFileStatus.
 func (h *Hub) pathsInfo(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forRead)
 	if err != nil {
 		return err
 	}
@@ -124,7 +124,7 @@ func (h *Hub) pathsInfo(c echo.Context) error {
 			}
 		}
 	}
-	return c.JSON(http.StatusOK, items)
+	return c.JSON(http.StatusOK, h.forReader(c, items))
 }
 
 // duplicateLFSFiles: POST /api/{types}/{ns}/{name}/lfs-files/duplicate with
@@ -136,7 +136,7 @@ func (h *Hub) pathsInfo(c echo.Context) error {
 // tenant (another tenant's is not found) and lists as failed each file
 // that is not one of the tenant's.
 func (h *Hub) duplicateLFSFiles(c echo.Context) error {
-	src, err := h.apiRepo(c)
+	src, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,7 @@ import (
 // through Xet. @huggingface/hub's fileExists sends HEAD here (404 means
 // "no"); resolve is the route that serves a Xet file's bytes.
 func (h *Hub) raw(c echo.Context) error {
-	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path))
+	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path), forRead)
 	if err != nil {
 		return err
 	}

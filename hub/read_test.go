@@ -56,10 +56,11 @@ func TestWhoamiNamesTheTenantAndRole(t *testing.T) {
 		"missing Authorization: Bearer token. Send Authorization: Bearer <token> with a valid openxet credential or CAS token")
 }
 
-// TestRepoListingsShowOnlyTheTenantsRepos: /api/models and /api/datasets
-// list the caller's own repos (any author but its own gives an empty
-// list), filter by search, sort, and page with Link like the Hub.
-func TestRepoListingsShowOnlyTheTenantsRepos(t *testing.T) {
+// TestRepoListingsShowOwnAndSharedRepos: /api/models and /api/datasets
+// list the caller's own repos and the public or internal repos of other
+// tenants, never their private ones (an author narrows to one tenant's),
+// filter by search, sort, and page with Link like the Hub.
+func TestRepoListingsShowOwnAndSharedRepos(t *testing.T) {
 	e := newEnv(t)
 	alice, bob := e.Credential("alice", "read", "write"), e.Credential("bob", "write")
 	for i, name := range []string{"zeta", "alpha", "Mid-Model"} {
@@ -97,8 +98,12 @@ func TestRepoListingsShowOnlyTheTenantsRepos(t *testing.T) {
 		{"/api/models?author=alice", alice, []string{"alice/Mid-Model", "alice/alpha", "alice/zeta"}},
 		{"/api/models?author=bob", alice, []string{}},
 		{"/api/models?author=nobody", alice, []string{}},
-		{"/api/models", bob, []string{"bob/bobs-model"}},
-		{"/api/models?author=alice", bob, []string{}},
+		{"/api/models", bob, []string{"alice/Mid-Model", "alice/zeta", "bob/bobs-model"}},
+		{"/api/models?author=alice", bob, []string{"alice/Mid-Model", "alice/zeta"}},
+		{"/api/models?search=alpha", bob, []string{}},
+		{"/api/models?author=bob", bob, []string{"bob/bobs-model"}},
+		{"/api/datasets", bob, []string{}},
+		{"/api/models?sort=id&direction=-1", bob, []string{"bob/bobs-model", "alice/zeta", "alice/Mid-Model"}},
 		{"/api/models?search=MODEL", alice, []string{"alice/Mid-Model"}},
 		{"/api/models?search=alice/a", alice, []string{"alice/alpha"}},
 		{"/api/models?sort=lastModified", alice, []string{"alice/alpha", "alice/Mid-Model", "alice/zeta"}},

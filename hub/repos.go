@@ -23,8 +23,8 @@ import (
 // The Hub API: what huggingface_hub, the hf CLI and @huggingface/hub ask of
 // a Hub at HF_ENDPOINT (repos, preupload, commits, trees, resolve, and the
 // xet token endpoints that hand out CAS tokens). Repos live under a
-// namespace equal to the tenant; a credential reads and writes only its own
-// tenant's repos.
+// namespace equal to the tenant; a credential writes only its own tenant's
+// repos and reads those and the ones other tenants shared (repoID).
 
 const (
 	// regularMaxBytes: preupload answers regular (base64 in the commit)
@@ -68,7 +68,7 @@ func hubNotFound(code, format string, args ...any) error {
 }
 
 func (h *Hub) repoRoutes(e *echo.Echo) {
-	read, write := h.cfg.Guard("read"), h.cfg.Guard("write")
+	read, write, public := h.cfg.Guard("read"), h.cfg.Guard("write"), h.cfg.GuardPublic()
 	e.GET("/api/agent-harnesses", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]any{"standardEnvVars": []string{}, "harnesses": map[string]any{}})
 	})
@@ -80,19 +80,19 @@ func (h *Hub) repoRoutes(e *echo.Echo) {
 	e.DELETE("/api/repos/delete", h.deleteRepo, write)
 
 	api := "/api/:types/:ns/:name"
-	e.GET(api, h.repoInfo, read)
-	e.GET(api+"/revision/:rev", h.repoInfo, read)
+	e.GET(api, h.repoInfo, public)
+	e.GET(api+"/revision/:rev", h.repoInfo, public)
 	e.POST(api+"/branch/:rev", h.createBranch, write)
-	e.GET(api+"/tree/:rev", h.tree, read)
-	e.GET(api+"/tree/:rev/*", h.tree, read)
+	e.GET(api+"/tree/:rev", h.tree, public)
+	e.GET(api+"/tree/:rev/*", h.tree, public)
 	e.POST(api+"/preupload/:rev", h.preupload, write)
 	e.POST(api+"/commit/:rev", h.commit, write)
 	e.GET(api+"/xet-read-token/:rev", h.xetToken(store.ScopeRead), read)
 	e.GET(api+"/xet-write-token/:rev", h.xetToken(store.ScopeWrite), write)
 
 	for _, p := range []string{"", "/datasets", "/spaces"} {
-		e.GET(p+"/:ns/:name/resolve/:rev/*", h.resolve, read)
-		e.HEAD(p+"/:ns/:name/resolve/:rev/*", h.resolve, read)
+		e.GET(p+"/:ns/:name/resolve/:rev/*", h.resolve, public)
+		e.HEAD(p+"/:ns/:name/resolve/:rev/*", h.resolve, public)
 		e.POST(p+"/:ns/:repo/info/lfs/objects/batch", h.lfsBatch, write)
 		e.PUT(p+"/:ns/:repo/info/lfs/objects/:oid", h.lfsUpload, h.cfg.GuardURLToken("write"))
 	}
@@ -126,21 +126,69 @@ func repoTypeOfPath(p string) string {
 	return "model"
 }
 
-// repoID reads the repo of a request and checks that the caller may see it.
-// A repo of another tenant is reported as not found.
-func (h *Hub) repoID(c echo.Context, typ string) (store.RepoID, error) {
+// access is what a route does to a repo: read it, or change it.
+type access int
+
+const (
+	forRead access = iota
+	forWrite
+)
+
+// repoID reads the repo of a request and checks that the caller may do
+// what acc says to it (docs/sharing.md). Its own tenant's repos it may
+// read and write. Another tenant's repo that is not Shared (private,
+// protected, or made before sharing) is not found: 404 RepoNotFound, the
+// answer for a repo that does not exist. A Shared one it may read, and a
+// write is 403 forbidden, as the Hub answers a write to a public repo of
+// someone else.
+func (h *Hub) repoID(c echo.Context, typ string, acc access) (store.RepoID, error) {
 	id := h.cfg.Principal(c)
 	r := store.RepoID{Tenant: unescape(c.Param("ns")), Type: typ, Name: unescape(c.Param("name"))}
-	if r.Tenant != id.Tenant {
-		return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+	repo, err := h.store.Repo(c.Request().Context(), r)
+	if id.Anonymous {
+		// Public repos only, and only to read: anything else answers as a
+		// request without a token always has.
+		if err == nil && repo.VisibilityOf() == "public" && acc == forRead {
+			return r, nil
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return r, err
+		}
+		return r, anonymousNotFound()
 	}
-	if _, err := h.store.Repo(c.Request().Context(), r); err != nil {
+	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
+			if r.Tenant != id.Tenant {
+				return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+			}
 			return r, h.repoNotFound(c, r)
 		}
 		return r, err
 	}
+	if r.Tenant == id.Tenant {
+		return r, nil
+	}
+	if !repo.Shared() {
+		return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+	}
+	if acc == forWrite {
+		return r, notOwner(id.Tenant, r)
+	}
 	return r, nil
+}
+
+// anonymousNotFound is the answer to a reader without a token for a repo
+// it may not read, the same as for a request without a token when
+// anonymous reads are off: 401 with X-Error-Code RepoNotFound, which
+// huggingface_hub maps to RepositoryNotFoundError.
+func anonymousNotFound() error { return &AnonymousError{} }
+
+// notOwner is the 403 of a change to a repo the caller may read but that
+// belongs to another tenant.
+func notOwner(tenant string, r store.RepoID) error {
+	return &NamespaceError{
+		Message: fmt.Sprintf("repository %s belongs to tenant %s; a credential of tenant %s may read it but not change it", r, r.Tenant, tenant),
+		Hint:    "only a credential of tenant " + r.Tenant + " may change it"}
 }
 
 // repoNotFound is the 404 RepoNotFound of a repo the caller's tenant does
@@ -157,13 +205,28 @@ func (h *Hub) repoNotFound(c echo.Context, r store.RepoID) error {
 	return &NotFoundError{Kind: RepoNotFound, Message: fmt.Sprintf("repository %s was moved to %s", r, to), MovedTo: to.String()}
 }
 
-// apiRepo reads the repo of an /api/{types}/{ns}/{name}/… route.
-func (h *Hub) apiRepo(c echo.Context) (store.RepoID, error) {
+// othersRepo is the refusal of a change to r, a repo of a tenant other
+// than the caller's, named in a request body: 403 when the caller may
+// read r, else 404 RepoNotFound.
+func (h *Hub) othersRepo(c echo.Context, tenant string, r store.RepoID) error {
+	repo, err := h.store.Repo(c.Request().Context(), r)
+	if err == nil && repo.Shared() {
+		return notOwner(tenant, r)
+	}
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err
+	}
+	return hubNotFound("RepoNotFound", "repository %s not found", r)
+}
+
+// apiRepo reads the repo of an /api/{types}/{ns}/{name}/… route, for what
+// acc says (repoID).
+func (h *Hub) apiRepo(c echo.Context, acc access) (store.RepoID, error) {
 	typ, ok := repoTypePlural[c.Param("types")]
 	if !ok {
 		return store.RepoID{}, refusal.Wrap(refusal.ErrNotFound, "unknown repo type %q (models, datasets or spaces)", c.Param("types"))
 	}
-	return h.repoID(c, typ)
+	return h.repoID(c, typ, acc)
 }
 
 // resolveRev resolves a revision of a repo. HEAD names the default branch,
@@ -215,7 +278,19 @@ func (h *Hub) createRepo(c echo.Context) error {
 		return badRequest("unknown repo type %q (model, dataset or space)", typ)
 	}
 	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
-	private := req.Visibility == "private" || (req.Private != nil && *req.Private)
+	// A repo is private unless the request (the Hub's visibility or
+	// private=false) or the operator (hub.default_visibility) says
+	// otherwise: sharing is something its owner asks for.
+	vis, err := visibilityOf(req.Visibility, req.Private)
+	if err != nil {
+		return err
+	}
+	if vis == "" {
+		vis = h.cfg.DefaultVisibility
+	}
+	if vis == "" {
+		vis = "private"
+	}
 	body := map[string]any{"url": h.repoURL(c, r), "id": r.String(), "name": r.String()}
 	// A new repo starts, as on the Hub, with a commit of the default
 	// .gitattributes, whose LFS patterns preupload then honours.
@@ -226,7 +301,7 @@ func (h *Hub) createRepo(c echo.Context) error {
 		return err
 	}
 	initial := store.TreeEntry{Path: gitattributesPath, SizeBytes: int64(len(attrs)), SHA256: attrsSHA, GitOID: gitBlobOID(attrs)}
-	if _, err := h.store.CreateRepo(c.Request().Context(), r, private, initial); err != nil {
+	if _, err := h.store.CreateRepoWith(c.Request().Context(), r, vis, initial); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
 			// huggingface_hub's create_repo(exist_ok=True) reads the url of
 			// the 409 answer.
@@ -257,7 +332,7 @@ func (h *Hub) deleteRepo(c echo.Context) error {
 	}
 	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
 	if ns != id.Tenant {
-		return hubNotFound("RepoNotFound", "repository %s not found", r)
+		return h.othersRepo(c, id.Tenant, r)
 	}
 	if err := h.store.DeleteRepo(c.Request().Context(), r); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
@@ -284,7 +359,7 @@ func gitBlobOID(content []byte) string {
 }
 
 func (h *Hub) repoInfo(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forRead)
 	if err != nil {
 		return err
 	}
@@ -314,7 +389,7 @@ func (h *Hub) repoInfo(c echo.Context) error {
 	}
 	info := map[string]any{
 		"_id": r.String(), "id": r.String(), "modelId": r.String(), "author": r.Tenant, "sha": cm.SHA,
-		"private": repo.Private, "disabled": false, "gated": gatedValue(repo.Gated),
+		"private": repo.VisibilityOf() == "private", "disabled": false, "gated": gatedValue(repo.Gated),
 		"createdAt": repo.Created.Format(hubTime), "lastModified": cm.Created.Format(hubTime),
 		"siblings": siblings, "tags": cardTags(card),
 	}
@@ -343,7 +418,7 @@ func expandFields(c echo.Context) []string {
 }
 
 func (h *Hub) createBranch(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 // GET (xet files reconstructed on the server), or the xet file info for the
 // JS client.
 func (h *Hub) resolve(c echo.Context) error {
-	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path))
+	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path), forRead)
 	if err != nil {
 		return err
 	}
@@ -52,6 +52,11 @@ func (h *Hub) resolve(c echo.Context) error {
 	hdr.Set("ETag", etag)
 	hdr.Set("X-Linked-Etag", etag)
 	hdr.Set("X-Linked-Size", strconv.FormatInt(e.SizeBytes, 10))
+	if h.cfg.Principal(c).Anonymous {
+		// A reader without a token has no CAS token to ask for: the file
+		// is not offered through Xet, and its bytes come from here.
+		return h.cfg.ServeXetFile(c, r.Tenant, e)
+	}
 	hdr.Set("X-Xet-Hash", e.XetHash)
 	auth := base + "/api/" + r.Type + "s/" + r.Tenant + "/" + r.Name + "/xet-read-token/" + cm.SHA
 	recon := base + "/v1/reconstructions/" + e.XetHash

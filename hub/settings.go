@@ -20,8 +20,9 @@ import (
 // move_repo and `hf repos move` (POST /api/repos/move), duplicate_repo and
 // `hf repos duplicate` (POST …/duplicate), list_user_repos and `hf repos ls`
 // (GET /api/settings/repositories). Everything stays within the caller's
-// tenant: a repo of another tenant is not found, a target in another
-// namespace is forbidden.
+// tenant: a repo of another tenant is not found (forbidden when the caller
+// may read it, docs/sharing.md), a target in another namespace is
+// forbidden.
 
 func (h *Hub) settingsRoutes(e *echo.Echo) {
 	read, write := h.cfg.Guard(store.ScopeRead), h.cfg.Guard(store.ScopeWrite)
@@ -62,7 +63,7 @@ func visibilityOf(visibility string, private *bool) (string, error) {
 }
 
 func (h *Hub) updateSettings(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}
@@ -155,7 +156,7 @@ func (h *Hub) moveRepo(c echo.Context) error {
 	}
 	from := store.RepoID{Tenant: fromNS, Type: typ, Name: fromName}
 	if fromNS != id.Tenant {
-		return hubNotFound("RepoNotFound", "repository %s not found", from)
+		return h.othersRepo(c, id.Tenant, from)
 	}
 	if err := targetNamespace(id.Tenant, toNS, "move"); err != nil {
 		return err
@@ -174,7 +175,7 @@ func (h *Hub) moveRepo(c echo.Context) error {
 // "ns/new", "visibility": …}: a copy with the whole history that shares
 // every file (no byte is copied, so filesCopyPending is false).
 func (h *Hub) duplicateRepo(c echo.Context) error {
-	from, err := h.apiRepo(c)
+	from, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}

@@ -17,7 +17,8 @@ func (e env) info(t *testing.T, token, path string) map[string]any {
 
 // TestRepoSettingsRoute: PUT …/settings stores visibility (or private)
 // and gated, which repo info and listings show; bad input is 400 and
-// changes nothing; another tenant's repo is 404, never 403.
+// changes nothing; another tenant's repo is 404 while private, 403 while
+// it may read it (internal).
 func TestRepoSettingsRoute(t *testing.T) {
 	e := newEnv(t)
 	alice, bob := e.Credential("alice", "write"), e.Credential("bob", "write")
@@ -56,7 +57,14 @@ func TestRepoSettingsRoute(t *testing.T) {
 	if info := e.info(t, alice, "/api/models/alice/m"); info["gated"] != "auto" || info["private"] != false {
 		t.Errorf("after bad input: %v", info)
 	}
+	if r := put(bob, `{"gated":false}`); r.Status != 403 {
+		t.Errorf("another tenant on an internal repo: %d %s, want 403", r.Status, r.Body)
+	}
+	put(alice, `{"visibility":"private"}`)
 	hubRefusal(t, "another tenant", put(bob, `{"gated":false}`), 404, "not_found", "RepoNotFound", "repository alice/m not found. Check the repo id, revision and path")
+	if info := e.info(t, alice, "/api/models/alice/m"); info["gated"] != "auto" {
+		t.Errorf("bob's refused change changed the repo: %v", info)
+	}
 }
 
 // TestMoveRepoRoute: a move within the tenant keeps the history under the
@@ -174,7 +182,7 @@ func TestStorageListing(t *testing.T) {
 	e := newEnv(t)
 	alice, bob := e.Credential("alice", "write"), e.Credential("bob", "write")
 	e.createRepoJSON(alice, `{"name":"m","private":true}`)
-	e.createRepoJSON(alice, `{"name":"d","type":"dataset"}`)
+	e.createRepoJSON(alice, `{"name":"d","type":"dataset","private":false}`)
 	e.createRepoJSON(bob, `{"name":"bobs"}`)
 	e.commitLines(alice, "alice/m", regularFileLine("a.txt", []byte("12345")))
 	var items []map[string]any

@@ -68,7 +68,7 @@ func dirItem(cm store.Commit, p string) map[string]any {
 }
 
 func (h *Hub) tree(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forRead)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,19 @@ func (h *Hub) tree(c echo.Context) error {
 		next := h.cfg.BaseURL(c) + c.Request().URL.EscapedPath() + "?" + q.Encode()
 		c.Response().Header().Set("Link", "<"+next+`>; rel="next"`)
 	}
-	return c.JSON(http.StatusOK, items[start:end])
+	return c.JSON(http.StatusOK, h.forReader(c, items[start:end]))
+}
+
+// forReader drops the Xet hashes of items for a reader without a token:
+// it has no CAS token to read them with, and a client that sees no hash
+// downloads the files from resolve instead.
+func (h *Hub) forReader(c echo.Context, items []map[string]any) []map[string]any {
+	if h.cfg.Principal(c).Anonymous {
+		for _, it := range items {
+			delete(it, "xetHash")
+		}
+	}
+	return items
 }
 
 // truthy reads a boolean query parameter as the clients send it.

@@ -157,7 +157,7 @@ func (h *Hub) preuploadRules(ctx context.Context, cm store.Commit, gitIgnore *st
 }
 
 func (h *Hub) preupload(c echo.Context) error {
-	r, err := h.apiRepo(c)
+	r, err := h.apiRepo(c, forWrite)
 	if err != nil {
 		return err
 	}
@@ -227,10 +227,17 @@ func (h *Hub) preupload(c echo.Context) error {
 }
 
 // xetToken hands out a CAS token for a repo: JSON for hf_xet and the JS
-// client, X-Xet-* headers for huggingface_hub.
+// client, X-Xet-* headers for huggingface_hub. A token for a repo of the
+// caller's tenant is the tenant's; a read token for another tenant's
+// Shared repo names the repo, and reconstructs only files its revisions
+// reference, while it is still Shared (docs/sharing.md).
 func (h *Hub) xetToken(scope string) echo.HandlerFunc {
+	acc := forRead
+	if scope != store.ScopeRead {
+		acc = forWrite
+	}
 	return func(c echo.Context) error {
-		r, err := h.apiRepo(c)
+		r, err := h.apiRepo(c, acc)
 		if err != nil {
 			return err
 		}
@@ -240,12 +247,15 @@ func (h *Hub) xetToken(scope string) echo.HandlerFunc {
 			// then live until its credential is revoked.
 			return refusal.Wrap(refusal.ErrForbidden, "CAS tokens are handed out for credentials only; send the hf_oxt_ credential")
 		}
-		tok, exp := h.cfg.CASToken(id, scope)
+		var shared *store.RepoID
+		if r.Tenant != id.Tenant {
+			shared = &r
+		}
+		tok, exp := h.cfg.CASToken(id, scope, shared)
 		hdr := c.Response().Header()
 		hdr.Set("X-Xet-Cas-Url", h.cfg.BaseURL(c))
 		hdr.Set("X-Xet-Access-Token", tok)
 		hdr.Set("X-Xet-Token-Expiration", strconv.FormatInt(exp, 10))
-		_ = r // the token is the tenant's; the repo only had to be visible
 		return c.JSON(http.StatusOK, map[string]any{"casUrl": h.cfg.BaseURL(c), "accessToken": tok, "exp": exp})
 	}
 }
@@ -258,7 +268,7 @@ func (h *Hub) lfsRepo(c echo.Context) (store.RepoID, error) {
 	}
 	c.SetParamNames("ns", "name")
 	c.SetParamValues(c.Param("ns"), name)
-	return h.repoID(c, repoTypeOfPath(c.Request().URL.Path))
+	return h.repoID(c, repoTypeOfPath(c.Request().URL.Path), forWrite)
 }
 
 // lfsBatch answers the git-lfs batch API as the Hub does. The transfer is
@@ -324,7 +334,7 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 		return err
 	}
 	id := h.cfg.Principal(c)
-	tok, exp := h.cfg.CASToken(id, store.ScopeWrite)
+	tok, exp := h.cfg.CASToken(id, store.ScopeWrite, nil)
 	base := h.cfg.BaseURL(c)
 	action := func(oid string) map[string]any {
 		if transfer == "basic" {

@@ -27,6 +27,14 @@ type identity struct {
 	Tenant        string
 	Scopes        []string
 	viaCASToken   bool
+	// shared is the repo of another tenant a CAS token was minted for
+	// (xet-read-token of a Shared repo): the files it reconstructs are
+	// that repo's, looked up in its tenant (docs/sharing.md); nil for a
+	// credential, or a token of its own tenant.
+	shared *store.RepoID
+	// anonymous is a reader without a token (guardPublic): no credential,
+	// keyed by its client address.
+	anonymous bool
 }
 
 func (id *identity) has(scope string) bool {
@@ -155,6 +163,9 @@ type casClaims struct {
 	Tenant       string   `json:"t"`
 	Scopes       []string `json:"s"`
 	Expiry       int64    `json:"e"`
+	// Repo is the repo of another tenant a read token is for; absent for
+	// a token of the credential's own tenant.
+	Repo *store.RepoID `json:"r,omitempty"`
 }
 
 // casToken signs a CAS token for a credential.
@@ -197,11 +208,16 @@ type fetchGrant struct {
 	CredentialID string
 	Tenant       string
 	Expiry       int64
+	// Repo is "" for a grant of the tenant's own file, else the Shared
+	// repo of another tenant the file was reconstructed through, as
+	// "type/tenant/name" (sharedRepoKey): the fetch checks that it is
+	// still Shared.
+	Repo string
 }
 
 // fetchSig signs a grant: the HMAC of "fetch", the xorb, the range's
-// start and end, the credential id, the tenant and the expiry, each
-// followed by a zero byte, in hex.
+// start and end, the credential id, the tenant and the expiry, then the
+// repo when there is one, each followed by a zero byte, in hex.
 func (s signer) fetchSig(g fetchGrant) string {
 	return hex.EncodeToString(s.macOf(func(m []byte) []byte {
 		m = append(append(m, "fetch"...), 0)
@@ -210,13 +226,17 @@ func (s signer) fetchSig(g fetchGrant) string {
 		m = append(strconv.AppendUint(m, g.End, 10), 0)
 		m = append(append(m, g.CredentialID...), 0)
 		m = append(append(m, g.Tenant...), 0)
-		return append(strconv.AppendInt(m, g.Expiry, 10), 0)
+		m = append(strconv.AppendInt(m, g.Expiry, 10), 0)
+		if g.Repo != "" {
+			m = append(append(m, g.Repo...), 0)
+		}
+		return m
 	}))
 }
 
 // fetchURL returns the absolute signed URL of a grant. The query is what
-// url.Values.Encode gives for c, r, s, t and x (keys in that order), put
-// together without the map.
+// url.Values.Encode gives for c, p (only with a repo), r, s, t and x (keys
+// in that order), put together without the map.
 func (s signer) fetchURL(base string, g fetchGrant) string {
 	var b strings.Builder
 	b.Grow(len(base) + 256)
@@ -225,6 +245,10 @@ func (s signer) fetchURL(base string, g fetchGrant) string {
 	b.WriteString(g.Xorb)
 	b.WriteString("?c=")
 	b.WriteString(url.QueryEscape(g.CredentialID))
+	if g.Repo != "" {
+		b.WriteString("&p=")
+		b.WriteString(url.QueryEscape(g.Repo))
+	}
 	b.WriteString("&r=")
 	var num [20]byte
 	b.Write(strconv.AppendUint(num[:0], g.Start, 10))
@@ -248,7 +272,7 @@ func (s signer) parseFetchURL(xorb string, q url.Values, now time.Time) (fetchGr
 			return fetchGrant{}, refuse(errFetchURLInvalid, "fetch URL parameter %q given %d times", k, len(v))
 		}
 	}
-	g := fetchGrant{Xorb: xorb, CredentialID: q.Get("c"), Tenant: q.Get("t")}
+	g := fetchGrant{Xorb: xorb, CredentialID: q.Get("c"), Tenant: q.Get("t"), Repo: q.Get("p")}
 	a, b, ok := strings.Cut(q.Get("r"), "-")
 	var err1, err2, err3 error
 	g.Start, err1 = strconv.ParseUint(a, 10, 64)
@@ -265,6 +289,19 @@ func (s signer) parseFetchURL(xorb string, q url.Values, now time.Time) (fetchGr
 		return fetchGrant{}, refuse(errFetchURLInvalid, "fetch URL expired")
 	}
 	return g, nil
+}
+
+// sharedRepoKey is a repo as a fetch grant names it: type/tenant/name
+// (none of the three holds a "/").
+func sharedRepoKey(r store.RepoID) string { return r.Type + "/" + r.Tenant + "/" + r.Name }
+
+// parseSharedRepoKey is sharedRepoKey's inverse.
+func parseSharedRepoKey(k string) (store.RepoID, bool) {
+	parts := strings.Split(k, "/")
+	if len(parts) != 3 {
+		return store.RepoID{}, false
+	}
+	return store.RepoID{Type: parts[0], Tenant: parts[1], Name: parts[2]}, true
 }
 
 // bearer returns the token of an Authorization: Bearer header.
@@ -294,7 +331,7 @@ func (s *Server) authenticate(ctx context.Context, tok string) (*identity, error
 		if e.cred.IsRevoked() {
 			return nil, refuse(errUnauthorized, "the credential of this CAS token was revoked")
 		}
-		return &identity{CredentialID: cl.CredentialID, CredentialKey: e.key, Tenant: cl.Tenant, Scopes: cl.Scopes, viaCASToken: true}, nil
+		return &identity{CredentialID: cl.CredentialID, CredentialKey: e.key, Tenant: cl.Tenant, Scopes: cl.Scopes, viaCASToken: true, shared: cl.Repo}, nil
 	}
 	id, secret, err := store.ParseToken(tok)
 	if err != nil {

@@ -345,7 +345,7 @@ const reconstructionBytesPerTerm = 160
 // it, and releases it once the window is decoded: the caller reserves for
 // the window's terms itself. A list that can never fit the credential's
 // share is refused with errTermsTooLarge.
-func (s *Server) windowTerms(ctx context.Context, id *identity, f store.File, start, end uint64) ([]xet.Term, uint64, error) {
+func (s *Server) windowTerms(ctx context.Context, id *identity, owner string, f store.File, start, end uint64) ([]xet.Term, uint64, error) {
 	res, err := s.budget.Reserve(ctx, budgetKey(id), store.FileTermListBytes(f.TermCount))
 	if err != nil {
 		var tl *budget.TooLargeError
@@ -355,7 +355,21 @@ func (s *Server) windowTerms(ctx context.Context, id *identity, f store.File, st
 		return nil, 0, err
 	}
 	defer res.Release()
-	return s.readTerms(ctx, id.Tenant, f, start, end)
+	return s.readTerms(ctx, owner, f, start, end)
+}
+
+// fileOf finds the file whose hash is h for a request, and the tenant
+// that registered it: the caller's own file, or for a CAS token minted for
+// another tenant's Shared repo a file that repo references, checked
+// against the index now (store.SharedFile: the repo is still Shared and
+// one of its revisions names h). Either miss is ErrNotFound, alike.
+func (s *Server) fileOf(ctx context.Context, id *identity, h xet.Hash) (store.File, string, error) {
+	if id.shared != nil {
+		f, err := s.store.SharedFile(ctx, *id.shared, h)
+		return f, id.shared.Tenant, err
+	}
+	f, err := s.store.File(ctx, id.Tenant, h)
+	return f, id.Tenant, err
 }
 
 // reconstruction resolves a file and a Range into an answer. Nothing is
@@ -373,7 +387,7 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 		return xet.Reconstruction{}, nil, err
 	}
 	st, t := stagesOf(c), time.Now()
-	f, err := s.store.File(ctx, id.Tenant, h)
+	f, owner, err := s.fileOf(ctx, id, h)
 	st.since(stageIndex, t)
 	slot.Release()
 	if err != nil {
@@ -387,7 +401,7 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 		rec, err := xet.Reconstruct(nil, 0, 0, nil)
 		return rec, func() {}, err
 	}
-	terms, off, err := s.windowTerms(ctx, id, f, start, end)
+	terms, off, err := s.windowTerms(ctx, id, owner, f, start, end)
 	if err != nil {
 		return xet.Reconstruction{}, nil, err
 	}
@@ -419,7 +433,11 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 }
 
 func (s *Server) grant(id *identity, xorb string, fr xet.FetchRange, exp int64, base string) string {
-	return s.signer.fetchURL(base, fetchGrant{Xorb: xorb, Start: fr.ByteStart, End: fr.ByteEnd, CredentialID: id.CredentialID, Tenant: id.Tenant, Expiry: exp})
+	g := fetchGrant{Xorb: xorb, Start: fr.ByteStart, End: fr.ByteEnd, CredentialID: id.CredentialID, Tenant: id.Tenant, Expiry: exp}
+	if id.shared != nil {
+		g.Repo = sharedRepoKey(*id.shared)
+	}
+	return s.signer.fetchURL(base, g)
 }
 
 // fetchExpiry rounds the expiry down to a minute so answers for the same
@@ -481,6 +499,20 @@ func (s *Server) getFetch(c echo.Context) error {
 	defer s.gate.Done(adm)
 	if err := s.takeTurn(c, adm); err != nil {
 		return err
+	}
+	if g.Repo != "" {
+		// A range of another tenant's file, granted through a Shared
+		// repo: served while the repo is still Shared (docs/sharing.md),
+		// checked once the request is admitted on the reader's limits.
+		// Once it is not, the URL answers as a file that is not there.
+		r, ok := parseSharedRepoKey(g.Repo)
+		repo, err := s.store.Repo(c.Request().Context(), r)
+		if !ok || errors.Is(err, store.ErrNotFound) || err == nil && !repo.Shared() {
+			return refuse(errNotFound, "this fetch URL's repository is not shared any more")
+		}
+		if err != nil {
+			return err
+		}
 	}
 
 	start, end := g.Start, g.End

@@ -134,6 +134,10 @@ func hubMeaning(err error) *apiError {
 	if e, ok := errors.AsType[*hub.NotServedError](err); ok {
 		return &apiError{Status: 501, Code: "not_served", Message: e.Error(), Hint: e.Hint, Cause: err}
 	}
+	if e, ok := errors.AsType[*hub.AnonymousError](err); ok {
+		return &apiError{Status: 401, Code: "unauthorized", Message: e.Error(), Hint: "send Authorization: Bearer <token> with a valid openxet credential or CAS token",
+			Headers: map[string]string{"X-Error-Code": hub.RepoNotFound}, Cause: err}
+	}
 	if e, ok := errors.AsType[*hub.StaleParentError](err); ok {
 		return &apiError{Status: 412, Code: "precondition_failed", Message: e.Error(), Hint: "pull the new head and commit again", Cause: err}
 	}

@@ -75,6 +75,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{&hub.ExistsError{Message: "repository a/b already exists", Cause: store.ErrRepoExists}, 409, "conflict"},
 		{&hub.NotServedError{What: "likes"}, 501, "not_served"},
 		{&hub.StaleParentError{Parent: "p", Branch: "main", Cause: store.ErrRefMoved}, 412, "precondition_failed"},
+		{&hub.AnonymousError{}, 401, "unauthorized"},
 		{errors.New("disk on fire"), 500, "internal"},
 	}
 	for _, c := range cases {

@@ -26,6 +26,7 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		Store:              s.store,
 		Guard:              s.guard,
 		GuardURLToken:      s.guardURLToken,
+		GuardPublic:        s.guardPublic,
 		Uploads:            s.hubUploads,
 		Principal:          principalOf,
 		BaseURL:            s.base,
@@ -38,6 +39,7 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		ServeXetFile:       s.serveXetFile,
 		Released:           s.gc.poke,
 		Ready:              s.ready,
+		DefaultVisibility:  s.cfg.DefaultVisibility,
 		Version:            s.cfg.Version,
 		ReservedNamespaces: ownNamespaces(),
 	})
@@ -56,7 +58,7 @@ func principalOf(c echo.Context) *hub.Principal {
 	if id == nil {
 		return nil
 	}
-	return &hub.Principal{CredentialID: id.CredentialID, Tenant: id.Tenant, Scopes: id.Scopes, ViaCASToken: id.viaCASToken}
+	return &hub.Principal{CredentialID: id.CredentialID, Tenant: id.Tenant, Scopes: id.Scopes, ViaCASToken: id.viaCASToken, Anonymous: id.anonymous}
 }
 
 // reserve takes n bytes from the memory budget for the request's
@@ -91,10 +93,16 @@ func (s *Server) hubWork(c echo.Context) (func(), error) {
 }
 
 // casTokenFor signs a CAS token of one scope for a credential, valid for
-// TokenTTL; the expiry is in Unix seconds.
-func (s *Server) casTokenFor(p *hub.Principal, scope string) (string, int64) {
+// TokenTTL; the expiry is in Unix seconds. A token for a Shared repo of
+// another tenant names it (casClaims.Repo) and has the read scope only.
+func (s *Server) casTokenFor(p *hub.Principal, scope string, shared *store.RepoID) (string, int64) {
 	exp := s.now().Add(s.cfg.TokenTTL).Unix()
-	return s.signer.casToken(casClaims{CredentialID: p.CredentialID, Tenant: p.Tenant, Scopes: []string{scope}, Expiry: exp}), exp
+	cl := casClaims{CredentialID: p.CredentialID, Tenant: p.Tenant, Scopes: []string{scope}, Expiry: exp}
+	if shared != nil {
+		r := *shared
+		cl.Repo, cl.Scopes = &r, []string{store.ScopeRead}
+	}
+	return s.signer.casToken(cl), exp
 }
 
 // credential reads a credential through the cache auth uses.

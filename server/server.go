@@ -42,6 +42,12 @@ type Config struct {
 	SigningKey  []byte
 	TokenTTL    time.Duration
 	FetchURLTTL time.Duration
+	// AnonymousReads serves the Hub's read routes of public repos to
+	// requests without a token (hub.anonymous_reads, docs/sharing.md).
+	AnonymousReads bool
+	// DefaultVisibility is the visibility of a repo created without one
+	// (hub.default_visibility): private (also for ""), internal or public.
+	DefaultVisibility string
 
 	Limits                limits.Limits // defaults for every tenant
 	LimitsCacheTTL        time.Duration

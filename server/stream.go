@@ -47,7 +47,7 @@ func (s *Server) serveXetFile(c echo.Context, tenant string, e store.TreeEntry) 
 		return c.NoContent(status)
 	}
 	id := identityOf(c)
-	terms, off, err := s.windowTerms(ctx, id, f, start, end)
+	terms, off, err := s.windowTerms(ctx, id, tenant, f, start, end)
 	if err != nil {
 		return err
 	}

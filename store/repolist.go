@@ -19,13 +19,32 @@ type RepoSummary struct {
 // Repos lists a tenant's repos of one type, ordered by name. It returns an
 // empty list for a tenant without repos; the caller decides who may see it.
 func (s *Store) Repos(ctx context.Context, tenant, typ string) ([]RepoSummary, error) {
-	rows, err := s.query(ctx, `SELECT r.name, r.private, r.created, r.visibility, r.gated, COALESCE(c.sha, ''), COALESCE(c.created, 0)
+	return s.repoSummaries(ctx, "repos of "+tenant, `r.tenant = ? AND r.type = ?`, tenant, typ)
+}
+
+// SharedRepos lists the Shared repos (internal or public; public only
+// with publicOnly) of one type of every tenant but except, ordered by
+// tenant and name; with owner not "", only that tenant's (none when owner
+// is except).
+func (s *Store) SharedRepos(ctx context.Context, typ, except, owner string, publicOnly bool) ([]RepoSummary, error) {
+	where, args := `r.type = ? AND r.tenant <> ? AND r.visibility IN ('internal', 'public')`, []any{typ, except}
+	if publicOnly {
+		where = `r.type = ? AND r.tenant <> ? AND r.visibility = 'public'`
+	}
+	if owner != "" {
+		where, args = where+` AND r.tenant = ?`, append(args, owner)
+	}
+	return s.repoSummaries(ctx, "shared repos", where, args...)
+}
+
+func (s *Store) repoSummaries(ctx context.Context, what, where string, args ...any) ([]RepoSummary, error) {
+	rows, err := s.query(ctx, `SELECT r.tenant, r.type, r.name, r.private, r.created, r.visibility, r.gated, COALESCE(c.sha, ''), COALESCE(c.created, 0)
 		FROM repos r
 		LEFT JOIN refs f ON f.tenant = r.tenant AND f.type = r.type AND f.name = r.name AND f.ref = 'main'
 		LEFT JOIN commits c ON c.tenant = r.tenant AND c.type = r.type AND c.name = r.name AND c.sha = f.commit_sha
-		WHERE r.tenant = ? AND r.type = ? ORDER BY r.name`, tenant, typ)
+		WHERE `+where+` ORDER BY r.tenant, r.name`, args...)
 	if err != nil {
-		return nil, fmt.Errorf("repos of %s: %w", tenant, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer rows.Close()
 	out := []RepoSummary{}
@@ -34,10 +53,9 @@ func (s *Store) Repos(ctx context.Context, tenant, typ string) ([]RepoSummary, e
 			r                RepoSummary
 			created, updated int64
 		)
-		if err := rows.Scan(&r.Name, &r.Private, &created, &r.Visibility, &r.Gated, &r.HeadSHA, &updated); err != nil {
-			return nil, fmt.Errorf("repos of %s: %w", tenant, dbErr(err))
+		if err := rows.Scan(&r.Tenant, &r.Type, &r.Name, &r.Private, &created, &r.Visibility, &r.Gated, &r.HeadSHA, &updated); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, dbErr(err))
 		}
-		r.Tenant, r.Type = tenant, typ
 		r.Created = time.Unix(created, 0).UTC()
 		r.Updated = r.Created
 		if r.HeadSHA != "" {
@@ -46,7 +64,7 @@ func (s *Store) Repos(ctx context.Context, tenant, typ string) ([]RepoSummary, e
 		out = append(out, r)
 	}
 	if err := dbErr(rows.Err()); err != nil {
-		return nil, fmt.Errorf("repos of %s: %w", tenant, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -72,20 +73,18 @@ type Repo struct {
 }
 
 // Visibilities are the visibilities a repo may have: the Hub's public,
-// private and protected (Spaces), and internal (docs/design.md §11). Until sharing
-// gives them meaning a repo is read by its tenant only, whatever it says.
+// private and protected (Spaces), and internal (docs/design.md §11).
+// Internal and public repos may be read by other tenants (Shared,
+// docs/sharing.md); private and protected ones by their tenant only.
 var Visibilities = []string{"private", "public", "internal", "protected"}
 
-// VisibilityOf is r's visibility, private or public for a record that
-// predates settings.
+// VisibilityOf is r's visibility: private for a record that predates
+// settings, which no other tenant may read whatever its private flag says.
 func (r Repo) VisibilityOf() string {
-	switch {
-	case r.Visibility != "":
+	if r.Visibility != "" {
 		return r.Visibility
-	case r.Private:
-		return "private"
 	}
-	return "public"
+	return "private"
 }
 
 // TreeEntry is one file of a commit's tree.
@@ -146,8 +145,22 @@ func commitSHA(c Commit) string {
 
 // CreateRepo makes a repo with an initial commit on main whose tree is
 // initial (none: an empty tree). Only regular files may be in it, whose
-// contents are already stored with PutBlob.
+// contents are already stored with PutBlob. A repo made this way is
+// private, whatever private says (which only the record keeps): use
+// CreateRepoWith for another visibility.
 func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool, initial ...TreeEntry) (Repo, error) {
+	return s.createRepo(ctx, id, "", private, initial)
+}
+
+// CreateRepoWith is CreateRepo with a visibility, one of Visibilities.
+func (s *Store) CreateRepoWith(ctx context.Context, id RepoID, visibility string, initial ...TreeEntry) (Repo, error) {
+	if !slices.Contains(Visibilities, visibility) {
+		return Repo{}, fmt.Errorf("%w: visibility %q (want one of %s)", ErrBadSetting, visibility, strings.Join(Visibilities, ", "))
+	}
+	return s.createRepo(ctx, id, visibility, visibility == "private", initial)
+}
+
+func (s *Store) createRepo(ctx context.Context, id RepoID, visibility string, private bool, initial []TreeEntry) (Repo, error) {
 	if err := ValidTenant(id.Tenant); err != nil {
 		return Repo{}, err
 	}
@@ -160,7 +173,7 @@ func (s *Store) CreateRepo(ctx context.Context, id RepoID, private bool, initial
 		return Repo{}, err
 	}
 	now := s.now().UTC()
-	r := Repo{RepoID: id, Private: private, Created: now.Truncate(time.Second)}
+	r := Repo{RepoID: id, Private: private, Created: now.Truncate(time.Second), Visibility: visibility}
 	if err := s.clearMoveRecord(ctx, id); err != nil {
 		return Repo{}, err
 	}

@@ -1,0 +1,141 @@
+"""Sharing across tenants (issue 32, docs/sharing.md) with the stock clients:
+tenant bob reads alice's internal repo with snapshot_download,
+hf_hub_download (a Xet file, through xet-read-token and hf_xet) and
+transformers' from_pretrained (config and tokenizer); his writes are
+refused; once alice makes the repo private every one of those calls fails as
+the Hub's do for a repo the caller cannot see (RepositoryNotFoundError).
+"""
+
+import json
+
+from conftest import HubClient, sha256_file, write_random
+from test_parity import run_py
+
+READ_ALL = """
+    import hashlib, json, os
+    from huggingface_hub import hf_hub_download, snapshot_download
+    from huggingface_hub.errors import RepositoryNotFoundError
+    out = {}
+    def attempt(name, fn):
+        try:
+            out[name] = fn()
+        except RepositoryNotFoundError as e:
+            out[name] = "RepositoryNotFoundError"
+        except Exception as e:
+            out[name] = type(e).__name__ + ": " + str(e)[:300]
+    def sha(p):
+        return hashlib.sha256(open(p, "rb").read()).hexdigest()
+    def snap():
+        d = snapshot_download("alice/shared", cache_dir="snap-" + os.environ["ROUND"])
+        return sorted(f for f in os.listdir(d))
+    def weights():
+        return sha(hf_hub_download("alice/shared", "weights.bin", cache_dir="dl-" + os.environ["ROUND"]))
+    def pretrained():
+        from transformers import AutoConfig, AutoTokenizer
+        cfg = AutoConfig.from_pretrained("alice/shared", cache_dir="tf-" + os.environ["ROUND"])
+        tok = AutoTokenizer.from_pretrained("alice/shared", cache_dir="tf-" + os.environ["ROUND"])
+        return [cfg.model_type, cfg.hidden_size, tok("hello openxet")["input_ids"]]
+    attempt("snapshot", snap)
+    attempt("weights", weights)
+    attempt("pretrained", pretrained)
+    print(json.dumps(out))
+"""
+
+
+def test_internal_repo_read_by_another_tenant_then_closed(server, tmp_path):
+    alice = HubClient(server.url, server.make_credential("alice"), tmp_path / "alice")
+    bob_token = server.make_credential("bob")
+    bob = HubClient(server.url, bob_token, tmp_path / "bob")
+
+    pushed = run_py(alice, """
+        import json
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        from transformers import BertConfig, PreTrainedTokenizerFast
+        vocab = {"[UNK]": 0, "[PAD]": 1, "hello": 2, "openxet": 3}
+        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
+        cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=4)
+        cfg.push_to_hub("alice/shared")
+        fast.push_to_hub("alice/shared")
+        print(json.dumps("ok"))
+    """)
+    assert pushed == "ok"
+    weights = tmp_path / "weights.bin"
+    write_random(weights, 3 << 20, seed=32)
+    alice.api("upload_file", path_or_fileobj=str(weights), path_in_repo="weights.bin", repo_id="alice/shared")
+    # Made without a visibility, the repo is private: bob cannot see it.
+    assert alice.api("model_info", repo_id="alice/shared")["private"] is True
+    hidden = bob.api_call("model_info", repo_id="alice/shared")
+    assert hidden["error_type"] == "RepositoryNotFoundError", hidden
+
+    r = server.request("PUT", "/api/models/alice/shared/settings", token=alice.token,
+                       headers={"Content-Type": "application/json"}, body=json.dumps({"visibility": "internal"}).encode())
+    assert r.status == 200, r
+    bob.extra_env["ROUND"] = "open"
+    got = run_py(bob, READ_ALL)
+    assert "weights.bin" in got["snapshot"] and "config.json" in got["snapshot"], got
+    assert got["weights"] == sha256_file(weights), got
+    assert got["pretrained"] == ["bert", 32, [2, 3]], got
+    assert bob.api("model_info", repo_id="alice/shared")["private"] is False
+
+    # Bob reads; he does not write (403 as the Hub's for someone else's repo).
+    small = tmp_path / "evil.txt"
+    small.write_text("evil")
+    refused = bob.api_call("upload_file", path_or_fileobj=str(small), path_in_repo="evil.txt", repo_id="alice/shared")
+    assert refused["error_type"] == "HfHubHTTPError" and refused["status"] == 403, refused
+    assert "evil.txt" not in alice.api("list_repo_files", repo_id="alice/shared")
+
+    assert alice.api("update_repo_settings", repo_id="alice/shared", private=True) is None
+    bob.extra_env["ROUND"] = "closed"
+    closed = run_py(bob, READ_ALL)
+    assert closed == {"snapshot": "RepositoryNotFoundError", "weights": "RepositoryNotFoundError",
+                      "pretrained": closed["pretrained"]}, closed
+    # transformers wraps the Hub's error in an OSError that names the repo.
+    assert "alice/shared" in closed["pretrained"] and closed["pretrained"].startswith("OSError"), closed
+    assert alice.api("model_info", repo_id="alice/shared")["private"] is True
+
+
+def test_anonymous_reads_of_a_public_repo(start_server, tmp_path):
+    """With hub.anonymous_reads on, a client with no token at all
+    (no HF_TOKEN, nothing stored) downloads alice's public repo with
+    snapshot_download, hf_hub_download of a Xet file (bytes from resolve)
+    and from_pretrained; her internal repo stays RepositoryNotFoundError."""
+    server = start_server("--hub-anonymous-reads", "true")
+    alice = HubClient(server.url, server.make_credential("alice"), tmp_path / "alice")
+    pushed = run_py(alice, """
+        import json
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        from transformers import BertConfig, PreTrainedTokenizerFast
+        vocab = {"[UNK]": 0, "[PAD]": 1, "hello": 2, "openxet": 3}
+        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
+        cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=4)
+        cfg.push_to_hub("alice/shared")
+        fast.push_to_hub("alice/shared")
+        print(json.dumps("ok"))
+    """)
+    assert pushed == "ok"
+    weights = tmp_path / "weights.bin"
+    write_random(weights, 3 << 20, seed=33)
+    alice.api("upload_file", path_or_fileobj=str(weights), path_in_repo="weights.bin", repo_id="alice/shared")
+
+    anon = HubClient(server.url, None, tmp_path / "anon")
+    anon.extra_env["ROUND"] = "private"
+    closed = run_py(anon, READ_ALL)
+    assert (closed["snapshot"], closed["weights"]) == ("RepositoryNotFoundError",) * 2, closed
+
+    assert alice.api("update_repo_settings", repo_id="alice/shared", visibility="public") is None
+    anon.extra_env["ROUND"] = "public"
+    got = run_py(anon, READ_ALL)
+    assert "weights.bin" in got["snapshot"] and "config.json" in got["snapshot"], got
+    assert got["weights"] == sha256_file(weights), got
+    assert got["pretrained"] == ["bert", 32, [2, 3]], got
+
+    r = server.request("PUT", "/api/models/alice/shared/settings", token=alice.token,
+                       headers={"Content-Type": "application/json"}, body=json.dumps({"visibility": "internal"}).encode())
+    assert r.status == 200, r
+    anon.extra_env["ROUND"] = "internal"
+    closed = run_py(anon, READ_ALL)
+    assert (closed["snapshot"], closed["weights"]) == ("RepositoryNotFoundError",) * 2, closed
