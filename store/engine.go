@@ -479,6 +479,12 @@ const DefaultLockCheck = 2 * time.Second
 // watchIndexLock checks the shared lock of a PostgreSQL index every
 // interval until ctx ends, then closes done.
 func (s *Store) watchIndexLock(ctx context.Context, interval time.Duration, done chan<- struct{}) {
+	every(ctx, interval, done, func() { s.checkIndexLock(ctx) })
+}
+
+// every runs fn every interval until ctx ends, then closes done: the loop
+// of the store's background goroutines.
+func every(ctx context.Context, interval time.Duration, done chan<- struct{}, fn func()) {
 	defer close(done)
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -487,7 +493,7 @@ func (s *Store) watchIndexLock(ctx context.Context, interval time.Duration, done
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.checkIndexLock(ctx)
+			fn()
 		}
 	}
 }
@@ -702,19 +708,11 @@ func (s *Store) startCheckpoints(ctx context.Context) error {
 // done. A checkpoint that finds nothing new to copy costs a read of the
 // log's header.
 func (s *Store) checkpointLoop(ctx context.Context, interval time.Duration, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if _, err := s.checkpointIndex(ctx); err != nil && ctx.Err() == nil {
-				s.log.Debug("index checkpoint", "err", err)
-			}
+	every(ctx, interval, done, func() {
+		if _, err := s.checkpointIndex(ctx); err != nil && ctx.Err() == nil {
+			s.log.Debug("index checkpoint", "err", err)
 		}
-	}
+	})
 }
 
 // checkpointIndex runs one PASSIVE checkpoint of a SQLite index on the

@@ -29,10 +29,13 @@ type RepoSettings struct {
 
 // SetRepoSettings changes a repo's settings and returns its record;
 // ErrNotFound for no such repo, ErrBadSetting for a value out of range.
-// Visibility is stored and shown; it opens no read to another tenant.
+// Visibility decides who else may read the repo (Repo.Shared,
+// docs/sharing.md).
 func (s *Store) SetRepoSettings(ctx context.Context, id RepoID, set RepoSettings) (Repo, error) {
-	if v := set.Visibility; v != nil && !slices.Contains(Visibilities, *v) {
-		return Repo{}, fmt.Errorf("%w: visibility %q (want one of %s)", ErrBadSetting, *v, strings.Join(Visibilities, ", "))
+	if v := set.Visibility; v != nil {
+		if err := checkVisibility(*v); err != nil {
+			return Repo{}, err
+		}
 	}
 	if g := set.Gated; g != nil && *g != "" && *g != "auto" && *g != "manual" {
 		return Repo{}, fmt.Errorf("%w: gated %q (want auto, manual or false)", ErrBadSetting, *g)
@@ -164,6 +167,28 @@ func insertHistory(ctx context.Context, tx *sql.Tx, id RepoID, h repoHistory, no
 	return nil
 }
 
+// copySource reads what a move or a duplicate copies from a repo, its
+// record and its history, once to is checked free (checkTarget).
+func (s *Store) copySource(ctx context.Context, from, to RepoID) (Repo, repoHistory, error) {
+	r, err := s.Repo(ctx, from)
+	if err != nil {
+		return Repo{}, repoHistory{}, err
+	}
+	if err := s.checkTarget(ctx, to); err != nil {
+		return Repo{}, repoHistory{}, err
+	}
+	h, err := s.history(ctx, from)
+	return r, h, err
+}
+
+// checkVisibility refuses a visibility out of range (ErrBadSetting).
+func checkVisibility(v string) error {
+	if !slices.Contains(Visibilities, v) {
+		return fmt.Errorf("%w: visibility %q (want one of %s)", ErrBadSetting, v, strings.Join(Visibilities, ", "))
+	}
+	return nil
+}
+
 // checkTarget refuses a target name that is taken or not valid.
 func (s *Store) checkTarget(ctx context.Context, to RepoID) error {
 	if err := ValidTenant(to.Tenant); err != nil {
@@ -206,14 +231,7 @@ func (s *Store) MoveRepo(ctx context.Context, from, to RepoID) (Repo, error) {
 	if from.Tenant != to.Tenant || from.Type != to.Type {
 		return Repo{}, fmt.Errorf("move %s to %s: %w: a repo moves within its tenant and type", from, to, ErrBadRepoName)
 	}
-	r, err := s.Repo(ctx, from)
-	if err != nil {
-		return Repo{}, err
-	}
-	if err := s.checkTarget(ctx, to); err != nil {
-		return Repo{}, err
-	}
-	h, err := s.history(ctx, from)
+	r, h, err := s.copySource(ctx, from, to)
 	if err != nil {
 		return Repo{}, err
 	}
@@ -330,23 +348,18 @@ func (s *Store) MovedTo(ctx context.Context, id RepoID) (RepoID, error) {
 // new repo of the same tenant. It copies no file: the duplicate's trees
 // name the same Xet files and blobs, which the tenant already owns, so it
 // costs no bytes and no quota. visibility "" keeps the source's. Errors as
-// MoveRepo's; a duplicate to another tenant is refused (ErrBadRepoName)
-// until a tenant may read another's repo (docs/design.md §11).
+// MoveRepo's; a duplicate to another tenant is refused (ErrBadRepoName):
+// duplicating another tenant's shared repo is not built yet.
 func (s *Store) DuplicateRepo(ctx context.Context, from, to RepoID, visibility string) (Repo, error) {
 	if from.Tenant != to.Tenant {
 		return Repo{}, fmt.Errorf("duplicate %s to %s: %w: a repo is duplicated within its tenant", from, to, ErrBadRepoName)
 	}
-	if visibility != "" && !slices.Contains(Visibilities, visibility) {
-		return Repo{}, fmt.Errorf("%w: visibility %q (want one of %s)", ErrBadSetting, visibility, strings.Join(Visibilities, ", "))
+	if visibility != "" {
+		if err := checkVisibility(visibility); err != nil {
+			return Repo{}, err
+		}
 	}
-	src, err := s.Repo(ctx, from)
-	if err != nil {
-		return Repo{}, err
-	}
-	if err := s.checkTarget(ctx, to); err != nil {
-		return Repo{}, err
-	}
-	h, err := s.history(ctx, from)
+	src, h, err := s.copySource(ctx, from, to)
 	if err != nil {
 		return Repo{}, err
 	}
