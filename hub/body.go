@@ -2,6 +2,7 @@ package hub
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 
@@ -83,4 +84,14 @@ func decodeJSONArray(dec *json.Decoder, what string, elem func() error) error {
 func skipJSON(dec *json.Decoder) error {
 	var v json.RawMessage
 	return dec.Decode(&v)
+}
+
+// notARequest is the refusal of a JSON body that did not decode as what
+// (decodeJSONObject's error): one with more entries than a request may
+// name stays its 413, anything else is 400.
+func notARequest(err error, what string) error {
+	if _, ok := errors.AsType[*TooLargeError](err); ok {
+		return err
+	}
+	return badRequest("the body is not %s: %v", what, err)
 }

@@ -129,10 +129,7 @@ func readPreupload(body io.Reader) ([]preuploadFile, *string, error) {
 		return skipJSON(dec)
 	})
 	if err != nil {
-		if _, ok := errors.AsType[*TooLargeError](err); ok {
-			return nil, nil, err
-		}
-		return nil, nil, badRequest("the body is not a preupload request: %v", err)
+		return nil, nil, notARequest(err, "a preupload request")
 	}
 	return files, gitIgnore, nil
 }
@@ -318,10 +315,7 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 		return skipJSON(dec)
 	})
 	if err != nil {
-		if _, ok := errors.AsType[*TooLargeError](err); ok {
-			return err
-		}
-		return badRequest("the body is not an LFS batch request: %v", err)
+		return notARequest(err, "an LFS batch request")
 	}
 	if req.HashAlgo != "" && req.HashAlgo != "sha256" && req.HashAlgo != "sha_256" {
 		return badRequest("unsupported hash_algo %q", req.HashAlgo)
