@@ -33,12 +33,14 @@ func TestLayout(t *testing.T) {
 		"load":                   {"openxet/xet", "openxet/admin", "openxet/load/report"},
 		"load/report":            {},
 		"hub":                    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
-		"server":                 {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/turns", "openxet/refusal", "openxet/wirejson", "openxet/hub"},
+		"server":                 {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/turns", "openxet/refusal", "openxet/wirejson", "openxet/hub", "openxet/mirror"},
 		"server/servertest":      {"openxet/server", "openxet/store", "openxet/limits", "openxet/budget", "openxet/xet"},
-		"cli":                    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin"},
+		"cli":                    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin", "openxet/mirror", "openxet/mirror/upstream"},
 		"compat/tools/manyterms": {"openxet/xet"},
 		"load/cmd/gcupload":      {"openxet/testproc", "openxet/xet"},
 		"load/cmd/memstorm":      {"openxet/testproc", "openxet/xet"},
+		"mirror":                 {"openxet/xet", "openxet/store", "openxet/refusal", "openxet/work"},
+		"mirror/upstream":        {"openxet/mirror", "openxet/xet"},
 	}
 	owners := map[string][]string{ // third-party import prefix → the packages that may use it
 		"github.com/labstack/echo": {"server", "hub"},

@@ -1,0 +1,76 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Upstream is the Hub-compatible server a mirror pulls from
+// (docs/design.md §12), as the mirror uses it. mirror/upstream implements
+// it over HTTP for huggingface.co and for another openxet.
+type Upstream interface {
+	// Revision resolves rev (a branch, a tag or a full commit sha) of repo
+	// and returns the commit it names with its whole file list.
+	Revision(ctx context.Context, repo RepoRef, rev string) (Revision, error)
+	// Open streams the bytes of f, a file of the revision sha of repo,
+	// from offset to its end. The stream is what the upstream sent: the
+	// caller checks it against f (its size and Xet hash) before it keeps
+	// any of it.
+	Open(ctx context.Context, repo RepoRef, sha string, f File, offset int64) (io.ReadCloser, error)
+}
+
+// RepoRef names a repo of the upstream.
+type RepoRef struct {
+	// Type is "model", "dataset" or "space".
+	Type string
+	// ID is "namespace/name" as the upstream spells it.
+	ID string
+}
+
+// Revision is one commit of an upstream repo.
+type Revision struct {
+	// SHA is the full commit id (40 lowercase hex).
+	SHA string
+	// Files is every file of the commit, sorted by Path.
+	Files []File
+	// LastModified is the commit's date as the upstream gave it (zero if
+	// it gave none).
+	LastModified time.Time
+	// Gated is true when the upstream said the repo is gated ("auto" or
+	// "manual"); its files open only with an upstream token that has
+	// access.
+	Gated bool
+}
+
+// File is one file of an upstream revision.
+type File struct {
+	Path string
+	Size int64
+	// XetHash is the file's Xet hash, lowercase hex; "" when the upstream
+	// gave none or one that is not 64 hex digits (a gated repo's redacted
+	// hash is 64 '*').
+	XetHash string
+	// SHA256 is the LFS object id (lowercase hex) of an LFS or Xet file;
+	// "" for a regular file kept in git.
+	SHA256 string
+	// GitOID is the git blob id: of the file itself for a regular file, of
+	// its LFS pointer otherwise.
+	GitOID string
+}
+
+// Errors of an Upstream, wrapped with the detail.
+var (
+	// ErrNotFound: the upstream does not have the repo, revision or file,
+	// or will not show it to the mirror's token (private, gated without
+	// access).
+	ErrNotFound = errors.New("not found upstream")
+	// ErrUnreachable: the upstream did not answer (connection refused,
+	// timeout, 5xx after retries).
+	ErrUnreachable = errors.New("upstream unreachable")
+	// ErrBadAnswer: the upstream answered something that is not what the
+	// Hub answers (a shape, size or hash that does not check out); such an
+	// answer is refused and logged, never served.
+	ErrBadAnswer = errors.New("upstream answered something invalid")
+)
