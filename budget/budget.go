@@ -404,7 +404,10 @@ func (b *Budget) dropIfIdle(s *share, tab *fairq.Table[keyShare]) {
 }
 
 func (b *Budget) newTicket(c, t *share, n int64, wantBuf bool) *ticket {
-	tk := b.tickets.Get(slip{b: b})
+	tk, isNew := b.tickets.Get()
+	if isNew {
+		tk.V.b = b
+	}
 	tk.V.n, tk.V.cred, tk.V.tenant, tk.V.wantBuf = n, c, t, wantBuf
 	return tk
 }

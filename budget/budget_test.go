@@ -95,12 +95,8 @@ func checkInvariants(t *testing.T, b *Budget) {
 		}
 		tenantSum += s.V.held
 	}
-	if err := b.creds.Check(); err != nil {
-		t.Errorf("credential entries: %v", err)
-	}
-	if err := b.tenants.Check(); err != nil {
-		t.Errorf("tenant entries: %v", err)
-	}
+	checkTable(t, "credential", &b.creds)
+	checkTable(t, "tenant", &b.tenants)
 	if credSum != b.reserved || tenantSum != b.reserved {
 		t.Errorf("reserved %d, credentials hold %d, tenants hold %d", b.reserved, credSum, tenantSum)
 	}
@@ -126,6 +122,24 @@ func checkInvariants(t *testing.T, b *Budget) {
 				t.Errorf("%q has %d queued waiters, count says %d", s.Key(), waiters[s], s.V.waiters)
 			}
 		}
+	}
+}
+
+// checkTable checks that every entry of tab is found under its key and
+// that its idle ones are counted and bounded.
+func checkTable(t *testing.T, name string, tab *fairq.Table[keyShare]) {
+	t.Helper()
+	idle := 0
+	for s := range tab.All() {
+		if tab.Find(s.Key()) != s {
+			t.Errorf("%s entry %q is not found under its key", name, s.Key())
+		}
+		if s.Idle() {
+			idle++
+		}
+	}
+	if idle != tab.Len()-tab.Active() || idle > fairq.MaxIdle {
+		t.Errorf("%s entries: %d idle, %d of %d counted idle, at most %d", name, idle, tab.Len()-tab.Active(), tab.Len(), fairq.MaxIdle)
 	}
 }
 

@@ -41,7 +41,7 @@ func TestLineOrder(t *testing.T) {
 			var f Tickets[string]
 			byName := map[string]*Ticket[string]{}
 			for _, n := range tc.push {
-				tk := f.Get("")
+				tk, _ := f.Get()
 				tk.V = n // a reused ticket keeps its V
 				byName[n] = tk
 				l.Push(tk)
@@ -54,7 +54,7 @@ func TestLineOrder(t *testing.T) {
 				t.Errorf("line %v (Len %d), want %v", got, l.Len(), tc.want)
 			}
 			// Pushing again after removals goes to the back.
-			z := f.Get("")
+			z, _ := f.Get()
 			z.V = "z"
 			l.Push(z)
 			if got := names(&l); got[len(got)-1] != "z" || l.Len() != len(tc.want)+1 {
@@ -69,24 +69,26 @@ func TestLineOrder(t *testing.T) {
 // MaxFree are kept.
 func TestTicketGenerations(t *testing.T) {
 	var f Tickets[string]
-	tk := f.Get("owner")
-	if tk.Gen() != 1 || tk.V != "owner" || tk.Granted() {
-		t.Fatalf("new ticket: gen %d, V %q, granted %v", tk.Gen(), tk.V, tk.Granted())
+	tk, isNew := f.Get()
+	if !isNew || tk.Gen() != 1 || tk.V != "" || tk.Granted() {
+		t.Fatalf("new ticket: new %v, gen %d, V %q, granted %v", isNew, tk.Gen(), tk.V, tk.Granted())
 	}
+	tk.V = "owner"
 	var l Line[string]
 	l.Push(tk)
 	l.Remove(tk)
 	tk.Grant()
 	handle := tk.Gen()
 	f.Retire(tk)
-	again := f.Get("ignored")
-	if again != tk || again.Gen() == handle || again.V != "owner" || again.Granted() {
-		t.Errorf("reused ticket: same %v, gen %d (handle %d), V %q, granted %v; want the same ticket, a new generation, V kept, not granted",
-			again == tk, again.Gen(), handle, again.V, again.Granted())
+	again, isNew := f.Get()
+	if again != tk || isNew || again.Gen() == handle || again.V != "owner" || again.Granted() {
+		t.Errorf("reused ticket: same %v, new %v, gen %d (handle %d), V %q, granted %v; want the same ticket, not new, a new generation, V kept, not granted",
+			again == tk, isNew, again.Gen(), handle, again.V, again.Granted())
 	}
 	var many []*Ticket[string]
 	for range MaxFree + 10 {
-		many = append(many, f.Get(""))
+		tk, _ := f.Get()
+		many = append(many, tk)
 	}
 	for _, tk := range many {
 		f.Retire(tk)
@@ -130,7 +132,7 @@ func TestTableIdle(t *testing.T) {
 				if tab.Active() != s.active || tab.Len() != s.len {
 					t.Errorf("step %d (%s %s): active %d, len %d; want %d, %d", i, s.op, s.key, tab.Active(), tab.Len(), s.active, s.len)
 				}
-				if err := tab.Check(); err != nil {
+				if err := check(&tab); err != nil {
 					t.Errorf("step %d: %v", i, err)
 				}
 			}
@@ -145,7 +147,7 @@ func TestTableIdle(t *testing.T) {
 			e.V = i
 			tab.SetIdle(e)
 		}
-		if err := tab.Check(); err != nil {
+		if err := check(&tab); err != nil {
 			t.Fatal(err)
 		}
 		if tab.Len() != MaxIdle || tab.Active() != 0 {
@@ -161,7 +163,7 @@ func TestTableIdle(t *testing.T) {
 		if e := tab.Get(fmt.Sprint(n - 1)); e.V != n-1 {
 			t.Errorf("a kept key came back with V %d, want %d", e.V, n-1)
 		}
-		if err := tab.Check(); err != nil {
+		if err := check(&tab); err != nil {
 			t.Error(err)
 		}
 		var seen int
@@ -212,7 +214,8 @@ func (o *owner) Leave(tk *Ticket[string], waited time.Duration, expired bool) er
 func (o *owner) queue(name string) *Ticket[string] {
 	o.Lock()
 	defer o.Unlock()
-	tk := o.tickets.Get(name)
+	tk, _ := o.tickets.Get()
+	tk.V = name
 	o.line.Push(tk)
 	return tk
 }
@@ -323,4 +326,33 @@ func checkAwait(t *testing.T, o *owner, err, wantErr error, wantUndo, wantLeave,
 	if o.line.Len() != 0 {
 		t.Errorf("%d tickets still in line", o.line.Len())
 	}
+}
+
+// check reports the first inconsistency of a table's bookkeeping: an
+// entry under another key, an idle list that disagrees with the idle marks
+// or its count, or more than MaxIdle idle entries.
+func check[E any](t *Table[E]) error {
+	marked := 0
+	for k, e := range t.m {
+		if e.key != k {
+			return fmt.Errorf("entry %q has key %q", k, e.key)
+		}
+		if e.idle {
+			marked++
+		}
+	}
+	n := 0
+	for e := t.idleHead; e != nil; e = e.idleNext {
+		n++
+		if !e.idle || t.m[e.key] != e {
+			return fmt.Errorf("idle list holds %q, idle %v, in the table %v", e.key, e.idle, t.m[e.key] == e)
+		}
+		if n > t.idle {
+			break
+		}
+	}
+	if n != t.idle || marked != t.idle || t.idle > MaxIdle {
+		return fmt.Errorf("idle list has %d entries, %d are marked idle, count %d, at most %d", n, marked, t.idle, MaxIdle)
+	}
+	return nil
 }

@@ -1,9 +1,6 @@
 package fairq
 
-import (
-	"fmt"
-	"iter"
-)
+import "iter"
 
 // MaxIdle bounds the idle entries a Table keeps for reuse.
 const MaxIdle = 256
@@ -120,34 +117,4 @@ func (t *Table[E]) All() iter.Seq[*Entry[E]] {
 			}
 		}
 	}
-}
-
-// Check reports the first inconsistency of the table's own bookkeeping:
-// an entry under another key, an idle list that disagrees with the idle
-// marks or its count, or more than MaxIdle idle entries. It is for the
-// owners' tests.
-func (t *Table[E]) Check() error {
-	marked := 0
-	for k, e := range t.m {
-		if e.key != k {
-			return fmt.Errorf("entry %q has key %q", k, e.key)
-		}
-		if e.idle {
-			marked++
-		}
-	}
-	n := 0
-	for e := t.idleHead; e != nil; e = e.idleNext {
-		n++
-		if !e.idle || t.m[e.key] != e {
-			return fmt.Errorf("idle list holds %q, idle %v, in the table %v", e.key, e.idle, t.m[e.key] == e)
-		}
-		if n > t.idle {
-			break
-		}
-	}
-	if n != t.idle || marked != t.idle || t.idle > MaxIdle {
-		return fmt.Errorf("idle list has %d entries, %d are marked idle, count %d, at most %d", n, marked, t.idle, MaxIdle)
-	}
-	return nil
 }

@@ -47,15 +47,16 @@ type Tickets[T any] struct {
 }
 
 // Get returns a retired ticket, its V as the owner left it, or a new one
-// whose V is fresh: fields of V that never change (a pointer back to the
-// owner, read without the lock by a handle's Release) are set here once.
-func (f *Tickets[T]) Get(fresh T) *Ticket[T] {
+// with a zero V and isNew true: the owner then sets the fields of V that
+// never change (a pointer back to the owner, read without the lock by a
+// handle's Release).
+func (f *Tickets[T]) Get() (tk *Ticket[T], isNew bool) {
 	if n := len(f.free); n > 0 {
-		tk := f.free[n-1]
+		tk = f.free[n-1]
 		f.free = f.free[:n-1]
-		return tk
+		return tk, false
 	}
-	return &Ticket[T]{V: fresh, gen: 1}
+	return &Ticket[T]{gen: 1}, true
 }
 
 // Retire ends tk's generation, so that handles of it no longer match, and

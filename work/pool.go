@@ -283,7 +283,10 @@ func (p *Pool) dropIfIdle(t *entry) {
 }
 
 func (p *Pool) newTicket(t *entry) *ticket {
-	tk := p.tickets.Get(slot{p: p})
+	tk, isNew := p.tickets.Get()
+	if isNew {
+		tk.V.p = p
+	}
 	tk.V.t = t
 	return tk
 }

@@ -73,10 +73,12 @@ func checkIdle(t *testing.T, p *Pool) {
 			t.Errorf("entry %q: idle %v, held %d, waiters %d", e.Key(), e.Idle(), e.V.held, e.V.line.Len())
 		}
 	}
-	if err := p.tenants.Check(); err != nil {
-		t.Errorf("tenant entries: %v", err)
+	for e := range p.tenants.All() {
+		if p.tenants.Find(e.Key()) != e {
+			t.Errorf("entry %q is not found under its key", e.Key())
+		}
 	}
-	if st.Held != 0 || st.Waiting != 0 || st.Tenants != 0 || p.ring != nil || p.tenants.Len() != n {
+	if st.Held != 0 || st.Waiting != 0 || st.Tenants != 0 || p.ring != nil || p.tenants.Len() != n || p.tenants.Active() != 0 || n > fairq.MaxIdle {
 		t.Errorf("idle pool: held %d, waiting %d, tenants %d, ring %v, %d entries of which %d idle; want nothing held, waiting or active",
 			st.Held, st.Waiting, st.Tenants, p.ring != nil, p.tenants.Len(), n)
 	}
