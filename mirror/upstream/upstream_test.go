@@ -522,6 +522,12 @@ func TestMaxConns(t *testing.T) {
 	if _, err := c.Revision(context.Background(), f.repo, "main"); err != nil {
 		t.Fatalf("revision after the stream closed: %v", err)
 	}
+	// One slot is enough for a stream of many windows and fetches.
+	c = f.client(t, func(o *upstream.Options) { o.MaxConns = 1; o.ReconstructionWindow = 100_000 })
+	file := f.file(t, rev, "model.safetensors")
+	if got := readAll(t, c, f.repo, rev.SHA, file, 0); !bytes.Equal(got, f.files[file.Path].Content) {
+		t.Fatal("bytes differ")
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -41,6 +41,8 @@ const (
 // again at the offset reached to resume). The bytes are not hashed here;
 // the caller checks them against f.
 //
+// ctx governs the whole stream: every request it sends, also from Read.
+//
 // Memory: a stream holds at most one reconstruction window's answer and
 // about 2 × 2 MiB of chunk data (a batch of whole chunks and its decoded
 // copy), whatever the file's size. It holds one of MaxConns while a
@@ -405,6 +407,9 @@ func (s *xetStream) Read(p []byte) (int, error) {
 // current term's chunks, starting the next term or window as needed.
 func (s *xetStream) step() error {
 	if s.left == 0 {
+		// The fetch answer's slot goes back first: with MaxConns 1 the
+		// reconstruction could not be asked for otherwise.
+		s.closeFetch()
 		if err := s.nextWindow(); err != nil {
 			return err
 		}
