@@ -107,15 +107,24 @@ func TestArgumentChecks(t *testing.T) {
 	sha := strings.Repeat("a", 40)
 	f := mirror.File{Path: "a.bin", Size: 10}
 	for name, err := range map[string]error{
-		"repo type":    func() error { _, err := c.Revision(ctx, mirror.RepoRef{Type: "bucket", ID: "org/m"}, "main"); return err }(),
-		"repo id":      func() error { _, err := c.Revision(ctx, mirror.RepoRef{Type: "model", ID: "org/../m"}, "main"); return err }(),
-		"one-part id":  func() error { _, err := c.Revision(ctx, mirror.RepoRef{Type: "model", ID: "m"}, "main"); return err }(),
-		"empty rev":    func() error { _, err := c.Revision(ctx, good, ""); return err }(),
-		"short sha":    func() error { _, err := c.Open(ctx, good, "main", f, 0); return err }(),
-		"offset":       func() error { _, err := c.Open(ctx, good, sha, f, 11); return err }(),
-		"negative":     func() error { _, err := c.Open(ctx, good, sha, f, -1); return err }(),
-		"path":         func() error { _, err := c.Open(ctx, good, sha, mirror.File{Path: "../a", Size: 1}, 0); return err }(),
-		"bad xet hash": func() error { _, err := c.Open(ctx, good, sha, mirror.File{Path: "a", Size: 1, XetHash: "zz"}, 0); return err }(),
+		"repo type": func() error {
+			_, err := c.Revision(ctx, mirror.RepoRef{Type: "bucket", ID: "org/m"}, "main")
+			return err
+		}(),
+		"repo id": func() error {
+			_, err := c.Revision(ctx, mirror.RepoRef{Type: "model", ID: "org/../m"}, "main")
+			return err
+		}(),
+		"one-part id": func() error { _, err := c.Revision(ctx, mirror.RepoRef{Type: "model", ID: "m"}, "main"); return err }(),
+		"empty rev":   func() error { _, err := c.Revision(ctx, good, ""); return err }(),
+		"short sha":   func() error { _, err := c.Open(ctx, good, "main", f, 0); return err }(),
+		"offset":      func() error { _, err := c.Open(ctx, good, sha, f, 11); return err }(),
+		"negative":    func() error { _, err := c.Open(ctx, good, sha, f, -1); return err }(),
+		"path":        func() error { _, err := c.Open(ctx, good, sha, mirror.File{Path: "../a", Size: 1}, 0); return err }(),
+		"bad xet hash": func() error {
+			_, err := c.Open(ctx, good, sha, mirror.File{Path: "a", Size: 1, XetHash: "zz"}, 0)
+			return err
+		}(),
 	} {
 		if err == nil {
 			t.Errorf("%s: no error", name)
