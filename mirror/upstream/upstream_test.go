@@ -202,7 +202,7 @@ func TestOpenEveryKind(t *testing.T) {
 // for again once.
 func TestTokenRefresh(t *testing.T) {
 	f := newFixture(t)
-	f.up.TokenTTL = 10 * time.Second // always within the margin: a new token per window
+	f.up.SetTokenTTL(10 * time.Second) // always within the margin: a new token per window
 	c := f.client(t, func(o *upstream.Options) { o.ReconstructionWindow = 500_000 })
 	rev, err := c.Revision(context.Background(), f.repo, "main")
 	if err != nil {
@@ -217,13 +217,13 @@ func TestTokenRefresh(t *testing.T) {
 	}
 
 	// A token the CAS refuses although it is not near its expiry.
-	f.up.TokenTTL = time.Hour
+	f.up.SetTokenTTL(time.Hour)
 	now := time.Now()
 	c = f.client(t, func(o *upstream.Options) { o.Now = func() time.Time { return now } })
 	if _, err := c.Open(context.Background(), f.repo, rev.SHA, file, 0); err != nil {
 		t.Fatal(err)
 	}
-	f.up.Now = func() time.Time { return now.Add(2 * time.Hour) } // every token handed out so far has expired
+	f.up.SetNow(func() time.Time { return now.Add(2 * time.Hour) }) // every token handed out so far has expired
 	before := f.up.Count("/xet-read-token/")
 	if got := readAll(t, c, f.repo, rev.SHA, file, 10); !bytes.Equal(got, f.files[file.Path].Content[10:]) {
 		t.Fatal("bytes differ after a refresh")

@@ -302,6 +302,7 @@ type xetStream struct {
 	fetchChunk uint32     // chunk index the fetch body is at
 	fetchLeft  int64      // bytes of the fetch answer not read yet
 	raw        []byte     // undecoded bytes read from fetch
+	outBuf     []byte     // the buffer of the last batch decoded
 	out        []byte     // decoded bytes of the current term still to give
 	termLeft   uint64     // bytes of the current term not yet decoded into out
 	termChunk  uint32     // next chunk index of the current term
@@ -531,10 +532,16 @@ func (s *xetStream) readChunks(most uint32) ([]byte, uint32, error) {
 	for _, ch := range chunks {
 		size += len(ch)
 	}
-	out := make([]byte, 0, size)
+	// s.out is given out before the next batch is read: its buffer is
+	// reused.
+	out := s.outBuf[:0]
+	if cap(out) < size {
+		out = make([]byte, 0, max(size, decodeBatchBytes+xet.MaxChunkBytes))
+	}
 	for _, ch := range chunks {
 		out = append(out, ch...)
 	}
+	s.outBuf = out
 	return out, count, nil
 }
 
