@@ -166,3 +166,38 @@ func FuzzNextLink(f *testing.F) {
 		}
 	})
 }
+
+// TestReconstructionRefusals: a reconstruction that does not add up is
+// refused by the parser.
+func TestReconstructionRefusals(t *testing.T) {
+	good, err := os.ReadFile(filepath.Join("..", "..", "testdata", "upstream", "reconstruction.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseReconstruction(good); err != nil {
+		t.Fatalf("the fixture: %v", err)
+	}
+	x1 := strings.Repeat("1", 64)
+	for name, edit := range map[string][2]string{
+		"term outside its entry":      {`"range": {"start": 5, "end": 6}}`, `"range": {"start": 5, "end": 7}}`},
+		"xorb without fetch_info":     {`{"hash": "2222`, `{"hash": "3333`},
+		"offset past the first term":  {`"offset_into_first_range": 1000`, `"offset_into_first_range": 200000`},
+		"empty chunk range":           {`"range": {"start": 0, "end": 1}}`, `"range": {"start": 1, "end": 1}}`},
+		"fetch key not a hash":        {`"` + x1 + `": [`, `"xyz": [`},
+		"relative url":                {`"url": "https://transfer.example.invalid/xorbs/default/2222?X-Signature=def"`, `"url": "/xorbs/2222"`},
+		"url_range backwards":         {`"url_range": {"start": 0, "end": 65543}`, `"url_range": {"start": 65543, "end": 0}`},
+		"url_range short for chunks":  {`"url_range": {"start": 131088, "end": 401119}`, `"url_range": {"start": 131088, "end": 131090}`},
+		"unpacked longer than chunks": {`"unpacked_length": 65536`, `"unpacked_length": 131073`},
+		"no unpacked_length":          {`"unpacked_length": 65536,`, ``},
+		"negative offset":             {`"offset_into_first_range": 1000`, `"offset_into_first_range": -1`},
+		"trailing data":               {"\n}\n", "\n} {}\n"},
+	} {
+		body := strings.Replace(string(good), edit[0], edit[1], 1)
+		if body == string(good) {
+			t.Fatalf("%s: the edit changes nothing", name)
+		}
+		if _, err := parseReconstruction([]byte(body)); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

@@ -551,3 +551,38 @@ func gitOID(content []byte) string {
 	h.Write(content)
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// TestConcurrentOpens: one client serves many streams at once within
+// MaxConns, each giving its file's bytes.
+func TestConcurrentOpens(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(t, func(o *upstream.Options) { o.MaxConns = 2; o.ReconstructionWindow = 300_000 })
+	rev, err := c.Revision(context.Background(), f.repo, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"model.safetensors", "tokenizer.json", "weights.lfs", "config.json"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			p := paths[i%len(paths)]
+			off := int64(i * 1000 % max(1, len(f.files[p].Content)))
+			rc, err := c.Open(context.Background(), f.repo, rev.SHA, f.file(t, rev, p), off)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer rc.Close()
+			got, err := io.ReadAll(rc)
+			if err != nil || !bytes.Equal(got, f.files[p].Content[off:]) {
+				errs <- fmt.Errorf("%s from %d: %d bytes, %v", p, off, len(got), err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
