@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -88,8 +89,8 @@ func checkInvariants(t *testing.T, b *Budget) {
 		credSum += s.held
 	}
 	for k, s := range b.tenants {
-		if s.held < 0 || s.held > b.tenantCap {
-			t.Errorf("tenant %q holds %d, cap %d", k, s.held, b.tenantCap)
+		if s.held < 0 || s.held > b.tenantCapOf(k) {
+			t.Errorf("tenant %q holds %d, cap %d", k, s.held, b.tenantCapOf(k))
 		}
 		if (s.held == 0 && s.waiters == 0) != s.idle {
 			t.Errorf("tenant %q holds %d with %d waiters, idle %v", k, s.held, s.waiters, s.idle)
@@ -859,4 +860,46 @@ func TestIdleEntriesAreBounded(t *testing.T) {
 		r.Release()
 	}
 	checkDrained(t, b)
+}
+
+// TestTenantSharesHoldANamedTenant: a tenant Config.TenantShares names
+// (the server's anonymous pool, tenant "") holds at most its own share,
+// whichever credentials ask: more is refused at once when it could never
+// fit, and waits then gets a *BusyError naming the tenant share when it
+// could. Meanwhile another tenant still gets its whole TenantShare.
+func TestTenantSharesHoldANamedTenant(t *testing.T) {
+	const wait = 10 * time.Second
+	bubble(t, "pool", func(t *testing.T) {
+		b := New(Config{TotalBytes: 100, CredentialShare: 0.25, TenantShare: 0.5, TenantShares: map[string]float64{"": 0.2}, Wait: wait})
+		var tl *TooLargeError
+		if _, err := b.Reserve(t.Context(), key("ip1", ""), 21); !errors.As(err, &tl) || tl.Limit != 20 || tl.Share != ShareTenant {
+			t.Fatalf("21 bytes of a 20-byte pool: %v, want a *TooLargeError of the tenant share", err)
+		}
+		a := mustReserve(t, b, key("ip1", ""), 15)
+		c := mustReserve(t, b, key("ip2", ""), 5)
+		o := <-reserveAsync(t.Context(), b, key("ip3", ""), 1)
+		var busy *BusyError
+		if !errors.As(o.err, &busy) || busy.Share != ShareTenant || o.elapsed != wait || busy.RetryAfter < time.Second {
+			t.Fatalf("a byte over the pool's share: %v after %v, want a *BusyError of the tenant share after %v", o.err, o.elapsed, wait)
+		}
+		other := mustReserve(t, b, key("alice1", "alice"), 25)
+		other2 := mustReserve(t, b, key("alice2", "alice"), 25)
+		if _, held := b.Held(key("", "")); held != 20 {
+			t.Errorf("pool holds %d, want 20", held)
+		}
+		for _, r := range []*Reservation{&a, &c, &other, &other2} {
+			r.Release()
+		}
+		checkDrained(t, b)
+	})
+	for _, c := range []struct {
+		share float64
+		ok    bool
+	}{{0.2, true}, {0.005, false}, {1.5, false}, {0.01, false}} {
+		err := Config{TotalBytes: 1000, CredentialShare: 0.25, TenantShare: 0.5, TenantShares: map[string]float64{"": c.share}, Wait: time.Second}.Validate(100)
+		var ce *ConfigError
+		if c.ok != (err == nil) || !c.ok && (!errors.As(err, &ce) || !strings.Contains(ce.Key, KeyTenantShare)) {
+			t.Errorf("TenantShares share %v: Validate = %v", c.share, err)
+		}
+	}
 }
