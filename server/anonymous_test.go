@@ -1,0 +1,216 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"openxet/budget"
+	"openxet/limits"
+)
+
+// The anonymous pool's own limits (limits.anonymous_*, docs/sharing.md),
+// each exceeded through the whole server: readers are told apart by
+// X-Forwarded-For from a trusted proxy (the test client's 127.0.0.1), the
+// rates run on an injected clock, and the in-flight caps are filled by
+// requests waiting for memory the test holds.
+
+// anonymousLimitsEnv is newSharingEnv with anonymous reads on, the given
+// anonymous limits and memory, and 127.0.0.1 trusted as a proxy.
+func anonymousLimitsEnv(t *testing.T, a limits.Anonymous, memoryWait time.Duration) *sharingEnv {
+	return newSharingEnv(t, true, func(c *Config) {
+		c.AnonymousReads = true
+		c.Anonymous = a
+		c.AnonymousMemoryShare = 0.25
+		c.Budget.Wait = memoryWait
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}
+		c.AuthFailuresPerMinute = 100_000
+	})
+}
+
+// anonFrom is an anonymous request from client address ip.
+func (e *sharingEnv) anonFrom(ip, method, path string) response {
+	return e.do(method, path, "", nil, "X-Forwarded-For: "+ip)
+}
+
+// wantRateRefusal checks a 429 of the named limit: Retry-After, the
+// RateLimit headers and the body's limit field.
+func wantRateRefusal(t *testing.T, step string, r response, limit, retryAfter, policy, rateLimit string) {
+	t.Helper()
+	if r.Status != 429 {
+		t.Fatalf("%s: status %d, want 429 (%s)", step, r.Status, r.Body)
+	}
+	m := r.json(t)
+	if m["limit"] != limit || m["code"] != "rate_limited" || m["hint"] == "" || r.Header.Get("X-Error-Code") != "rate_limited" {
+		t.Errorf("%s: body %s, X-Error-Code %q; want limit %s", step, r.Body, r.Header.Get("X-Error-Code"), limit)
+	}
+	if got := r.Header.Get("Retry-After"); got != retryAfter {
+		t.Errorf("%s: Retry-After %q, want %q", step, got, retryAfter)
+	}
+	if got := r.Header.Get("RateLimit-Policy"); got != policy {
+		t.Errorf("%s: RateLimit-Policy %q, want %q", step, got, policy)
+	}
+	if rateLimit != "" && r.Header.Get("RateLimit") != rateLimit {
+		t.Errorf("%s: RateLimit %q, want %q", step, r.Header.Get("RateLimit"), rateLimit)
+	}
+}
+
+// TestAnonymousRates: one address is held to its own rate, all addresses
+// together to the pool's, each refusal a 429 naming its limit with the
+// exact Retry-After; a refusal by one spends nothing of the other (the
+// pool's burst serves exactly its size across addresses, an address
+// refused by the pool still has its own allowance after the pool
+// refills); and tenant alice reads at every step.
+func TestAnonymousRates(t *testing.T) {
+	e := anonymousLimitsEnv(t, limits.Anonymous{
+		AddressRate: limits.Rate{PerSecond: 0.5, Burst: 2}, AddressMaxInFlight: 10,
+		PoolRate: limits.Rate{PerSecond: 1, Burst: 5}, PoolMaxInFlight: 10,
+	}, time.Second)
+	info := "/api/models/alice/pub"
+	honest := func(step string) {
+		t.Helper()
+		if r := e.do("GET", info, e.alice, nil); r.Status != 200 {
+			t.Fatalf("%s: alice refused: %d %s", step, r.Status, r.Body)
+		}
+		if r := e.do("GET", "/alice/pub/resolve/main/weights.bin", e.bobRead, nil); r.Status != 200 {
+			t.Fatalf("%s: bob refused on alice's public repo: %d %s", step, r.Status, r.Body)
+		}
+	}
+	ok := func(step, ip string) {
+		t.Helper()
+		if r := e.anonFrom(ip, "GET", info); r.Status != 200 {
+			t.Fatalf("%s: %s: %d %s", step, ip, r.Status, r.Body)
+		}
+	}
+	ok("address burst 1", "10.0.0.1")
+	ok("address burst 2", "10.0.0.1")
+	for i := 0; i < 3; i++ {
+		wantRateRefusal(t, "over the address rate", e.anonFrom("10.0.0.1", "GET", info),
+			limitAnonymousAddress, "2", `"anonymous_address";q=2;w=4`, `"anonymous_address";r=0;t=2`)
+	}
+	honest("address refused")
+	// The pool spent 2 of its 5: the three refusals took none of it.
+	ok("pool 3", "10.0.0.2")
+	ok("pool 4", "10.0.0.2")
+	ok("pool 5", "10.0.0.3")
+	r := e.anonFrom("10.0.0.4", "GET", info)
+	wantRateRefusal(t, "over the pool rate", r, limitAnonymousPool, "1", `"anonymous_pool";q=5;w=5`, `"anonymous_pool";r=0;t=1`)
+	if r.json(t)["message"] != "anonymous pool rate limit reached" {
+		t.Errorf("pool refusal text: %s", r.Body)
+	}
+	honest("pool refused")
+	// A moment before the Retry-After the pool still refuses; at it, the
+	// address the pool refused has its whole burst.
+	e.clock.Add(time.Second - time.Millisecond)
+	wantRateRefusal(t, "pool before its Retry-After", e.anonFrom("10.0.0.4", "GET", info), limitAnonymousPool, "1", `"anonymous_pool";q=5;w=5`, "")
+	e.clock.Add(time.Millisecond)
+	ok("pool at its Retry-After", "10.0.0.4")
+	e.clock.Add(time.Second)
+	ok("address after the pool's refusals", "10.0.0.4")
+	if n := e.srv.gate.Refusals.Load(limits.LimitTenant); n != 2 {
+		t.Errorf("pool refusals counted: %d, want 2", n)
+	}
+	if used := e.usageOf("alice"); used == 0 {
+		t.Errorf("alice's usage lost")
+	}
+}
+
+// holdPoolMemory reserves the anonymous pool's whole memory share, so that
+// every anonymous request that needs memory waits; the returned function
+// gives it back.
+func (e *sharingEnv) holdPoolMemory() func() {
+	e.t.Helper()
+	pool := e.srv.budget.Stats().TotalBytes / 4 // AnonymousMemoryShare 0.25
+	res, err := e.srv.budget.Reserve(context.Background(), budget.Key{Credential: "anonymous holder", Tenant: anonymousTenant}, pool)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return res.Release
+}
+
+// TestAnonymousInFlight: with the pool's memory held, anonymous downloads
+// wait for memory, in flight; one more from a waiting address is refused by
+// the address's in-flight cap, one from a new address by the pool's, both
+// at once with Retry-After 1, while alice and bob download the same file.
+// Once the memory is back the waiting downloads finish whole and nothing
+// stays counted.
+func TestAnonymousInFlight(t *testing.T) {
+	e := anonymousLimitsEnv(t, limits.Anonymous{
+		AddressRate: limits.Rate{PerSecond: 1000, Burst: 1000}, AddressMaxInFlight: 1,
+		PoolRate: limits.Rate{PerSecond: 1000, Burst: 1000}, PoolMaxInFlight: 2,
+	}, time.Minute)
+	file := "/alice/pub/resolve/main/weights.bin"
+	want := e.do("GET", file, e.alice, nil)
+	release := e.holdPoolMemory()
+	var wg sync.WaitGroup
+	got := make([]response, 2)
+	for i, ip := range []string{"10.0.0.1", "10.0.0.2"} {
+		wg.Go(func() { got[i] = e.anonFrom(ip, "GET", file) })
+	}
+	waitFor(t, "two anonymous downloads waiting for memory", func() bool { return e.srv.budget.Stats().Waiting == 2 })
+	wantRateRefusal(t, "a second download of one address", e.anonFrom("10.0.0.1", "GET", file),
+		limitAnonymousAddressInFlight, "1", `"anonymous_address_in_flight";q=1;qu="concurrent-requests"`, "")
+	wantRateRefusal(t, "a third download of the pool", e.anonFrom("10.0.0.3", "GET", file),
+		limitAnonymousPoolInFlight, "1", `"anonymous_pool_in_flight";q=2;qu="concurrent-requests"`, "")
+	for _, tok := range []string{e.alice, e.bobRead} {
+		if r := e.do("GET", file, tok, nil); r.Status != 200 || !bytes.Equal(r.Body, want.Body) {
+			t.Errorf("a tenant's download beside the full pool: %d, %d bytes", r.Status, len(r.Body))
+		}
+	}
+	release()
+	wg.Wait()
+	for i, r := range got {
+		if r.Status != 200 || !bytes.Equal(r.Body, want.Body) {
+			t.Errorf("waiting download %d: %d, %d bytes, want %d", i, r.Status, len(r.Body), len(want.Body))
+		}
+	}
+	e.handlers.waitIdle()
+	if n := e.srv.gate.TenantInFlight.Count(anonymousTenant); n != 0 {
+		t.Errorf("%d anonymous requests counted in flight after all ended", n)
+	}
+	if r := e.anonFrom("10.0.0.3", "GET", file); r.Status != 200 {
+		t.Errorf("after the downloads ended: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestAnonymousMemoryShare: with the pool's share of the memory budget
+// held, an anonymous download waits server.memory_wait and is refused 503
+// memory_busy naming the tenant share, Retry-After 1, and leaves the
+// budget as it was; alice and bob, whose shares are their own, download
+// the file meanwhile.
+func TestAnonymousMemoryShare(t *testing.T) {
+	e := anonymousLimitsEnv(t, limits.DefaultAnonymous(), 50*time.Millisecond)
+	file := "/alice/pub/resolve/main/weights.bin"
+	want := e.do("GET", file, e.alice, nil)
+	if got := e.srv.budget.Stats(); got.TotalBytes != 1<<30 {
+		t.Fatalf("budget %d", got.TotalBytes)
+	}
+	release := e.holdPoolMemory()
+	defer release()
+	e.handlers.waitIdle()
+	before := e.srv.budget.Stats().ReservedBytes
+	r := e.anonFrom("10.0.0.1", "GET", file)
+	if r.Status != 503 || r.Header.Get("Retry-After") != "1" || r.Header.Get("X-Error-Code") != "memory_busy" {
+		t.Fatalf("anonymous download with the pool's memory held: %d Retry-After %q %s", r.Status, r.Header.Get("Retry-After"), r.Body)
+	}
+	if m := r.json(t); m["share"] != budget.ShareTenant || m["code"] != "memory_busy" {
+		t.Errorf("body %s, want share %s", r.Body, budget.ShareTenant)
+	}
+	for _, tok := range []string{e.alice, e.bobRead} {
+		if r := e.do("GET", file, tok, nil); r.Status != 200 || !bytes.Equal(r.Body, want.Body) {
+			t.Errorf("a tenant's download beside the pool's held memory: %d, %d bytes", r.Status, len(r.Body))
+		}
+	}
+	e.handlers.waitIdle()
+	if after := e.srv.budget.Stats().ReservedBytes; after != before {
+		t.Errorf("reserved %d bytes after the refusal, %d before", after, before)
+	}
+	// A reservation larger than the pool's share could ever hold is
+	// refused at once, never waited for.
+	if _, err := e.srv.budget.Reserve(context.Background(), budget.Key{Credential: "x", Tenant: anonymousTenant}, e.srv.budget.Stats().TotalBytes/4+1); err == nil {
+		t.Errorf("a reservation over the pool's share was granted")
+	}
+}
