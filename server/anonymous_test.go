@@ -214,3 +214,54 @@ func TestAnonymousMemoryShare(t *testing.T) {
 		t.Errorf("a reservation over the pool's share was granted")
 	}
 }
+
+// TestSharingXetReadsAndMemoryCountAgainstTheReader: bob's reconstruction
+// of alice's public file with the CAS token of her repo spends bob's rate
+// and its refusal names bob's tenant limit; with bob's tenant memory share
+// held, bob's download of alice's file is refused 503 memory_busy for the
+// tenant share while alice downloads it at the same moment.
+func TestSharingXetReadsAndMemoryCountAgainstTheReader(t *testing.T) {
+	e := newSharingEnv(t, true, func(c *Config) { c.Budget.Wait = 50 * time.Millisecond })
+	e.putLimits("bob", map[string]any{"tenant_requests_per_second": 0.5, "tenant_burst": 2})
+	e.clock.Add(time.Minute) // what bob spent before the override has refilled
+	pubTok := e.casTokenOf(e.readToken(e.bobRead, "pub"))
+	if r := e.reconstruct(pubTok, e.files["pub"]); r.Status != 200 {
+		t.Fatalf("bob's first reconstruction: %d %s", r.Status, r.Body)
+	}
+	r := e.reconstruct(pubTok, e.files["pub"])
+	wantError(t, r, 429, "rate_limited")
+	if r.json(t)["limit"] != "tenant" || r.Header.Get("Retry-After") != "2" {
+		t.Errorf("bob's second reconstruction: %v %s", r.Header, r.Body)
+	}
+	if r := e.reconstruct(e.alice, e.files["pub"]); r.Status != 200 {
+		t.Errorf("alice refused on her own file after bob's reads: %d %s", r.Status, r.Body)
+	}
+	e.putLimits("bob", map[string]any{"tenant_requests_per_second": 2000, "tenant_burst": 4000})
+	e.clock.Add(time.Minute)
+
+	share := e.srv.budget.Stats().TenantBytes
+	var held []budget.Reservation
+	for i := int64(0); i < 2; i++ { // a credential holds at most half a tenant's share
+		res, err := e.srv.budget.Reserve(context.Background(), budget.Key{Credential: "bob holder " + string(rune('a'+i)), Tenant: "bob"}, share/2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, res)
+	}
+	defer func() {
+		for i := range held {
+			held[i].Release()
+		}
+	}()
+	file := "/alice/pub/resolve/main/weights.bin"
+	r = e.do("GET", file, e.bobRead, nil)
+	if r.Status != 503 || r.Header.Get("X-Error-Code") != "memory_busy" || r.Header.Get("Retry-After") != "1" || r.json(t)["share"] != budget.ShareTenant {
+		t.Fatalf("bob's download with bob's memory share held: %d %v %s", r.Status, r.Header, r.Body)
+	}
+	if r := e.do("GET", file, e.alice, nil); r.Status != 200 || int64(len(r.Body)) != e.files["pub"].size {
+		t.Errorf("alice's download beside bob's held share: %d, %d bytes", r.Status, len(r.Body))
+	}
+	if used := e.usageOf("bob"); used != 0 {
+		t.Errorf("bob's usage after reading alice's repo: %d bytes, want 0", used)
+	}
+}
