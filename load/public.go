@@ -22,9 +22,9 @@ import (
 // Defaults and bounds of PublicConfig.
 const (
 	DefaultPublicReaders   = 200
-	DefaultPublicFileBytes = 16 << 20
+	DefaultPublicFileBytes = 8 << 20
 	maxPublicReaders       = 60_000 // addresses 127.10.0.1 onwards, 250 per /24
-	maxPublicFileBytes     = 20 << 20
+	maxPublicFileBytes     = 10 << 20 // a regular file of a commit; more goes through Xet
 )
 
 // PublicConfig sizes the public scenario: Readers readers, each from its
