@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"context"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"openxet/budget"
 	"openxet/limits"
+	"openxet/xet"
 )
 
 // The anonymous pool's own limits (limits.anonymous_*, docs/sharing.md),
@@ -264,4 +266,75 @@ func TestSharingXetReadsAndMemoryCountAgainstTheReader(t *testing.T) {
 	if used := e.usageOf("bob"); used != 0 {
 		t.Errorf("bob's usage after reading alice's repo: %d bytes, want 0", used)
 	}
+}
+
+// TestSharingDedupCharges is the example of docs/sharing.md ("Quota and
+// dedup"): bob uploads into a repo of his own the same bytes alice's
+// public model holds. With server.dedup_scope global his dedup query finds
+// her chunk and his shard references her xorb without uploading it: he is
+// charged nothing, and nothing new is stored. With tenant, the query and
+// the xorb HEAD find nothing, his shard cannot reference her xorb, and he
+// uploads it and is charged its stored size, while the bucket keeps one
+// copy. Alice's usage never changes.
+func TestSharingDedupCharges(t *testing.T) {
+	for _, scope := range []string{"global", "tenant"} {
+		t.Run(scope, func(t *testing.T) {
+			e := newSharingEnv(t, false, func(c *Config) { c.DedupScope = scope })
+			f := e.files["pub"]
+			aliceBefore, xorbsBefore := e.usageOf("alice"), countPrefix(e.snapshot().Objects, "xorbs/")
+			dedup := e.do("GET", "/v1/chunks/default/"+f.xorb.Chunks[0].Hash.String(), e.bob, nil)
+			head := e.do("HEAD", "/v1/xorbs/default/"+f.xorb.Hash.String(), e.bob, nil)
+			sh := (&xet.Shard{Files: []xet.FileInfo{f.info}, Xorbs: []xet.CASInfo{xet.CASInfoFromXorb(f.xorb)}}).MarshalUpload()
+			switch scope {
+			case "global":
+				if dedup.Status != 200 || head.Status != 200 {
+					t.Fatalf("dedup query %d, xorb HEAD %d; want both 200", dedup.Status, head.Status)
+				}
+				if r := e.do("POST", "/v1/shards", e.bob, sh); r.Status != 200 {
+					t.Fatalf("bob's shard referencing alice's xorb: %d %s", r.Status, r.Body)
+				}
+				if got := e.usageOf("bob"); got != 0 {
+					t.Errorf("bob charged %d bytes for a file whose xorb alice stored, want 0", got)
+				}
+			case "tenant":
+				if dedup.Status != 404 || head.Status != 404 {
+					t.Fatalf("dedup query %d, xorb HEAD %d; want both 404", dedup.Status, head.Status)
+				}
+				if r := e.do("POST", "/v1/shards", e.bob, sh); r.Status == 200 {
+					t.Fatalf("bob's shard referencing a xorb he does not own was accepted")
+				}
+				if got := e.usageOf("bob"); got != 0 {
+					t.Fatalf("a refused shard charged bob %d bytes", got)
+				}
+				e.uploadHub(e.bob, f)
+				if got := e.usageOf("bob"); got != f.xorb.StreamLen {
+					t.Errorf("bob charged %d bytes after uploading the xorb, want its stored size %d", got, f.xorb.StreamLen)
+				}
+			}
+			if got := e.usageOf("alice"); got != aliceBefore {
+				t.Errorf("alice's usage went from %d to %d", aliceBefore, got)
+			}
+			// The bucket keeps one copy of the xorb: what bob adds are owner
+			// records and his shard.
+			if n := countPrefix(e.snapshot().Objects, "xorbs/"); n != xorbsBefore {
+				t.Errorf("%d xorb objects after bob's upload, %d before", n, xorbsBefore)
+			}
+			// The file is bob's now: he reconstructs it with his own
+			// credential.
+			if r := e.reconstruct(e.bob, f); r.Status != 200 {
+				t.Errorf("bob reconstructs the file he registered: %d %s", r.Status, r.Body)
+			}
+		})
+	}
+}
+
+// countPrefix counts the keys that start with prefix.
+func countPrefix(keys []string, prefix string) int {
+	n := 0
+	for _, k := range keys {
+		if strings.HasPrefix(k, prefix) {
+			n++
+		}
+	}
+	return n
 }
