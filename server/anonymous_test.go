@@ -3,6 +3,8 @@ package server
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/netip"
 	"strings"
 	"sync"
@@ -337,4 +339,49 @@ func countPrefix(keys []string, prefix string) int {
 		}
 	}
 	return n
+}
+
+// TestLandingListsPublicRepos: with anonymous reads on, the landing page
+// lists the newest public repos of every tenant, at most 20 however many
+// there are, linked to their pages and to the paged listings; never an
+// internal or private one. With the setting off it lists none.
+func TestLandingListsPublicRepos(t *testing.T) {
+	on := newSharingEnv(t, false, func(c *Config) { c.AnonymousReads = true })
+	off := newSharingEnv(t, false)
+	page := func(e *sharingEnv) string {
+		r := e.do("GET", "/", "", nil)
+		if r.Status != 200 {
+			t.Fatalf("landing: %d %s", r.Status, r.Body)
+		}
+		return string(r.Body)
+	}
+	if p := page(off); strings.Contains(p, "alice/pub") || strings.Contains(p, `id="public"`) {
+		t.Errorf("the landing page lists public repos with anonymous reads off")
+	}
+	p := page(on)
+	if !strings.Contains(p, `<a href="/alice/pub">alice/pub</a>`) || strings.Contains(p, "alice/intern") || strings.Contains(p, "alice/priv") {
+		t.Fatalf("landing page's public list:\n%s", p)
+	}
+	if !strings.Contains(p, `href="/api/models?sort=lastModified&amp;direction=-1"`) {
+		t.Errorf("no link to the paged listing")
+	}
+	carol := on.credential("carol", "write")
+	for i := 0; i < 25; i++ {
+		if r := on.do("POST", "/api/repos/create", carol, []byte(fmt.Sprintf(`{"name":"m%02d","type":"dataset","visibility":"public"}`, i))); r.Status != 200 {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+	}
+	p = page(on)
+	if n := strings.Count(p, `<tr><td><a href=`); n != 20 {
+		t.Errorf("%d public repos listed, want 20", n)
+	}
+	if !strings.Contains(p, `<a href="/datasets/carol/m`) || !strings.Contains(p, "(of more)") {
+		t.Errorf("carol's datasets are not listed, or the page does not say there are more")
+	}
+	// The listing the page links to serves the rest, without a token.
+	var listed []map[string]any
+	json.Unmarshal(on.do("GET", "/api/datasets?sort=lastModified&direction=-1&limit=100", "", nil).Body, &listed)
+	if len(listed) != 25 {
+		t.Errorf("anonymous dataset listing: %d repos, want 25", len(listed))
+	}
 }
