@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"openxet/admin"
 	"openxet/budget"
 	"openxet/limits"
 	"openxet/xet"
@@ -383,5 +385,45 @@ func TestLandingListsPublicRepos(t *testing.T) {
 	json.Unmarshal(on.do("GET", "/api/datasets?sort=lastModified&direction=-1&limit=100", "", nil).Body, &listed)
 	if len(listed) != 25 {
 		t.Errorf("anonymous dataset listing: %d repos, want 25", len(listed))
+	}
+}
+
+// TestAdminRepoVisibility: an operator reads and sets a repo's visibility
+// through the admin API (package admin's client); the change applies to
+// the next request of another tenant; a bad value, type or name changes
+// nothing; a tenant's own credential may not use the route.
+func TestAdminRepoVisibility(t *testing.T) {
+	e := newSharingEnv(t, false)
+	ac := admin.Client{Base: e.http.URL, Token: e.admin}
+	ctx := context.Background()
+	v, err := ac.RepoVisibility(ctx, "model", "alice", "priv")
+	if err != nil || v != (admin.RepoVisibility{Repo: "alice/priv", Type: "model", Visibility: "private"}) {
+		t.Fatalf("read: %+v %v", v, err)
+	}
+	wantError(t, e.do("GET", "/api/models/alice/priv", e.bob, nil), 404, "")
+	if v, err = ac.SetRepoVisibility(ctx, "model", "alice", "priv", "internal"); err != nil || v.Visibility != "internal" {
+		t.Fatalf("set: %+v %v", v, err)
+	}
+	if r := e.do("GET", "/api/models/alice/priv", e.bob, nil); r.Status != 200 {
+		t.Errorf("bob after the operator made it internal: %d", r.Status)
+	}
+	var ae *admin.Error
+	for _, c := range []struct {
+		typ, name, vis string
+		status         int
+	}{{"model", "priv", "everyone", 400}, {"models", "priv", "public", 400}, {"model", "nothing", "public", 404}, {"dataset", "priv", "public", 404}} {
+		_, err := ac.SetRepoVisibility(ctx, c.typ, "alice", c.name, c.vis)
+		if !errors.As(err, &ae) || ae.Status != c.status {
+			t.Errorf("%+v: %v, want %d", c, err, c.status)
+		}
+	}
+	if v, _ := ac.RepoVisibility(ctx, "model", "alice", "priv"); v.Visibility != "internal" {
+		t.Errorf("after the refused changes: %+v", v)
+	}
+	if r := e.do("PUT", "/api/openxet/v1/admin/repos/model/alice/priv/visibility", e.alice, []byte(`{"visibility":"public"}`)); r.Status != 403 {
+		t.Errorf("alice's own credential on the admin route: %d", r.Status)
+	}
+	if r := e.do("PUT", "/api/openxet/v1/admin/repos/model/alice/priv/visibility", e.admin, []byte(`{"visibility":"public","x":1}`)); r.Status != 400 {
+		t.Errorf("an unknown field: %d", r.Status)
 	}
 }
