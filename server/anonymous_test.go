@@ -427,3 +427,44 @@ func TestAdminRepoVisibility(t *testing.T) {
 		t.Errorf("an unknown field: %d", r.Status)
 	}
 }
+
+// TestSharingDedupQueryScope is the dedup row of the isolation matrix: a
+// reader of alice's public repo, with the CAS token of that repo or with
+// its own credential, learns of alice's chunks and xorbs (those of her
+// public repo and of her private one alike) exactly what
+// server.dedup_scope lets any tenant learn: everything with global,
+// nothing with tenant; a reader without a token learns nothing (401) even
+// with anonymous reads on. Alice always finds her own.
+func TestSharingDedupQueryScope(t *testing.T) {
+	for _, scope := range []string{"global", "tenant"} {
+		t.Run(scope, func(t *testing.T) {
+			e := newSharingEnv(t, false, func(c *Config) { c.DedupScope = scope; c.AnonymousReads = true })
+			pubTok := e.casTokenOf(e.readToken(e.bobRead, "pub"))
+			want := 404
+			if scope == "global" {
+				want = 200
+			}
+			for _, name := range []string{"pub", "priv"} {
+				f := e.files[name]
+				chunk := "/v1/chunks/default/" + f.xorb.Chunks[0].Hash.String()
+				xorb := "/v1/xorbs/default/" + f.xorb.Hash.String()
+				for _, tok := range []string{pubTok, e.bobRead} {
+					if r := e.do("GET", chunk, tok, nil); r.Status != want {
+						t.Errorf("bob's dedup query for alice/%s's chunk: %d, want %d", name, r.Status, want)
+					}
+					if r := e.do("HEAD", xorb, tok, nil); r.Status != want {
+						t.Errorf("bob's HEAD of alice/%s's xorb: %d, want %d", name, r.Status, want)
+					}
+				}
+				for _, rt := range []struct{ method, path string }{{"GET", chunk}, {"HEAD", xorb}} {
+					if r := e.do(rt.method, rt.path, "", nil); r.Status != 401 {
+						t.Errorf("anonymous %s %s: %d, want 401", rt.method, rt.path, r.Status)
+					}
+				}
+				if r := e.do("GET", chunk, e.alice, nil); r.Status != 200 {
+					t.Errorf("alice's dedup query for her own chunk: %d", r.Status)
+				}
+			}
+		})
+	}
+}
