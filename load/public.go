@@ -23,7 +23,7 @@ import (
 const (
 	DefaultPublicReaders   = 200
 	DefaultPublicFileBytes = 8 << 20
-	maxPublicReaders       = 60_000 // addresses 127.10.0.1 onwards, 250 per /24
+	maxPublicReaders       = 60_000   // addresses 127.10.0.1 onwards, 250 per /24
 	maxPublicFileBytes     = 10 << 20 // a regular file of a commit; more goes through Xet
 )
 
