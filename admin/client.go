@@ -83,3 +83,25 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 	}
 	return nil
 }
+
+// RepoVisibility is a repo's visibility as the admin API answers it.
+type RepoVisibility struct {
+	Repo       string `json:"repo"` // tenant/name
+	Type       string `json:"type"` // model, dataset or space
+	Visibility string `json:"visibility"`
+}
+
+// RepoVisibility reads the visibility of the repo tenant/name of type typ
+// (model, dataset or space).
+func (c *Client) RepoVisibility(ctx context.Context, typ, tenant, name string) (RepoVisibility, error) {
+	var v RepoVisibility
+	err := c.Do(ctx, "GET", "/repos/"+typ+"/"+tenant+"/"+name+"/visibility", nil, &v)
+	return v, err
+}
+
+// SetRepoVisibility sets it: private, internal, public or protected.
+func (c *Client) SetRepoVisibility(ctx context.Context, typ, tenant, name, visibility string) (RepoVisibility, error) {
+	var v RepoVisibility
+	err := c.Do(ctx, "PUT", "/repos/"+typ+"/"+tenant+"/"+name+"/visibility", map[string]string{"visibility": visibility}, &v)
+	return v, err
+}

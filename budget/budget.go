@@ -26,7 +26,10 @@ type Budget struct {
 	total     int64
 	credCap   int64
 	tenantCap int64
-	wait      time.Duration
+	// tenantCaps are the caps of the tenants Config.TenantShares names,
+	// instead of tenantCap; nil when it names none.
+	tenantCaps map[string]int64
+	wait       time.Duration
 
 	mu        sync.Mutex
 	reserved  int64
@@ -124,12 +127,20 @@ func New(c Config) *Budget {
 	if c.Wait < 0 {
 		c.Wait = 0
 	}
+	var caps map[string]int64
+	for t, share := range c.TenantShares {
+		if caps == nil {
+			caps = make(map[string]int64, len(c.TenantShares))
+		}
+		caps[t] = shareBytes(c.TotalBytes, clampShare(share))
+	}
 	return &Budget{
-		total:     c.TotalBytes,
-		credCap:   shareBytes(c.TotalBytes, clampShare(c.CredentialShare)),
-		tenantCap: shareBytes(c.TotalBytes, clampShare(c.TenantShare)),
-		wait:      c.Wait,
-		epoch:     1, // fresh keyShares carry mark 0, which must not match
+		tenantCaps: caps,
+		total:      c.TotalBytes,
+		credCap:    shareBytes(c.TotalBytes, clampShare(c.CredentialShare)),
+		tenantCap:  shareBytes(c.TotalBytes, clampShare(c.TenantShare)),
+		wait:       c.Wait,
+		epoch:      1, // fresh keyShares carry mark 0, which must not match
 	}
 }
 
@@ -201,13 +212,14 @@ func (b *Budget) reserve(ctx context.Context, k Key, n int64, wantBuf bool) (Res
 		}
 		return Reservation{}, fmt.Errorf("budget: reserve %d bytes: negative size", n)
 	}
-	if n > b.credCap || n > b.tenantCap || n > b.total {
-		return Reservation{}, b.refuseTooLarge(n)
+	tenantCap := b.tenantCapOf(k.Tenant)
+	if n > b.credCap || n > tenantCap || n > b.total {
+		return Reservation{}, b.refuseTooLarge(n, tenantCap)
 	}
 	b.mu.Lock()
 	c := b.creds.Get(k.Credential)
 	t := b.tenants.Get(k.Tenant)
-	why := b.place(&c.V, &t.V, n)
+	why := b.place(&c.V, &t.V, b.tenantCapOf(t.Key()), n)
 	if why == kindFits {
 		tk := b.newTicket(c, t, n, wantBuf)
 		b.take(tk)
@@ -218,11 +230,23 @@ func (b *Budget) reserve(ctx context.Context, k Key, n int64, wantBuf bool) (Res
 	return b.await(ctx, c, t, n, wantBuf, why)
 }
 
-// refuseTooLarge counts and builds the error for a reservation no share can hold.
-func (b *Budget) refuseTooLarge(n int64) error {
+// tenantCapOf is the most one tenant may hold: its share of
+// Config.TenantShares, or Config.TenantShare.
+func (b *Budget) tenantCapOf(tenant string) int64 {
+	if b.tenantCaps != nil {
+		if c, ok := b.tenantCaps[tenant]; ok {
+			return c
+		}
+	}
+	return b.tenantCap
+}
+
+// refuseTooLarge counts and builds the error for a reservation no share
+// can hold; tenantCap is the cap of the reservation's tenant.
+func (b *Budget) refuseTooLarge(n, tenantCap int64) error {
 	limit, k := b.credCap, kindCredential
-	if b.tenantCap < limit {
-		limit, k = b.tenantCap, kindTenant
+	if tenantCap < limit {
+		limit, k = tenantCap, kindTenant
 	}
 	if b.total < limit {
 		limit, k = b.total, kindBudget
@@ -301,7 +325,7 @@ func (w *waiting) Leave(tk *ticket, waited time.Duration, expired bool) error {
 // settle, and for a new reservation (which arrives after every waiter), it
 // sets the marks that make later reservations of a held-back key queue behind
 // it, and b.blocked when the budget as a whole holds a waiter back.
-func (b *Budget) place(c, t *keyShare, n int64) kind {
+func (b *Budget) place(c, t *keyShare, tenantCap, n int64) kind {
 	e := b.epoch
 	switch {
 	case c.mark == e: // an earlier reservation of this credential waits
@@ -312,7 +336,7 @@ func (b *Budget) place(c, t *keyShare, n int64) kind {
 	case c.held+n > b.credCap:
 		c.mark = e
 		return kindCredential
-	case t.held+n > b.tenantCap:
+	case t.held+n > tenantCap:
 		c.mark, t.mark = e, e
 		return kindTenant
 	case b.blocked || b.reserved+n > b.total:
@@ -330,7 +354,7 @@ func (b *Budget) settle() {
 	b.blocked = false
 	for w := b.line.Front(); w != nil; {
 		next := w.Next()
-		why := b.place(&w.V.cred.V, &w.V.tenant.V, w.V.n)
+		why := b.place(&w.V.cred.V, &w.V.tenant.V, b.tenantCapOf(w.V.tenant.Key()), w.V.n)
 		if why == kindFits {
 			b.dequeue(w)
 			b.take(w)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -87,8 +88,8 @@ func checkInvariants(t *testing.T, b *Budget) {
 		credSum += s.V.held
 	}
 	for s := range b.tenants.All() {
-		if s.V.held < 0 || s.V.held > b.tenantCap {
-			t.Errorf("tenant %q holds %d, cap %d", s.Key(), s.V.held, b.tenantCap)
+		if s.V.held < 0 || s.V.held > b.tenantCapOf(s.Key()) {
+			t.Errorf("tenant %q holds %d, cap %d", s.Key(), s.V.held, b.tenantCapOf(s.Key()))
 		}
 		if (s.V.held == 0 && s.V.waiters == 0) != s.Idle() {
 			t.Errorf("tenant %q holds %d with %d waiters, idle %v", s.Key(), s.V.held, s.V.waiters, s.Idle())
@@ -859,4 +860,46 @@ func TestIdleEntriesAreBounded(t *testing.T) {
 		r.Release()
 	}
 	checkDrained(t, b)
+}
+
+// TestTenantSharesHoldANamedTenant: a tenant Config.TenantShares names
+// (the server's anonymous pool, tenant "") holds at most its own share,
+// whichever credentials ask: more is refused at once when it could never
+// fit, and waits then gets a *BusyError naming the tenant share when it
+// could. Meanwhile another tenant still gets its whole TenantShare.
+func TestTenantSharesHoldANamedTenant(t *testing.T) {
+	const wait = 10 * time.Second
+	bubble(t, "pool", func(t *testing.T) {
+		b := New(Config{TotalBytes: 100, CredentialShare: 0.25, TenantShare: 0.5, TenantShares: map[string]float64{"": 0.2}, Wait: wait})
+		var tl *TooLargeError
+		if _, err := b.Reserve(t.Context(), key("ip1", ""), 21); !errors.As(err, &tl) || tl.Limit != 20 || tl.Share != ShareTenant {
+			t.Fatalf("21 bytes of a 20-byte pool: %v, want a *TooLargeError of the tenant share", err)
+		}
+		a := mustReserve(t, b, key("ip1", ""), 15)
+		c := mustReserve(t, b, key("ip2", ""), 5)
+		o := <-reserveAsync(t.Context(), b, key("ip3", ""), 1)
+		var busy *BusyError
+		if !errors.As(o.err, &busy) || busy.Share != ShareTenant || o.elapsed != wait || busy.RetryAfter < time.Second {
+			t.Fatalf("a byte over the pool's share: %v after %v, want a *BusyError of the tenant share after %v", o.err, o.elapsed, wait)
+		}
+		other := mustReserve(t, b, key("alice1", "alice"), 25)
+		other2 := mustReserve(t, b, key("alice2", "alice"), 25)
+		if _, held := b.Held(key("", "")); held != 20 {
+			t.Errorf("pool holds %d, want 20", held)
+		}
+		for _, r := range []*Reservation{&a, &c, &other, &other2} {
+			r.Release()
+		}
+		checkDrained(t, b)
+	})
+	for _, c := range []struct {
+		share float64
+		ok    bool
+	}{{0.2, true}, {0.005, false}, {1.5, false}, {0.01, false}} {
+		err := Config{TotalBytes: 1000, CredentialShare: 0.25, TenantShare: 0.5, TenantShares: map[string]float64{"": c.share}, Wait: time.Second}.Validate(100)
+		var ce *ConfigError
+		if c.ok != (err == nil) || !c.ok && (!errors.As(err, &ce) || !strings.Contains(ce.Key, KeyTenantShare)) {
+			t.Errorf("TenantShares share %v: Validate = %v", c.share, err)
+		}
+	}
 }

@@ -44,6 +44,12 @@ type Config struct {
 	// together, may hold at once, MinShare to MaxShare. Zero means DefaultTenantShare
 	// (for New; Validate refuses zero).
 	TenantShare float64
+	// TenantShares give the tenants they name a share of their own,
+	// MinShare to MaxShare, instead of TenantShare: the server holds its
+	// anonymous readers, all admitted as one tenant, to
+	// limits.anonymous_memory_share this way. Nil: every tenant has
+	// TenantShare.
+	TenantShares map[string]float64
 	// Wait is how long a reservation may wait for room before it gets a *BusyError.
 	// Zero means DefaultWait (for New; Validate refuses zero).
 	Wait time.Duration
@@ -104,6 +110,14 @@ func (c Config) Validate(maxItemBytes int64) error {
 	}
 	if c.Wait <= 0 {
 		bad(KeyMemoryWait, c.Wait.String(), "must be a positive duration")
+	}
+	for t, share := range c.TenantShares {
+		key := fmt.Sprintf("%s of tenant %q", KeyTenantShare, t)
+		if !validShare(share) {
+			bad(key, fmt.Sprint(share), fmt.Sprintf("must be between %v and %v", MinShare, MaxShare))
+		} else if capBytes := shareBytes(c.TotalBytes, share); maxItemBytes > 0 && c.TotalBytes > 0 && capBytes < maxItemBytes {
+			bad(key, fmt.Sprint(share), fmt.Sprintf("%s × %v = %d bytes cannot hold one maximum xorb of %d bytes", KeyMemoryBudget, share, capBytes, maxItemBytes))
+		}
 	}
 	if maxItemBytes > 0 && c.TotalBytes > 0 {
 		if credOK {

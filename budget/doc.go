@@ -7,7 +7,8 @@
 //
 // One Budget of Config.TotalBytes, of which one credential may hold at most
 // Config.CredentialShare and one tenant, all its credentials together, at most
-// Config.TenantShare. It decides who may hold how much and in what order
+// Config.TenantShare (or, for a tenant Config.TenantShares names, its own
+// share: the server's anonymous pool). It decides who may hold how much and in what order
 // waiters are served, and counts what happened (Stats). It does not own the
 // sizes asked for (the server works them out, e.g. a reconstruction from its
 // stored term count), HTTP status codes or metrics registration: a *TooLargeError becomes 413, a *BusyError 503 memory_busy with

@@ -69,6 +69,14 @@ type Config struct {
 	DefaultTenantQuota          int64 // < 0: unlimited
 	LimitsCacheTTL              time.Duration
 	RefusalPause                time.Duration
+	// limits.anonymous_*: readers without a token (docs/sharing.md).
+	AnonymousRequestsPerSecond     float64
+	AnonymousBurst                 int
+	AnonymousMaxInFlight           int
+	AnonymousPoolRequestsPerSecond float64
+	AnonymousPoolBurst             int
+	AnonymousPoolMaxInFlight       int
+	AnonymousMemoryShare           float64
 
 	// GoMemoryLimit is the soft memory limit serve gives the Go runtime
 	// (runtime/debug.SetMemoryLimit): MemoryBudget + GoMemoryLimitOverhead,
@@ -293,6 +301,17 @@ var settings = []setting{
 	}},
 	{"limits.cache_ttl", "10s", "how long a node trusts cached tenant limits and usage (at most 10s)", durationSetter(func(c *Config) *time.Duration { return &c.LimitsCacheTTL }, 0)},
 	{"limits.refusal_pause", "1s", "after a 429 rate_limited for a request rate or failed authentications, how long that keep-alive connection goes unread (at most the answer's Retry-After and the time the limit's bucket takes to refill; at most 10s; 0 never)", durationSetter(func(c *Config) *time.Duration { return &c.RefusalPause }, 0)},
+	{"limits.anonymous_requests_per_second", "20", "requests per second one client address without a token may make to this node (with hub.anonymous_reads; 0.001 to 1000000000)", floatSetter(func(c *Config) *float64 { return &c.AnonymousRequestsPerSecond })},
+	{"limits.anonymous_burst", "40", "burst of requests one client address without a token may make to this node", intSetter(func(c *Config) *int { return &c.AnonymousBurst }, 1)},
+	{"limits.anonymous_max_in_flight", "8", "requests one client address without a token may have in progress on this node", intSetter(func(c *Config) *int { return &c.AnonymousMaxInFlight }, 1)},
+	{"limits.anonymous_pool_requests_per_second", "500", "requests per second all readers without a token together may make to this node (0.001 to 1000000000)", floatSetter(func(c *Config) *float64 { return &c.AnonymousPoolRequestsPerSecond })},
+	{"limits.anonymous_pool_burst", "1000", "burst of requests all readers without a token together may make to this node", intSetter(func(c *Config) *int { return &c.AnonymousPoolBurst }, 1)},
+	{"limits.anonymous_pool_max_in_flight", "128", "requests all readers without a token together may have in progress on this node", intSetter(func(c *Config) *int { return &c.AnonymousPoolMaxInFlight }, 1)},
+	{"limits.anonymous_memory_share", "0.25", "fraction of the memory budget all readers without a token together may hold (0.01 to 1; with hub.anonymous_reads it must hold one maximum xorb)", func(c *Config, v string) error {
+		f, err := parseShare(v)
+		c.AnonymousMemoryShare = f
+		return err
+	}},
 
 	{"server.tls_cert", "", "PEM certificate chain file: serve HTTPS without a proxy (with server.tls_key; reloaded on SIGHUP or when the file changes)", func(c *Config, v string) error { c.TLSCert = v; return nil }},
 	{"server.tls_key", "", "PEM private key file of server.tls_cert", func(c *Config, v string) error { c.TLSKey = v; return nil }},
@@ -541,6 +560,9 @@ func (c Config) Validate() error {
 		for _, e := range unjoin(err) {
 			errs = append(errs, fmt.Errorf("config %w", e))
 		}
+	}
+	if capBytes := int64(math.Floor(float64(c.MemoryBudget) * c.AnonymousMemoryShare)); c.AnonymousReads && c.MemoryBudget > 0 && capBytes < xet.MaxXorbBytes {
+		errs = append(errs, fmt.Errorf("config limits.anonymous_memory_share: server.memory_budget × limits.anonymous_memory_share = %d bytes cannot hold one maximum xorb of %d bytes (hub.anonymous_reads is on); raise either", capBytes, xet.MaxXorbBytes))
 	}
 	if c.LimitsCacheTTL > 10*time.Second {
 		errs = append(errs, errors.New("config limits.cache_ttl: must be at most 10s (docs/design.md §5)"))

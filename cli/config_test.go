@@ -83,50 +83,57 @@ func TestConfigDefaults(t *testing.T) {
 // the key.
 func TestInvalidValues(t *testing.T) {
 	cases := map[string]string{
-		"server.listen":                         "nope",
-		"server.bucket":                         "ftp://x",
-		"server.public_url":                     "ftp://x",
-		"server.data_dir":                       "",
-		"server.trusted_proxies":                "10.0.0.0/99",
-		"server.dedup_scope":                    "everyone",
-		"server.memory_budget":                  "12 parsecs",
-		"server.credential_memory_share":        "0.001",
-		"server.tenant_memory_share":            "1.5",
-		"server.memory_wait":                    "soon",
-		"server.work_slots":                     "0",
-		"server.turns_above_in_flight":          "-1",
-		"server.tenant_work_share":              "2",
-		"server.work_wait":                      "0s",
-		"server.metrics_listen":                 "9090",
-		"server.log_format":                     "xml",
-		"hub.anonymous_reads":                   "sometimes",
-		"hub.default_visibility":                "protected",
-		"server.log_level":                      "loud",
-		"server.token_ttl":                      "1s",
-		"server.fetch_url_ttl":                  "-1m",
-		"server.read_header_timeout":            "0s",
-		"server.idle_timeout":                   "x",
-		"server.body_read_timeout":              "x",
-		"server.shutdown_timeout":               "x",
-		"server.max_header_bytes":               "1",
-		"limits.tenant_requests_per_second":     "-5",
-		"limits.tenant_burst":                   "0",
-		"limits.credential_requests_per_second": "NaN",
-		"limits.credential_burst":               "many",
-		"limits.max_in_flight_per_credential":   "0",
-		"limits.auth_failures_per_minute":       "0",
-		"limits.default_tenant_quota":           "lots",
-		"limits.cache_ttl":                      "1m",
-		"limits.refusal_pause":                  "11s",
-		"server.tls_cert":                       "/etc/openxet/cert.pem", // without server.tls_key
-		"server.tls_key":                        "/etc/openxet/key.pem",  // without server.tls_cert
-		"server.metrics_tenants":                "1001",
-		"gc.interval":                           "hourly",
-		"gc.grace":                              "-1d",
-		"server.index":                          "postgres://db.example/openxet?schema=Not-A-Schema", // any path is valid, a URL must be
-		"server.index_busy_timeout":             "1ms",
-		"server.index_checkpoint":               "-1s",
-		"server.index_lock_check":               "10ms",
+		"server.listen":                             "nope",
+		"server.bucket":                             "ftp://x",
+		"server.public_url":                         "ftp://x",
+		"server.data_dir":                           "",
+		"server.trusted_proxies":                    "10.0.0.0/99",
+		"server.dedup_scope":                        "everyone",
+		"server.memory_budget":                      "12 parsecs",
+		"server.credential_memory_share":            "0.001",
+		"server.tenant_memory_share":                "1.5",
+		"server.memory_wait":                        "soon",
+		"server.work_slots":                         "0",
+		"server.turns_above_in_flight":              "-1",
+		"server.tenant_work_share":                  "2",
+		"server.work_wait":                          "0s",
+		"server.metrics_listen":                     "9090",
+		"server.log_format":                         "xml",
+		"hub.anonymous_reads":                       "sometimes",
+		"hub.default_visibility":                    "protected",
+		"server.log_level":                          "loud",
+		"server.token_ttl":                          "1s",
+		"server.fetch_url_ttl":                      "-1m",
+		"server.read_header_timeout":                "0s",
+		"server.idle_timeout":                       "x",
+		"server.body_read_timeout":                  "x",
+		"server.shutdown_timeout":                   "x",
+		"server.max_header_bytes":                   "1",
+		"limits.tenant_requests_per_second":         "-5",
+		"limits.tenant_burst":                       "0",
+		"limits.credential_requests_per_second":     "NaN",
+		"limits.credential_burst":                   "many",
+		"limits.max_in_flight_per_credential":       "0",
+		"limits.auth_failures_per_minute":           "0",
+		"limits.default_tenant_quota":               "lots",
+		"limits.cache_ttl":                          "1m",
+		"limits.refusal_pause":                      "11s",
+		"limits.anonymous_requests_per_second":      "0",
+		"limits.anonymous_burst":                    "0",
+		"limits.anonymous_max_in_flight":            "0",
+		"limits.anonymous_pool_requests_per_second": "2e9",
+		"limits.anonymous_pool_burst":               "-1",
+		"limits.anonymous_pool_max_in_flight":       "none",
+		"limits.anonymous_memory_share":             "0.001",
+		"server.tls_cert":                           "/etc/openxet/cert.pem", // without server.tls_key
+		"server.tls_key":                            "/etc/openxet/key.pem",  // without server.tls_cert
+		"server.metrics_tenants":                    "1001",
+		"gc.interval":                               "hourly",
+		"gc.grace":                                  "-1d",
+		"server.index":                              "postgres://db.example/openxet?schema=Not-A-Schema", // any path is valid, a URL must be
+		"server.index_busy_timeout":                 "1ms",
+		"server.index_checkpoint":                   "-1s",
+		"server.index_lock_check":                   "10ms",
 	}
 	anyValue := map[string]bool{}
 	for _, s := range settings {
@@ -163,6 +170,16 @@ func TestConfigFileErrors(t *testing.T) {
 	if _, err := LoadConfig(small, nil, nil); err == nil || !strings.Contains(err.Error(), "server.credential_memory_share") ||
 		!strings.Contains(err.Error(), "server.tenant_memory_share") {
 		t.Fatalf("shares that cannot hold one xorb: %v", err)
+	}
+	// The anonymous pool's share must hold one xorb only when anonymous
+	// reads are on.
+	pool := map[string]string{"server.memory_budget": "512MiB", "limits.anonymous_memory_share": "0.1"}
+	if _, err := LoadConfig("", nil, pool); err != nil {
+		t.Fatalf("a small anonymous share with anonymous reads off: %v", err)
+	}
+	pool["hub.anonymous_reads"] = "true"
+	if _, err := LoadConfig("", nil, pool); err == nil || !strings.Contains(err.Error(), "limits.anonymous_memory_share") || strings.Count(err.Error(), "\n") != 0 {
+		t.Fatalf("an anonymous share that cannot hold one xorb: %v", err)
 	}
 }
 

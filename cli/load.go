@@ -26,7 +26,7 @@ func loadCommand(env Env) *cli.Command {
 	return &cli.Command{
 		Name:      "load",
 		Usage:     "run a load scenario against a running server and report fairness, latency and memory",
-		UsageText: "openxet load --scenario many_tenants|abuse [--server URL[,URL…]] [--server-cpus 0 --load-cpus 1] [--duration 60s] [--report FILE] [--json]",
+		UsageText: "openxet load --scenario many_tenants|abuse|public [--server URL[,URL…]] [--server-cpus 0 --load-cpus 1] [--duration 60s] [--report FILE] [--json]",
 		Description: "Creates its own tenants and credentials through the admin API (admin token in OPENXET_TOKEN),\n" +
 			"drives real protocol traffic (xorb and shard uploads, reconstructions, fetch-URL range reads,\n" +
 			"dedup queries), checks every downloaded byte against what was uploaded, and revokes its\n" +
@@ -83,6 +83,8 @@ func loadCommand(env Env) *cli.Command {
 			&cli.StringFlag{Name: "spray-addr", Value: load.DefaultSprayAddr, Usage: "abuse: local address the bad tokens come from (must differ from the honest tenants'), or none"},
 			&cli.IntFlag{Name: "auth-failures-per-minute", Value: load.DefaultAuthFailuresPerMinute, Usage: "abuse: the server's limits.auth_failures_per_minute, to check the sprayer against"},
 			&cli.BoolFlag{Name: "abuser-process", Value: true, Usage: "abuse: run the abuser in a child process at the lowest CPU priority (Linux SCHED_IDLE) on the load's CPUs, so that its own client takes none of the CPU the honest tenants' clients want; --abuser-process=false runs it in the load process"},
+			&cli.IntFlag{Name: "public-readers", Value: load.DefaultPublicReaders, Usage: "public: readers without a token, each from its own address of 127.0.0.0/8 (the server needs --hub-anonymous-reads)"},
+			size("public-file", load.DefaultPublicFileBytes, "public: size of the public file the readers download"),
 			&cli.StringFlag{Name: "report", Usage: "write a self-contained HTML report with plots to this file"},
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of tables"},
 		},
@@ -153,6 +155,7 @@ func loadConfigFrom(c *cli.Context, env Env) (load.Config, error) {
 		ThinkMax:             c.Duration("think-max"),
 		DrainTimeout:         c.Duration("drain-timeout"),
 		Seed:                 c.Uint64("seed"),
+		Public:               load.PublicConfig{Readers: c.Int("public-readers")},
 		Abuser: load.AbuserConfig{
 			FloodRate:             c.Float64("flood-rate"),
 			Readers:               c.Int("readers"),
@@ -208,7 +211,7 @@ func loadConfigFrom(c *cli.Context, env Env) (load.Config, error) {
 		dst  *int64
 	}{
 		{"xorb-min", &cfg.XorbMinBytes}, {"xorb-max", &cfg.XorbMaxBytes},
-		{"big-xorb", &cfg.Abuser.BigXorbBytes}, {"read-rate", &cfg.Abuser.ReadBytesPerSecond},
+		{"big-xorb", &cfg.Abuser.BigXorbBytes}, {"public-file", &cfg.Public.FileBytes}, {"read-rate", &cfg.Abuser.ReadBytesPerSecond},
 		{"quota-headroom", &cfg.Abuser.QuotaHeadroomBytes},
 	}
 	for _, s := range sizes {

@@ -90,9 +90,10 @@ func TestLoadCommandRefusals(t *testing.T) {
 	}{
 		{"remote server", tok, []string{"--scenario", "abuse", "--server", "http://203.0.113.9:8080"}, "--allow-remote"},
 		{"no token", nil, []string{"--scenario", "abuse"}, "OPENXET_TOKEN"},
-		{"unknown scenario", tok, []string{"--scenario", "stampede"}, "many_tenants or abuse"},
+		{"unknown scenario", tok, []string{"--scenario", "stampede"}, "many_tenants, abuse or public"},
 		{"bad size", tok, []string{"--scenario", "abuse", "--xorb-max", "lots"}, "--xorb-max"},
 		{"no readers", tok, []string{"--scenario", "abuse", "--readers", "0"}, "--readers"},
+		{"no public readers", tok, []string{"--scenario", "public", "--public-readers", "-1"}, "public readers"},
 		{"empty node", tok, []string{"--scenario", "abuse", "--server", "http://127.0.0.1:1,,http://127.0.0.1:2"}, "--server: element 2 of 3 is empty"},
 		{"trailing comma", tok, []string{"--scenario", "abuse", "--server", "http://127.0.0.1:1,"}, "--server: element 2 of 2 is empty"},
 		{"bad node URL", tok, []string{"--scenario", "abuse", "--server", "http://127.0.0.1:1,127.0.0.1:2"}, `--server: "127.0.0.1:2" (element 2): want an http:// or https:// URL`},

@@ -87,6 +87,13 @@ func serverConfig(cfg Config, key []byte) server.Config {
 			MaxInFlightPerCredential: cfg.MaxInFlightPerCredential,
 			QuotaBytes:               cfg.DefaultTenantQuota,
 		},
+		Anonymous: limits.Anonymous{
+			AddressRate:        limits.Rate{PerSecond: cfg.AnonymousRequestsPerSecond, Burst: cfg.AnonymousBurst},
+			AddressMaxInFlight: cfg.AnonymousMaxInFlight,
+			PoolRate:           limits.Rate{PerSecond: cfg.AnonymousPoolRequestsPerSecond, Burst: cfg.AnonymousPoolBurst},
+			PoolMaxInFlight:    cfg.AnonymousPoolMaxInFlight,
+		},
+		AnonymousMemoryShare:  cfg.AnonymousMemoryShare,
 		LimitsCacheTTL:        cfg.LimitsCacheTTL,
 		AuthFailuresPerMinute: cfg.AuthFailuresPerMinute,
 		RefusalPause:          cfg.RefusalPause,

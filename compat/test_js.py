@@ -409,3 +409,35 @@ def test_js_snapshot_and_cache_downloads(server, node_client, js_history, tmp_pa
     one = js_ok(node_client, server, token, "downloadFileToCacheDir", repo="jshist/data", repoType="dataset",
                 path="w/big.bin", cacheDir=str(tmp_path / "cache2"))
     assert one["sha256"] == files["w/big.bin"] and "/snapshots/" in one["pointer"], one
+
+
+def test_js_download_file_of_shared_repos(start_server, node_client, tmp_path):
+    """@huggingface/hub downloadFile of alice's Xet file: without a token
+    from her public repo, with tenant bob's token from her internal one
+    (through xet-read-token); once she makes each private with
+    update_repo_settings(private=True), the same calls fail as the Hub's do
+    for a repo the caller cannot see (404 HubApiError)."""
+    server = start_server("--hub-anonymous-reads", "true")
+    alice = HubClient(server.url, server.make_credential("alice"), tmp_path / "alice")
+    bob_token = server.make_credential("bob")
+    weights = tmp_path / "weights.bin"
+    write_random(weights, 3 * MiB, seed=3201)
+    want = sha256_file(weights)
+    for name, visibility in [("pub", "public"), ("intern", "internal")]:
+        alice.api("create_repo", repo_id="alice/" + name)
+        alice.api("update_repo_settings", repo_id="alice/" + name, visibility=visibility)
+        alice.api("upload_file", path_or_fileobj=str(weights), path_in_repo="weights.bin", repo_id="alice/" + name)
+
+    anon = js_ok(node_client, server, None, "downloadFile", repo="alice/pub", path="weights.bin")
+    assert anon == {"size": 3 * MiB, "sha256": want}, anon
+    bob = js_ok(node_client, server, bob_token, "downloadFile", repo="alice/intern", path="weights.bin")
+    assert bob == {"size": 3 * MiB, "sha256": want}, bob
+    # Anonymous readers see no internal repo.
+    hidden = js_call(node_client, server, None, "downloadFile", repo="alice/intern", path="weights.bin")
+    assert not hidden["ok"] and hidden.get("status") in (401, 404), hidden
+
+    for name in ("pub", "intern"):
+        assert alice.api("update_repo_settings", repo_id="alice/" + name, private=True) is None
+    for token, name in [(None, "pub"), (bob_token, "intern")]:
+        out = js_error(node_client, server, token, "downloadFile", repo="alice/" + name, path="weights.bin")
+        assert out["status"] in (401, 404), out

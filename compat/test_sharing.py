@@ -139,3 +139,38 @@ def test_anonymous_reads_of_a_public_repo(start_server, tmp_path):
     anon.extra_env["ROUND"] = "internal"
     closed = run_py(anon, READ_ALL)
     assert (closed["snapshot"], closed["weights"]) == ("RepositoryNotFoundError",) * 2, closed
+
+
+def test_anonymous_load_dataset_of_a_public_dataset(start_server, tmp_path):
+    """datasets.load_dataset with no token at all reads alice's public
+    dataset repo; with bob's token it reads her internal one; once each is
+    private, the same calls fail as the Hub's do (DatasetNotFoundError)."""
+    server = start_server("--hub-anonymous-reads", "true")
+    alice = HubClient(server.url, server.make_credential("alice"), tmp_path / "alice")
+    bob = HubClient(server.url, server.make_credential("bob"), tmp_path / "bob")
+    anon = HubClient(server.url, None, tmp_path / "anon")
+    rows = tmp_path / "train.csv"
+    rows.write_text("text,label\n" + "".join(f"row {i},{i % 2}\n" for i in range(50)))
+    for name, visibility in [("pub", "public"), ("intern", "internal")]:
+        alice.api("create_repo", repo_id="alice/" + name, repo_type="dataset")
+        alice.api("update_repo_settings", repo_id="alice/" + name, repo_type="dataset", visibility=visibility)
+        alice.api("upload_file", path_or_fileobj=str(rows), path_in_repo="train.csv", repo_id="alice/" + name, repo_type="dataset")
+    LOAD = """
+        import json, os
+        from datasets import load_dataset
+        try:
+            ds = load_dataset(os.environ["REPO"], split="train", cache_dir="ds-" + os.environ["ROUND"])
+            print(json.dumps([len(ds), ds[3]["text"], ds[3]["label"]]))
+        except Exception as e:
+            print(json.dumps(type(e).__name__))
+    """
+    for client, repo in [(anon, "alice/pub"), (bob, "alice/intern")]:
+        client.extra_env.update(REPO=repo, ROUND="open")
+        assert run_py(client, LOAD) == [50, "row 3", 1], repo
+    anon.extra_env.update(REPO="alice/intern", ROUND="hidden")
+    assert run_py(anon, LOAD) == "DatasetNotFoundError"
+    for name in ("pub", "intern"):
+        assert alice.api("update_repo_settings", repo_id="alice/" + name, repo_type="dataset", private=True) is None
+    for client, repo in [(anon, "alice/pub"), (bob, "alice/intern")]:
+        client.extra_env.update(REPO=repo, ROUND="closed")
+        assert run_py(client, LOAD) == "DatasetNotFoundError", repo

@@ -30,7 +30,7 @@ type Principal struct {
 }
 
 // Config is what the Hub needs of the server that mounts it. Every field
-// but DefaultVisibility, Version and ReservedNamespaces is required.
+// but DefaultVisibility, AnonymousReads, Version and ReservedNamespaces is required.
 type Config struct {
 	Store *store.Store
 
@@ -92,6 +92,10 @@ type Config struct {
 	// DefaultVisibility is the visibility of a repo created without one:
 	// private (also for ""), internal or public (docs/sharing.md).
 	DefaultVisibility string
+	// AnonymousReads: the server serves public repos to readers without a
+	// token (hub.anonymous_reads); the landing page then lists the newest
+	// public repos.
+	AnonymousReads bool
 	// Version is shown on the landing page.
 	Version string
 	// ReservedNamespaces are the first path segments of the mounting

@@ -75,13 +75,39 @@ func (h *Hub) pageAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// landing serves the landing page.
+// landingPublicRepos is how many public repos the landing page lists;
+// the listings (GET /api/models, …) page through all of them.
+const landingPublicRepos = 20
+
+// publicRow is one public repo on the landing page.
+type publicRow struct {
+	ID, Type, Page, Updated string
+}
+
+// landing serves the landing page. With anonymous reads on it lists the
+// newest public repos, at most landingPublicRepos, and links the listings
+// for the rest; a listing that fails leaves the list out, not the page.
 func (h *Hub) landing(c echo.Context) error {
-	return h.page(c, http.StatusOK, "landing", map[string]any{
+	data := map[string]any{
 		"Version": h.cfg.Version,
 		"Ready":   h.cfg.Ready(c.Request().Context()),
 		"Base":    h.cfg.BaseURL(c),
-	})
+	}
+	if h.cfg.AnonymousReads {
+		repos, err := h.cfg.Store.NewestPublicRepos(c.Request().Context(), landingPublicRepos)
+		if err == nil {
+			rows := make([]publicRow, 0, len(repos))
+			for _, r := range repos {
+				page := "/" + r.Tenant + "/" + r.Name
+				if r.Type != "model" {
+					page = "/" + r.Type + "s" + page
+				}
+				rows = append(rows, publicRow{ID: r.Tenant + "/" + r.Name, Type: r.Type, Page: page, Updated: r.Updated.UTC().Format("2006-01-02 15:04")})
+			}
+			data["Public"], data["PublicMax"] = rows, landingPublicRepos
+		}
+	}
+	return h.page(c, http.StatusOK, "landing", data)
 }
 
 // fileRow is one line of a repo page's file list.
@@ -212,6 +238,17 @@ import { uploadFiles } from "@huggingface/hub";
 await uploadFiles({ hubUrl: "{{.Base}}", accessToken: "hf_oxt_…", repo: "NAME/my-model", files });</pre>
 <p>Large files go through the Xet CAS API at the same address (<code>{{.Base}}/v1/…</code>); the clients
 find it on their own.</p>
+{{with .Public}}
+<h2>Public repositories</h2>
+<p>Readable without a token (<code>hf download NAME/REPO</code> with <code>HF_ENDPOINT</code> set and no <code>HF_TOKEN</code>).
+The newest {{len .}}{{if eq (len .) $.PublicMax}} (of more){{end}}; every one is in the listings
+<a href="/api/models?sort=lastModified&amp;direction=-1">models</a>,
+<a href="/api/datasets?sort=lastModified&amp;direction=-1">datasets</a> and
+<a href="/api/spaces?sort=lastModified&amp;direction=-1">spaces</a>, paged with <code>limit</code> and the <code>Link: rel="next"</code> header.</p>
+<table id="public"><tr><th>repository</th><th>type</th><th>updated (UTC)</th></tr>
+{{range .}}<tr><td><a href="{{.Page}}">{{.ID}}</a></td><td>{{.Type}}</td><td>{{.Updated}}</td></tr>
+{{end}}</table>
+{{end}}
 {{template "foot"}}{{end}}
 
 {{define "fetch"}}<pre id="fetch">export HF_ENDPOINT={{.Base}}

@@ -6,7 +6,9 @@
 //   - Table: keyed GCRA rate limiters with a hard key cap, used per tenant,
 //     per credential (keyed by sha256 of the credential id, never the
 //     secret) and, inside AuthFailures, per client IP;
-//   - InFlight: requests in progress per credential, with a cap;
+//   - InFlight: requests in progress per credential, with a cap, and per
+//     tenant for a tenant whose Limits set MaxInFlightPerTenant (the
+//     server's anonymous pool, whose limits are Anonymous);
 //   - each tenant's requests in progress, approximately and without a
 //     lock (Admission.TenantInFlight), which the server's turns read: no
 //     limit refuses on it;

@@ -24,10 +24,14 @@ const (
 
 // Limits are the limits that apply to one tenant and its credentials.
 type Limits struct {
-	TenantRate               Rate  // requests of the whole tenant, per node
-	CredentialRate           Rate  // requests of one credential, per node
-	MaxInFlightPerCredential int   // requests of one credential in progress, per node; <= 0 unlimited
-	QuotaBytes               int64 // stored bytes of the tenant, deployment-wide; < 0 unlimited
+	TenantRate               Rate // requests of the whole tenant, per node
+	CredentialRate           Rate // requests of one credential, per node
+	MaxInFlightPerCredential int  // requests of one credential in progress, per node; <= 0 unlimited
+	// MaxInFlightPerTenant caps the requests of the whole tenant in
+	// progress, per node; <= 0 (the default, and every tenant's: no
+	// override sets it) no cap. The anonymous pool has one (Anonymous).
+	MaxInFlightPerTenant int
+	QuotaBytes           int64 // stored bytes of the tenant, deployment-wide; < 0 unlimited
 	// Suspended: an operator stopped the tenant; its requests are refused
 	// (ErrTenantSuspended) until the flag is cleared. False by default.
 	Suspended bool

@@ -13,6 +13,9 @@ const (
 	LimitTenant       = "tenant"
 	LimitInFlight     = "in_flight"
 	LimitAuthFailures = "auth_failures"
+	// LimitTenantInFlight is the cap on a whole tenant's requests in
+	// progress (Limits.MaxInFlightPerTenant: the anonymous pool's).
+	LimitTenantInFlight = "tenant_in_flight"
 )
 
 var (
@@ -46,10 +49,11 @@ var (
 )
 
 // RateError is a refusal by one of the per-request limits. Limit is one of
-// LimitCredential, LimitTenant, LimitInFlight, LimitAuthFailures. Decision
-// carries the wait (RetryAfterSeconds gives it for Retry-After) and the
-// rate that refused; for LimitInFlight, Decision.Limit.Burst is the cap and
-// RetryAfter is one second.
+// LimitCredential, LimitTenant, LimitInFlight, LimitTenantInFlight,
+// LimitAuthFailures. Decision carries the wait (RetryAfterSeconds gives it
+// for Retry-After) and the rate that refused; for LimitInFlight and
+// LimitTenantInFlight, Decision.Limit.Burst is the cap and RetryAfter is
+// one second.
 type RateError struct {
 	Limit    string
 	Decision Decision
@@ -65,7 +69,7 @@ func (e *RateError) Unwrap() error { return ErrRateLimited }
 // Refusals counts refused requests by limit name. The zero value is ready
 // to use; it is safe for concurrent use.
 type Refusals struct {
-	credential, tenant, inFlight, authFailures atomic.Uint64
+	credential, tenant, inFlight, tenantInFlight, authFailures atomic.Uint64
 }
 
 func (r *Refusals) counter(limit string) *atomic.Uint64 {
@@ -76,6 +80,8 @@ func (r *Refusals) counter(limit string) *atomic.Uint64 {
 		return &r.tenant
 	case LimitInFlight:
 		return &r.inFlight
+	case LimitTenantInFlight:
+		return &r.tenantInFlight
 	case LimitAuthFailures:
 		return &r.authFailures
 	}
@@ -99,5 +105,5 @@ func (r *Refusals) Load(limit string) uint64 {
 
 // LimitNames lists the limit names, in a fixed order (for metrics labels).
 func LimitNames() []string {
-	return []string{LimitCredential, LimitTenant, LimitInFlight, LimitAuthFailures}
+	return []string{LimitCredential, LimitTenant, LimitInFlight, LimitTenantInFlight, LimitAuthFailures}
 }

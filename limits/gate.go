@@ -13,11 +13,17 @@ import (
 // Gate is a convenience over its exported parts, which may also be used
 // directly. Build it with NewGate; it is safe for concurrent use.
 type Gate struct {
-	Credentials  *Table        // keyed by sha256(credential id)
-	Tenants      *Table        // keyed by tenant name
-	InFlight     *InFlight     // keyed like Credentials
-	AuthFailures *AuthFailures // keyed by client IP
-	Refusals     Refusals
+	Credentials *Table    // keyed by sha256(credential id)
+	Tenants     *Table    // keyed by tenant name
+	InFlight    *InFlight // keyed like Credentials
+	// TenantInFlight counts, exactly, the requests in progress of each
+	// tenant whose Limits.MaxInFlightPerTenant caps them (the server's
+	// anonymous pool); keyed like Tenants. Tenants without that cap are
+	// not counted here. A Gate put together without it applies no such
+	// cap.
+	TenantInFlight *InFlight
+	AuthFailures   *AuthFailures // keyed by client IP
+	Refusals       Refusals
 	// tenants counts each tenant's requests in progress, approximately
 	// (occupancy), for Admission.TenantInFlight; keyed like Tenants. The
 	// zero value is ready, so a Gate put together from its parts has it.
@@ -38,12 +44,13 @@ func NewGate(c GateConfig) *Gate {
 	if perMinute == 0 {
 		perMinute = DefaultAuthFailuresPerMinute
 	}
-	creds := NewTable(c.MaxCredentials)
+	creds, tenants := NewTable(c.MaxCredentials), NewTable(c.MaxTenants)
 	return &Gate{
-		Credentials:  creds,
-		Tenants:      NewTable(c.MaxTenants),
-		InFlight:     newInFlight(creds.seed),
-		AuthFailures: NewAuthFailures(perMinute, c.MaxIPs),
+		Credentials:    creds,
+		Tenants:        tenants,
+		InFlight:       newInFlight(creds.seed),
+		TenantInFlight: newInFlight(tenants.seed),
+		AuthFailures:   NewAuthFailures(perMinute, c.MaxIPs),
 	}
 }
 
@@ -86,10 +93,14 @@ type Admission struct {
 	// The counts AdmitClock entered, for Done: the credential's in-flight
 	// entry and the tenant's hash; zero for a refused request.
 	inFlight, tenant uint64
+	// tenantCounted: the request is counted in Gate.TenantInFlight under
+	// the hash tenantInFlight (its tenant's MaxInFlightPerTenant is set).
+	tenantInFlight uint64
+	tenantCounted  bool
 }
 
-// AdmitClock applies the credential rate, the tenant rate and the in-flight
-// cap of l to one request at the time clock returns. On success the caller
+// AdmitClock applies the credential rate, the tenant rate, the in-flight
+// cap and, when l sets one, the tenant's in-flight cap of l to one request at the time clock returns. On success the caller
 // must call Done with the Admission exactly once when the request ends
 // (defer it). On refusal it returns a *RateError naming the limit and
 // nothing stays spent.
@@ -98,7 +109,7 @@ type Admission struct {
 // before the tables are consulted.
 func (g *Gate) AdmitClock(credential, tenant string, l Limits, clock func() time.Time) (Admission, error) {
 	k := g.keys(credential, tenant)
-	return g.admit(k, credential, l, clock())
+	return g.admit(k, credential, tenant, l, clock())
 }
 
 // gateKeys are a request's credential and tenant hashed for the tables.
@@ -111,7 +122,7 @@ func (g *Gate) keys(credential, tenant string) gateKeys {
 	return gateKeys{g.Credentials.hash(credential), g.Tenants.hash(tenant)}
 }
 
-func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Admission, error) {
+func (g *Gate) admit(k gateKeys, credential, tenant string, l Limits, now time.Time) (Admission, error) {
 	var a Admission
 	hc, ht := k.credential, k.tenant
 	a.Credential, _ = g.Credentials.allowHash(hc, l.CredentialRate, now, false)
@@ -138,6 +149,23 @@ func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Ad
 			Limit:      Rate{Burst: l.MaxInFlightPerCredential},
 		}}
 	}
+	if l.MaxInFlightPerTenant > 0 && g.TenantInFlight != nil {
+		htf := ht
+		if g.TenantInFlight.seed != g.Tenants.seed { // not built by NewGate
+			htf = keyHash(g.TenantInFlight.seed, tenant)
+		}
+		if !g.TenantInFlight.acquireHash(htf, l.MaxInFlightPerTenant) {
+			g.InFlight.releaseHash(hf)
+			g.Credentials.refundHash(hc, l.CredentialRate)
+			g.Tenants.refundHash(ht, l.TenantRate)
+			g.Refusals.Inc(LimitTenantInFlight)
+			return a, &RateError{Limit: LimitTenantInFlight, Decision: Decision{
+				RetryAfter: time.Second,
+				Limit:      Rate{Burst: l.MaxInFlightPerTenant},
+			}}
+		}
+		a.tenantInFlight, a.tenantCounted = htf, true
+	}
 	a.inFlight, a.tenant = hf, ht // only an admitted request has counts to end
 	a.TenantInFlight = g.tenants.enter(ht)
 	return a, nil
@@ -148,6 +176,9 @@ func (g *Gate) admit(k gateKeys, credential string, l Limits, now time.Time) (Ad
 // request names no count, so Done of it changes nothing.
 func (g *Gate) Done(a Admission) {
 	g.InFlight.releaseHash(a.inFlight)
+	if a.tenantCounted {
+		g.TenantInFlight.releaseHash(a.tenantInFlight)
+	}
 	if a.tenant != 0 {
 		g.tenants.leave(a.tenant)
 	}

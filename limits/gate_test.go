@@ -2,6 +2,7 @@ package limits
 
 import (
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -264,4 +265,74 @@ func TestAdmitClock(t *testing.T) {
 // one Admission.TenantInFlight reports.
 func tenantCount(g *Gate, tenant string) int {
 	return g.tenants.count(g.Tenants.hash(tenant))
+}
+
+// TestGateTenantInFlight: a tenant whose Limits cap its requests in
+// progress (the anonymous pool) is refused at the cap, whichever of its
+// credentials asks, with nothing of the credential's or the tenant's rate
+// spent and the credential's in-flight count given back; a tenant without
+// the cap is not counted; Done frees a place. Also for a Gate put together
+// from parts with seeds of their own, and none for one without the table.
+func TestGateTenantInFlight(t *testing.T) {
+	capped := Anonymous{
+		AddressRate: Rate{PerSecond: 1, Burst: 3}, AddressMaxInFlight: 2,
+		PoolRate: Rate{PerSecond: 1, Burst: 10}, PoolMaxInFlight: 2,
+	}.Limits()
+	for name, g := range map[string]*Gate{
+		"NewGate": NewGate(GateConfig{}),
+		"parts":   {Credentials: NewTable(0), Tenants: NewTable(0), InFlight: NewInFlight(), TenantInFlight: NewInFlight(), AuthFailures: NewAuthFailures(60, 0)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a1, err1 := g.Admit("ip1", "", capped, t0)
+			a2, err2 := g.Admit("ip2", "", capped, t0)
+			if err1 != nil || err2 != nil {
+				t.Fatal(err1, err2)
+			}
+			credBefore, poolBefore := g.Credentials.Peek("ip3", capped.CredentialRate, t0), g.Tenants.Peek("", capped.TenantRate, t0)
+			_, err := g.Admit("ip3", "", capped, t0)
+			var re *RateError
+			if !errors.As(err, &re) || re.Limit != LimitTenantInFlight || re.Decision.RetryAfter != time.Second || re.Decision.Limit.Burst != 2 {
+				t.Fatalf("third request of the pool: %v %+v, want the tenant in-flight limit", err, re)
+			}
+			if got := g.Credentials.Peek("ip3", capped.CredentialRate, t0); got != credBefore {
+				t.Errorf("the refusal spent ip3's rate: %+v, before %+v", got, credBefore)
+			}
+			if got := g.Tenants.Peek("", capped.TenantRate, t0); got != poolBefore {
+				t.Errorf("the refusal spent the pool's rate: %+v, before %+v", got, poolBefore)
+			}
+			if n := g.InFlight.Count("ip3"); n != 0 {
+				t.Errorf("ip3 in flight after its refusal: %d", n)
+			}
+			if n := g.Refusals.Load(LimitTenantInFlight); n != 1 {
+				t.Errorf("refusals counted: %d, want 1", n)
+			}
+			// Another tenant, without the cap, is neither refused nor counted.
+			for i := 0; i < 2; i++ {
+				a, err := g.Admit(fmt.Sprint("c", i), "alice", testLimits(), t0)
+				if err != nil {
+					t.Fatalf("alice beside the full pool: %v", err)
+				}
+				defer g.Done(a)
+			}
+			if n := g.TenantInFlight.Count("alice"); n != 0 {
+				t.Errorf("alice counted in TenantInFlight: %d", n)
+			}
+			g.Done(a1)
+			a3, err := g.Admit("ip3", "", capped, t0)
+			if err != nil {
+				t.Fatalf("after one pool request ended: %v", err)
+			}
+			g.Done(a2)
+			g.Done(a3)
+			if n := g.TenantInFlight.Len(); n != 0 {
+				t.Errorf("%d tenant in-flight keys left after Done", n)
+			}
+		})
+	}
+	g := &Gate{Credentials: NewTable(0), Tenants: NewTable(0), InFlight: NewInFlight(), AuthFailures: NewAuthFailures(60, 0)}
+	for i := 0; i < 3; i++ {
+		if _, err := g.Admit(fmt.Sprint("ip", i), "", capped, t0); err != nil {
+			t.Fatalf("a Gate without TenantInFlight refused request %d: %v", i, err)
+		}
+	}
 }

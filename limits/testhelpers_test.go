@@ -37,7 +37,7 @@ func (t *Table) Peek(key string, r Rate, now time.Time) Decision {
 
 // Admit is AdmitClock at a fixed now, for fixed timelines.
 func (g *Gate) Admit(credential, tenant string, l Limits, now time.Time) (Admission, error) {
-	return g.admit(g.keys(credential, tenant), credential, l, now)
+	return g.admit(g.keys(credential, tenant), credential, tenant, l, now)
 }
 
 // evictable is makeRoom for a full shard without changes, for Peek.

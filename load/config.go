@@ -27,10 +27,17 @@ const (
 	// and one phase beside an abusive tenant and a bad-token sprayer, each
 	// Config.Duration long.
 	Abuse Scenario = "abuse"
+	// Public runs the same honest tenants alone (baseline), then beside
+	// Config.Public.Readers readers without a token, each from its own
+	// loopback address, downloading one public model file over and over
+	// (public), then beside the same readers downloading it with one
+	// tenant's token (token), each phase Config.Duration long. The server
+	// must serve anonymous reads (hub.anonymous_reads).
+	Public Scenario = "public"
 )
 
 // Scenarios lists the scenarios in the order the help text shows them.
-var Scenarios = []Scenario{ManyTenants, Abuse}
+var Scenarios = []Scenario{ManyTenants, Abuse, Public}
 
 // Defaults for Config fields left zero.
 const (
@@ -122,6 +129,8 @@ type Config struct {
 	Seed uint64
 
 	Abuser AbuserConfig
+	// Public sizes the public scenario's readers.
+	Public PublicConfig
 
 	// AbuserCommand, when set, runs the abuse scenario's attacks in a
 	// process of their own: it returns the command of a process that calls
@@ -250,6 +259,10 @@ func (c Config) WithDefaults() Config {
 		a.SprayAddr = DefaultSprayAddr
 	}
 	defInt(&a.AuthFailuresPerMinute, DefaultAuthFailuresPerMinute)
+	defInt(&c.Public.Readers, DefaultPublicReaders)
+	if c.Public.FileBytes == 0 {
+		c.Public.FileBytes = DefaultPublicFileBytes
+	}
 	return c
 }
 
@@ -259,8 +272,15 @@ func (c Config) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch c.Scenario {
 	case ManyTenants, Abuse:
+	case Public:
+		if c.Public.Readers < 1 || c.Public.Readers > maxPublicReaders {
+			bad("public readers: %d, want 1 to %d", c.Public.Readers, maxPublicReaders)
+		}
+		if c.Public.FileBytes < 1 || c.Public.FileBytes > maxPublicFileBytes {
+			bad("public file: %d bytes, want 1 to %d", c.Public.FileBytes, maxPublicFileBytes)
+		}
 	default:
-		bad("scenario %q: want many_tenants or abuse", c.Scenario)
+		bad("scenario %q: want many_tenants, abuse or public", c.Scenario)
 	}
 	if err := checkURLList(c.Servers); err != nil {
 		bad("server: %w", err)

@@ -44,6 +44,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, err
 		}
 	}
+	if cfg.Scenario == Public && ctx.Err() == nil {
+		if err := ru.setUpPublic(ctx); err != nil {
+			return nil, err
+		}
+	}
 	ru.runPhases(ctx)
 	ru.drain(ctx)
 	return ru.assemble(ctx), nil
@@ -70,6 +75,8 @@ type runner struct {
 
 	h  *honest
 	ab *abuser // nil unless the abuse scenario got as far as its setup
+	// pub is the public scenario's readers; nil in the others.
+	pub *publicReaders
 
 	madeMu     sync.Mutex
 	made       []credential // every credential the run made, revoked by close
@@ -320,6 +327,21 @@ func (ru *runner) runPhases(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	if cfg.Scenario == Public {
+		for _, ph := range []struct{ name, token string }{{"public", ""}, {"token", ru.pub.reader.Token}} {
+			pctx, stop := context.WithCancel(ctx)
+			done := make(chan struct{})
+			ru.runPhase(ctx, ph.name, func() {
+				go func() { defer close(done); ru.pub.run(pctx, ph.name, ph.token) }()
+			})
+			stop()
+			<-done
+			if ctx.Err() != nil {
+				return
+			}
+		}
+		return
+	}
 	abCtx, stopAb := context.WithCancel(ctx)
 	ru.abDone = make(chan struct{})
 	ru.runPhase(ctx, "abuse", func() {
@@ -441,8 +463,11 @@ func (ru *runner) assemble(ctx context.Context) *Report {
 	for i := range r.Nodes {
 		r.Nodes[i].Phases = nodePhases(i, phases, reqs)
 	}
-	if len(r.Phases) == 2 {
+	if len(r.Phases) >= 2 {
 		r.Comparison = compare(r.Phases[0], r.Phases[1])
+	}
+	if ru.pub != nil {
+		r.Public = ru.pub.report(r.Phases)
 	}
 	if len(phases) > 0 {
 		r.Timeline = timeline(reqs, phases[0].start, phases[len(phases)-1].end)

@@ -108,6 +108,70 @@ func (s *Server) adminRoutes(e *echo.Echo) {
 	g.GET("/credentials", s.listCredentials)
 	g.POST("/credentials", s.createCredential)
 	g.DELETE("/credentials/:id", s.revokeCredential)
+	g.GET("/repos/:type/:tenant/:name/visibility", s.getRepoVisibility)
+	g.PUT("/repos/:type/:tenant/:name/visibility", s.putRepoVisibility)
+}
+
+// RepoVisibilityView is a repo's visibility as the admin API shows and
+// takes it (docs/sharing.md).
+type RepoVisibilityView struct {
+	Repo       string `json:"repo"` // tenant/name
+	Type       string `json:"type"` // model, dataset or space
+	Visibility string `json:"visibility"`
+}
+
+// adminRepoID reads the repo of an admin repo route: type (model, dataset
+// or space), tenant and name.
+func adminRepoID(c echo.Context) (store.RepoID, error) {
+	typ := c.Param("type")
+	if typ != "model" && typ != "dataset" && typ != "space" {
+		return store.RepoID{}, refuse(errBadRequest, "repo type %q is not model, dataset or space", typ)
+	}
+	t, err := tenantParam(c)
+	if err != nil {
+		return store.RepoID{}, err
+	}
+	return store.RepoID{Type: typ, Tenant: t, Name: c.Param("name")}, nil
+}
+
+func repoVisibilityView(r store.Repo) RepoVisibilityView {
+	return RepoVisibilityView{Repo: r.Tenant + "/" + r.Name, Type: r.Type, Visibility: r.VisibilityOf()}
+}
+
+// getRepoVisibility answers a repo's visibility; 404 for no such repo.
+func (s *Server) getRepoVisibility(c echo.Context) error {
+	id, err := adminRepoID(c)
+	if err != nil {
+		return err
+	}
+	r, err := s.store.Repo(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, repoVisibilityView(r))
+}
+
+// putRepoVisibility sets a repo's visibility, as its owner's
+// update_repo_settings does, for an operator: {"visibility": "public"}.
+// It applies to the next request on every node (docs/sharing.md).
+func (s *Server) putRepoVisibility(c echo.Context) error {
+	id, err := adminRepoID(c)
+	if err != nil {
+		return err
+	}
+	var body struct {
+		Visibility *string `json:"visibility"`
+	}
+	dec := json.NewDecoder(io.LimitReader(c.Request().Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil || body.Visibility == nil {
+		return refuse(errBadRequest, "the body must be {\"visibility\": \"private\" | \"internal\" | \"public\" | \"protected\"}")
+	}
+	r, err := s.store.SetRepoSettings(c.Request().Context(), id, store.RepoSettings{Visibility: body.Visibility})
+	if err != nil {
+		return err
+	}
+	return c.JSON(http.StatusOK, repoVisibilityView(r))
 }
 
 // effectiveView reads a tenant's overrides and usage for the admin API.

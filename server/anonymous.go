@@ -1,10 +1,12 @@
 package server
 
 import (
+	"errors"
 	"net/netip"
 
 	"github.com/labstack/echo/v4"
 
+	"openxet/limits"
 	"openxet/store"
 )
 
@@ -14,8 +16,10 @@ import (
 // public repos only, never through the CAS.
 
 // anonymousTenant is the tenant the limits admit anonymous readers under:
-// no tenant can have that name, so they share one pool, with a tenant's
-// default limits (request rate, memory and work shares, turns).
+// no tenant can have that name, so they share one pool. Its request rate
+// and in-flight cap are Config.Anonymous's pool limits, its memory share
+// Config.AnonymousMemoryShare (budget.Config.TenantShares); its work share
+// and turns are a tenant's.
 const anonymousTenant = ""
 
 // guardPublic is guard("read") for the Hub's public read routes. A request
@@ -32,9 +36,9 @@ func (s *Server) guardPublic() echo.MiddlewareFunc {
 			}
 			id := &identity{CredentialKey: "anonymous " + anonymousKey(c.RealIP()), Tenant: anonymousTenant, anonymous: true}
 			c.Set(identityKey, id)
-			adm, err := s.admit(c, id, false)
+			adm, err := s.gate.AdmitClock(id.CredentialKey, anonymousTenant, s.cfg.Anonymous.Limits(), s.now)
 			if err != nil {
-				return err
+				return anonymousRefusal(err)
 			}
 			defer s.gate.Done(adm)
 			if err := s.takeTurn(c, adm); err != nil {
@@ -43,6 +47,47 @@ func (s *Server) guardPublic() echo.MiddlewareFunc {
 			return next(c)
 		}
 	}
+}
+
+// The names of the anonymous limits in a refusal (the "limit" field and
+// the RateLimit headers): the Gate applies the client address's limits as
+// a credential's and the pool's as a tenant's.
+const (
+	limitAnonymousAddress         = "anonymous_address"
+	limitAnonymousAddressInFlight = "anonymous_address_in_flight"
+	limitAnonymousPool            = "anonymous_pool"
+	limitAnonymousPoolInFlight    = "anonymous_pool_in_flight"
+)
+
+// anonymousRefusal names the anonymous limit that refused a request in
+// the Gate's refusal err; other errors pass unchanged.
+func anonymousRefusal(err error) error {
+	rl, ok := errors.AsType[*limits.RateError](err)
+	if !ok {
+		return err
+	}
+	named := *rl
+	switch rl.Limit {
+	case limits.LimitCredential:
+		named.Limit = limitAnonymousAddress
+	case limits.LimitInFlight:
+		named.Limit = limitAnonymousAddressInFlight
+	case limits.LimitTenant:
+		named.Limit = limitAnonymousPool
+	case limits.LimitTenantInFlight:
+		named.Limit = limitAnonymousPoolInFlight
+	}
+	return &named
+}
+
+// inFlightLimit reports whether a refusal's limit caps requests in
+// progress rather than a rate.
+func inFlightLimit(name string) bool {
+	switch name {
+	case limits.LimitInFlight, limits.LimitTenantInFlight, limitAnonymousAddressInFlight, limitAnonymousPoolInFlight:
+		return true
+	}
+	return false
 }
 
 // anonymousKey is the limiter key of an anonymous reader: its client

@@ -357,11 +357,11 @@ func rateLimited(rl *limits.RateError) *apiError {
 	s := strconv.Itoa(secs)
 	policy := `"` + rl.Limit + `";q=` + strconv.Itoa(max(quota, 1)) + ";w=" + strconv.Itoa(limits.RetryAfterSeconds(window))
 	hint := "slow down and retry in " + s + " s (Retry-After)"
-	switch rl.Limit {
-	case "in_flight":
-		policy = `"in_flight";q=` + strconv.Itoa(max(d.Limit.Burst, 1)) + `;qu="concurrent-requests"`
+	switch {
+	case inFlightLimit(rl.Limit):
+		policy = `"` + rl.Limit + `";q=` + strconv.Itoa(max(d.Limit.Burst, 1)) + `;qu="concurrent-requests"`
 		hint = "wait for requests in progress to finish before sending more; retry in " + s + " s"
-	case "auth_failures":
+	case rl.Limit == limits.LimitAuthFailures:
 		hint = "too many failed authentications from this address; check the token and retry in " + s + " s"
 	}
 	return &apiError{Status: 429, Code: "rate_limited", RetryAfter: secs, Cause: rl,

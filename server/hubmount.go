@@ -40,6 +40,7 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		Released:           s.gc.poke,
 		Ready:              s.ready,
 		DefaultVisibility:  s.cfg.DefaultVisibility,
+		AnonymousReads:     s.cfg.AnonymousReads,
 		Version:            s.cfg.Version,
 		ReservedNamespaces: ownNamespaces(),
 	})

@@ -75,7 +75,7 @@ func (s *Server) refusalPause(c echo.Context) time.Duration {
 		return 0
 	}
 	var rl *limits.RateError
-	if !errors.As(ae.Cause, &rl) || rl.Limit == limits.LimitInFlight {
+	if !errors.As(ae.Cause, &rl) || inFlightLimit(rl.Limit) {
 		return 0
 	}
 	req := c.Request()

@@ -45,6 +45,15 @@ type Config struct {
 	// AnonymousReads serves the Hub's read routes of public repos to
 	// requests without a token (hub.anonymous_reads, docs/sharing.md).
 	AnonymousReads bool
+	// Anonymous are the limits of anonymous readers, per client address
+	// and for all of them together (limits.anonymous_*); the zero value
+	// means limits.DefaultAnonymous().
+	Anonymous limits.Anonymous
+	// AnonymousMemoryShare is the fraction of the memory budget all
+	// anonymous readers together may hold (limits.anonymous_memory_share,
+	// budget.MinShare to budget.MaxShare); 0 means
+	// DefaultAnonymousMemoryShare. It applies only with AnonymousReads.
+	AnonymousMemoryShare float64
 	// DefaultVisibility is the visibility of a repo created without one
 	// (hub.default_visibility): private (also for ""), internal or public.
 	DefaultVisibility string
@@ -94,10 +103,13 @@ const (
 	DefaultTokenTTL       = time.Hour
 	DefaultFetchURLTTL    = time.Hour
 	DefaultLimitsCacheTTL = 10 * time.Second
-	maxIPKeys             = 100_000
-	maxLimiterKeys        = 1_000_000
-	fetchBufferBytes      = 256 << 10
-	dedupAnswerXorbs      = 32
+	// DefaultAnonymousMemoryShare is the anonymous pool's share of the
+	// memory budget.
+	DefaultAnonymousMemoryShare = 0.25
+	maxIPKeys                   = 100_000
+	maxLimiterKeys              = 1_000_000
+	fetchBufferBytes            = 256 << 10
+	dedupAnswerXorbs            = 32
 )
 
 const (
@@ -175,6 +187,19 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	if len(cfg.SigningKey) == 0 {
 		cfg.SigningKey = make([]byte, 32)
 		rand.Read(cfg.SigningKey)
+	}
+	if cfg.Anonymous == (limits.Anonymous{}) {
+		cfg.Anonymous = limits.DefaultAnonymous()
+	}
+	if cfg.AnonymousMemoryShare == 0 {
+		cfg.AnonymousMemoryShare = DefaultAnonymousMemoryShare
+	}
+	if cfg.AnonymousReads {
+		shares := map[string]float64{anonymousTenant: cfg.AnonymousMemoryShare}
+		for t, v := range cfg.Budget.TenantShares {
+			shares[t] = v
+		}
+		cfg.Budget.TenantShares = shares
 	}
 	if err := cfg.Budget.Validate(maxBodyBytes); err != nil {
 		return nil, err

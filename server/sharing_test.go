@@ -24,12 +24,13 @@ type sharingEnv struct {
 	alice, bob, bobRead string
 	files               map[string]hubFile // by repo name
 	unnamed             hubFile
+	clock               *fakeClock // with withClock
 }
 
 func newSharingEnv(t *testing.T, withClock bool, mutate ...func(*Config)) *sharingEnv {
 	e := &sharingEnv{testEnv: newTestEnv(t, mutate...), files: map[string]hubFile{}}
 	if withClock {
-		e.setClock() // before any request: the limiters' clock never runs back
+		e.clock = e.setClock() // before any request: the limiters' clock never runs back
 	}
 	e.alice = e.credential("alice", "write")
 	e.bob = e.credential("bob", "write")
@@ -340,7 +341,10 @@ func (e *sharingEnv) info(t *testing.T, tok, path string) map[string]any {
 // write, the token routes and the CAS it gets the same 401 RepoNotFound as
 // without the setting. Listings show public repos only.
 func TestAnonymousReadsOfPublicRepos(t *testing.T) {
-	many := func(c *Config) { c.AuthFailuresPerMinute = 100_000 } // requests without a token count as failures
+	many := func(c *Config) {
+		c.AuthFailuresPerMinute = 100_000 // requests without a token count as failures
+		c.Anonymous = limits.Anonymous{AddressRate: limits.Rate{PerSecond: 1000, Burst: 2000}, PoolRate: limits.Rate{PerSecond: 1000, Burst: 2000}}
+	}
 	off := newSharingEnv(t, false, many)
 	on := newSharingEnv(t, false, many, func(c *Config) { c.AnonymousReads = true })
 	for _, e := range []*sharingEnv{off, on} {
@@ -407,12 +411,14 @@ func TestAnonymousReadsOfPublicRepos(t *testing.T) {
 }
 
 // TestAnonymousReadersAreLimitedPerAddress: anonymous readers are admitted
-// per client address, on the default credential rate, and spend nothing of
-// a tenant's; an IPv6 address counts by its /64.
+// per client address, on limits.anonymous_requests_per_second and
+// limits.anonymous_burst, and spend nothing of a tenant's; an IPv6 address
+// counts by its /64.
 func TestAnonymousReadersAreLimitedPerAddress(t *testing.T) {
 	e := &sharingEnv{testEnv: newTestEnv(t, func(c *Config) {
 		c.AnonymousReads = true
-		c.Limits.CredentialRate = limits.Rate{PerSecond: 0.5, Burst: 2}
+		c.Anonymous = limits.DefaultAnonymous()
+		c.Anonymous.AddressRate = limits.Rate{PerSecond: 0.5, Burst: 2}
 	}), files: map[string]hubFile{}}
 	e.setClock()
 	e.alice = e.credential("alice", "write")

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -37,12 +38,29 @@ func (s *Store) SharedRepos(ctx context.Context, typ, except, owner string, publ
 	return s.repoSummaries(ctx, "shared repos", where, args...)
 }
 
+// NewestPublicRepos lists at most n public repos of every type and
+// tenant, the most recently updated first (its main branch's head commit,
+// or its creation), then by tenant, type and name: the landing page's list.
+func (s *Store) NewestPublicRepos(ctx context.Context, n int) ([]RepoSummary, error) {
+	if n <= 0 {
+		return []RepoSummary{}, nil
+	}
+	return s.repoSummariesOrdered(ctx, "newest public repos", `r.visibility = 'public'`,
+		`COALESCE(c.created, r.created) DESC, r.tenant, r.type, r.name LIMIT `+strconv.Itoa(n))
+}
+
 func (s *Store) repoSummaries(ctx context.Context, what, where string, args ...any) ([]RepoSummary, error) {
+	return s.repoSummariesOrdered(ctx, what, where, `r.tenant, r.name`, args...)
+}
+
+// repoSummariesOrdered is repoSummaries with its ORDER BY clause (and
+// LIMIT) given; order is a constant of this package, never input.
+func (s *Store) repoSummariesOrdered(ctx context.Context, what, where, order string, args ...any) ([]RepoSummary, error) {
 	rows, err := s.query(ctx, `SELECT r.tenant, r.type, r.name, r.private, r.created, r.visibility, r.gated, COALESCE(c.sha, ''), COALESCE(c.created, 0)
 		FROM repos r
 		LEFT JOIN refs f ON f.tenant = r.tenant AND f.type = r.type AND f.name = r.name AND f.ref = 'main'
 		LEFT JOIN commits c ON c.tenant = r.tenant AND c.type = r.type AND c.name = r.name AND c.sha = f.commit_sha
-		WHERE `+where+` ORDER BY r.tenant, r.name`, args...)
+		WHERE `+where+` ORDER BY `+order, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}

@@ -20,6 +20,7 @@
 //                                      the file paths asked as additionalFields)
 //   snapshotDownload {cacheDir, revision}
 //                                   -> {folder, files: {path: sha256 hex}}
+//   downloadFile {path, revision}
 //   downloadFileToCacheDir {cacheDir, path, revision}
 //                                   -> {pointer, sha256}
 // Output, one line: {"ok": true, "result": ...} or, when the client threw,
@@ -35,6 +36,7 @@ import { join, relative } from "node:path";
 import {
 	countCommits,
 	datasetInfo,
+	downloadFile,
 	downloadFileToCacheDir,
 	fileExists,
 	listCommits,
@@ -89,7 +91,7 @@ async function filesUnder(dir) {
 }
 
 async function run(a) {
-	const creds = { accessToken: a.token, hubUrl: a.hubUrl, fetch: localFetch };
+	const creds = { accessToken: a.token || undefined, hubUrl: a.hubUrl, fetch: localFetch };
 	const repo = a.repo ? { type: a.repoType ?? "model", name: a.repo } : undefined;
 	const search = { owner: a.owner, query: a.query };
 	switch (a.op) {
@@ -132,6 +134,14 @@ async function run(a) {
 		case "snapshotDownload": {
 			const folder = await snapshotDownload({ ...creds, repo, cacheDir: a.cacheDir, revision: a.revision });
 			return { folder, files: await filesUnder(folder) };
+		}
+		case "downloadFile": {
+			const blob = await downloadFile({ ...creds, repo, path: a.path, revision: a.revision });
+			if (blob === null) {
+				return { missing: true };
+			}
+			const bytes = Buffer.from(await blob.arrayBuffer());
+			return { size: bytes.length, sha256: createHash("sha256").update(bytes).digest("hex") };
 		}
 		case "downloadFileToCacheDir": {
 			const pointer = await downloadFileToCacheDir({ ...creds, repo, path: a.path, cacheDir: a.cacheDir, revision: a.revision });

@@ -39,6 +39,8 @@ type Report struct {
 	Phases     []PhaseReport `json:"phases"`
 	Comparison *Comparison   `json:"comparison,omitempty"`
 	Abuser     *AbuserReport `json:"abuser,omitempty"`
+	// Public is the public scenario's readers (nil in the others).
+	Public *PublicReport `json:"public,omitempty"`
 	// Memory is the deployment's: with several nodes, the sums over them
 	// (each node's own, checked against its own budget, is in Nodes).
 	Memory MemoryReport `json:"memory"`
@@ -432,4 +434,35 @@ func (r *Report) Failed() int {
 		n += v
 	}
 	return n
+}
+
+// PublicReport is what the public scenario's readers got: Readers
+// clients, each from its own address, downloading one public file of
+// FileBytes bytes again and again, without a token (phase public) and then
+// with one tenant's token (phase token), beside the honest tenants.
+type PublicReport struct {
+	Readers   int           `json:"readers"`
+	FileBytes int64         `json:"file_bytes"`
+	Phases    []PublicPhase `json:"phases"`
+	// The honest p99 alone (baseline) and its ratio in phase public.
+	BaselineHonestP99ms float64 `json:"baseline_honest_p99_ms"`
+	HonestP99Ratio      float64 `json:"honest_p99_ratio"`
+	// AnonymousVsTokenRatio is the readers' bytes per second without a
+	// token over the same with one (0 when either is unknown).
+	AnonymousVsTokenRatio float64 `json:"anonymous_vs_token_ratio"`
+}
+
+// PublicPhase is the readers' figures in one phase.
+type PublicPhase struct {
+	Name           string         `json:"name"`
+	Downloads      int64          `json:"downloads"` // whole files
+	Bytes          int64          `json:"bytes"`
+	BytesPerSecond float64        `json:"bytes_per_second"`
+	Refusals       map[string]int `json:"refusals"` // by "status X-Error-Code"
+	Errors         int            `json:"errors"`
+	HonestP99ms    float64        `json:"honest_p99_ms"`
+	// ServerCPUSeconds is the server's CPU in the phase; per GiB, what it
+	// spent beyond the baseline's rate for each GiB the readers got.
+	ServerCPUSeconds       float64 `json:"server_cpu_seconds"`
+	ServerCPUSecondsPerGiB float64 `json:"server_cpu_seconds_per_gib"`
 }

@@ -15,7 +15,7 @@ import (
 func (r *Report) WriteText(w io.Writer) error {
 	var b strings.Builder
 	for _, section := range []func(*strings.Builder){
-		r.textHeader, r.textPhases, r.textRoutes, r.textPhaseLines, r.textComparison, r.textAbuser, r.textAccounting, r.textNodes, r.textMemory, r.textResult,
+		r.textHeader, r.textPhases, r.textRoutes, r.textPhaseLines, r.textComparison, r.textAbuser, r.textPublic, r.textAccounting, r.textNodes, r.textMemory, r.textResult,
 	} {
 		section(&b)
 	}
@@ -136,6 +136,21 @@ func (r *Report) textComparison(b *strings.Builder) {
 }
 
 // textAbuser writes what the abuser did and got, node by node with several nodes.
+// textPublic writes the public scenario's readers beside the honest p99.
+func (r *Report) textPublic(b *strings.Builder) {
+	p := r.Public
+	if p == nil {
+		return
+	}
+	fmt.Fprintf(b, "\npublic file: %d readers, each from its own address, downloading one %s file\n", p.Readers, FormatBytes(p.FileBytes))
+	fmt.Fprintf(b, "  honest p99 alone %.1f ms\n", p.BaselineHonestP99ms)
+	for _, ph := range p.Phases {
+		fmt.Fprintf(b, "  %-6s readers %.1f MB/s (%d files, %s), honest p99 %.1f ms, server CPU %.1f s (%.2f s per GiB served beyond the baseline's), refusals %s, errors %d\n",
+			ph.Name, ph.BytesPerSecond/1e6, ph.Downloads, FormatBytes(ph.Bytes), ph.HonestP99ms, ph.ServerCPUSeconds, ph.ServerCPUSecondsPerGiB, fmtCounts(ph.Refusals), ph.Errors)
+	}
+	fmt.Fprintf(b, "  honest p99 with anonymous readers / alone: %.2f×; anonymous MB/s / with a token: %.2f×\n", p.HonestP99Ratio, p.AnonymousVsTokenRatio)
+}
+
 func (r *Report) textAbuser(b *strings.Builder) {
 	if a := r.Abuser; a != nil {
 		fmt.Fprintf(b, "\nabuser refusals (all attacks): %s\n", fmtCounts(a.Refusals))
