@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -137,4 +138,53 @@ func (s *Store) RefsTo(ctx context.Context, id RepoID, sha string) ([]string, er
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// EntryByHash finds a Xet file of repo r by its hash: the commit whose tree
+// names it (the first found) and its entry. ErrNotFound when no revision of
+// r has it.
+func (s *Store) EntryByHash(ctx context.Context, r RepoID, hash string) (string, TreeEntry, error) {
+	needle := `"xet_hash":"` + hash + `"`
+	rows, err := s.query(s.lookupCtx(ctx), `SELECT sha, tree FROM commits WHERE tenant = ? AND type = ? AND name = ?`, r.Tenant, r.Type, r.Name)
+	if err != nil {
+		return "", TreeEntry{}, fmt.Errorf("commits of %s: %w", r, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sha string
+		var tree []byte
+		if err := rows.Scan(&sha, &tree); err != nil {
+			return "", TreeEntry{}, fmt.Errorf("commits of %s: %w", r, dbErr(err))
+		}
+		if !strings.Contains(string(tree), needle) {
+			continue
+		}
+		var entries []TreeEntry
+		if err := json.Unmarshal(tree, &entries); err != nil {
+			return "", TreeEntry{}, fmt.Errorf("tree of %s of %s: %w", sha, r, err)
+		}
+		for _, e := range entries {
+			if e.XetHash == hash {
+				return sha, e, nil
+			}
+		}
+	}
+	if err := dbErr(rows.Err()); err != nil {
+		return "", TreeEntry{}, fmt.Errorf("commits of %s: %w", r, err)
+	}
+	return "", TreeEntry{}, fmt.Errorf("file %s in %s: %w", hash, r, ErrNotFound)
+}
+
+// TenantUsage is the stored bytes the index bills to tenant (0 for a
+// tenant it does not know).
+func (s *Store) TenantUsage(ctx context.Context, tenant string) (int64, error) {
+	var n int64
+	err := s.queryRow(ctx, `SELECT usage_bytes FROM tenants WHERE name = ?`, tenant).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("usage of %s: %w", tenant, dbErr(err))
+	}
+	return n, nil
 }
