@@ -107,6 +107,9 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 			}
 			all = append(all, shared...)
 		}
+		for i := range all {
+			all[i].RepoID = h.shown(all[i].RepoID)
+		}
 		repos := filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "")
 		if g := q.Get("gated"); g == "true" || g == "false" {
 			repos = slices.DeleteFunc(repos, func(r store.RepoSummary) bool { return (r.Gated != "") != (g == "true") })

@@ -15,7 +15,7 @@ import (
 // Reserve takes n bytes of memory for the request a pull serves, from the
 // server's budget, as one buffer; release gives it back. Its errors are
 // the budget's.
-type Reserve func(n int64) (buf []byte, release func(), err error)
+type Reserve = func(n int64) (buf []byte, release func(), err error)
 
 // Fetch makes the Xet file e of local (a mirrored repo) stored, pulling it
 // from the upstream if it is not, on behalf of a request of tenant. A

@@ -87,6 +87,21 @@ type Config struct {
 	GCGrace    time.Duration
 	// Version is shown on the landing page.
 	Version string
+	// Mirror serves an upstream Hub's repos (mirror.upstream,
+	// docs/mirror.md); nil: no mirror.
+	Mirror Mirror
+}
+
+// Mirror is the mirror of an upstream Hub as the server uses it: the Hub's
+// part (hub.Mirror), and the pull of a file a CAS token for a mirrored repo
+// asks for before it is stored. Package mirror implements it; cli builds
+// it.
+type Mirror interface {
+	hub.Mirror
+	// PullFile makes the Xet file h of local (a mirrored repo) stored,
+	// pulling it for a request of tenant; store.ErrNotFound unless a
+	// revision of local names it.
+	PullFile(ctx context.Context, tenant string, local store.RepoID, h xet.Hash, reserve func(n int64) ([]byte, func(), error)) error
 }
 
 // Defaults for Config fields left zero.
