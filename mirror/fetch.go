@@ -39,6 +39,11 @@ func (m *Mirror) Fetch(ctx context.Context, tenant string, local store.RepoID, s
 	}
 	var tee *holdBack
 	err = m.coalesce(ctx, "file:"+e.XetHash, func(ctx context.Context) error {
+		// A pull that ended between the look-up above and this flight
+		// stored it already.
+		if _, err := m.store.File(ctx, m.cfg.Tenant, h); err == nil {
+			return nil
+		}
 		if w != nil {
 			tee = &holdBack{w: w}
 		}
