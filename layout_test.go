@@ -41,6 +41,7 @@ func TestLayout(t *testing.T) {
 		"load/cmd/memstorm":      {"openxet/testproc", "openxet/xet"},
 		"mirror":                 {"openxet/xet", "openxet/store", "openxet/refusal", "openxet/work"},
 		"mirror/upstream":        {"openxet/mirror", "openxet/xet"},
+		"mirror/upstreamtest":    {"openxet/xet"},
 	}
 	owners := map[string][]string{ // third-party import prefix → the packages that may use it
 		"github.com/labstack/echo": {"server", "hub"},
