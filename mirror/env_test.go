@@ -32,8 +32,9 @@ import (
 // upstreamEnv is the upstream server with the repos of a test.
 type upstreamEnv struct {
 	*servertest.Env
-	token string // a read credential of the upstream
-	files map[string][]byte
+	token      string // a read credential of the upstream
+	adminToken string
+	files      map[string][]byte
 }
 
 func newUpstream(t *testing.T) *upstreamEnv {
