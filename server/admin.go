@@ -108,6 +108,8 @@ func (s *Server) adminRoutes(e *echo.Echo) {
 	g.GET("/credentials", s.listCredentials)
 	g.POST("/credentials", s.createCredential)
 	g.DELETE("/credentials/:id", s.revokeCredential)
+	g.GET("/mirror", s.listMirrored)
+	g.POST("/mirror/pull", s.pullMirrored)
 }
 
 // effectiveView reads a tenant's overrides and usage for the admin API.

@@ -23,6 +23,7 @@ import (
 	"openxet/budget"
 	"openxet/hub"
 	"openxet/limits"
+	"openxet/mirror"
 	"openxet/store"
 	"openxet/turns"
 	"openxet/work"
@@ -102,7 +103,17 @@ type Mirror interface {
 	// pulling it for a request of tenant; store.ErrNotFound unless a
 	// revision of local names it.
 	PullFile(ctx context.Context, tenant string, local store.RepoID, h xet.Hash, reserve func(n int64) ([]byte, func(), error)) error
+	// Pull pre-fetches a revision of an upstream repo (the admin route).
+	Pull(ctx context.Context, tenant, typ, ns, name, rev string, reserve func(n int64) ([]byte, func(), error)) (mirror.Mirrored, error)
+	// List is every mirrored revision, the least recently used first.
+	List(ctx context.Context) ([]mirror.Mirrored, error)
+	// Stats counts what the mirror did.
+	Stats() mirror.Stats
 }
+
+// CollectSoon tells the collector that revisions were dropped, so that a
+// pass soon gives their bytes back (the mirror's evictions).
+func (s *Server) CollectSoon() { s.gc.poke() }
 
 // Defaults for Config fields left zero.
 const (
@@ -218,6 +229,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
+	if cfg.Mirror != nil {
+		registerMirrorMetrics(reg, cfg.Mirror)
+	}
 	s.gc = newCollector(s, reg)
 	s.workWait = workMetrics(reg, s.work)
 	s.turnWait = turnMetrics(reg, &s.turns)
