@@ -72,6 +72,7 @@ func NewApp(stdout, stderr io.Writer, env Env) *cli.App {
 			usageCommand(env),
 			filesCommand(env),
 			tenantsCommand(env),
+			mirrorCommand(env),
 			{
 				Name:  "version",
 				Usage: "print the version",

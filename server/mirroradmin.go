@@ -30,7 +30,8 @@ type MirroredView struct {
 	LastUsed string `json:"last_used"`
 }
 
-func viewMirrored(mv mirror.Mirrored) MirroredView {
+// ViewMirrored is the admin API's view of a mirrored revision.
+func ViewMirrored(mv mirror.Mirrored) MirroredView {
 	v := MirroredView{Repo: mv.Repo.String(), Type: mv.Repo.Type, SHA: mv.SHA, Names: mv.Names, Files: mv.Files,
 		PulledFiles: mv.PulledFiles, SizeBytes: mv.SizeBytes, PulledBytes: mv.PulledBytes}
 	if v.Names == nil {
@@ -56,7 +57,7 @@ func (s *Server) listMirrored(c echo.Context) error {
 	}
 	out := make([]MirroredView, 0, len(list))
 	for _, mv := range list {
-		out = append(out, viewMirrored(mv))
+		out = append(out, ViewMirrored(mv))
 	}
 	return c.JSON(http.StatusOK, map[string]any{"revisions": out})
 }
@@ -97,7 +98,7 @@ func (s *Server) pullMirrored(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, viewMirrored(mv))
+	return c.JSON(http.StatusOK, ViewMirrored(mv))
 }
 
 
