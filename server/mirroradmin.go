@@ -101,7 +101,6 @@ func (s *Server) pullMirrored(c echo.Context) error {
 	return c.JSON(http.StatusOK, ViewMirrored(mv))
 }
 
-
 // registerMirrorMetrics exports the mirror's counters (docs/mirror.md).
 func registerMirrorMetrics(reg *prometheus.Registry, m Mirror) {
 	counter := func(name, help string, v func(mirror.Stats) int64) {
