@@ -107,6 +107,8 @@ type testUpstream struct {
 	corrupt                     atomic.Bool // file streams have one byte changed
 	// gate, when set, holds every Open until it is closed.
 	gate chan struct{}
+	// onOpen, when set, is called at each Open before it reads.
+	onOpen func(f mirror.File, offset int64)
 }
 
 func (tu *testUpstream) Revision(ctx context.Context, repo mirror.RepoRef, rev string) (mirror.Revision, error) {
@@ -138,6 +140,9 @@ func (tu *testUpstream) Open(ctx context.Context, repo mirror.RepoRef, sha strin
 		return nil, fmt.Errorf("open %s: %w", f.Path, mirror.ErrUnreachable)
 	}
 	tu.opens.Add(1)
+	if tu.onOpen != nil {
+		tu.onOpen(f, offset)
+	}
 	if tu.gate != nil {
 		select {
 		case <-tu.gate:

@@ -163,6 +163,9 @@ func New(cfg Config) (*Mirror, error) {
 		checked: map[string]time.Time{}, used: map[string]time.Time{}, flights: map[string]*flight{}}, nil
 }
 
+// UpstreamWaiting is how many upstream streams wait for a connection now.
+func (m *Mirror) UpstreamWaiting() int { return m.conns.Stats().Waiting }
+
 // Tenant is the tenant that owns the mirrored repos.
 func (m *Mirror) Tenant() string { return m.cfg.Tenant }
 

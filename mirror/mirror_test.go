@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -340,5 +341,65 @@ func TestQuotaEviction(t *testing.T) {
 	}
 	if e.up.opens.Load() == opens {
 		t.Errorf("a after its eviction was not pulled again")
+	}
+}
+
+// TestFairSegments: with one upstream connection, a tenant's long pull
+// gives the connection up at the end of each segment, so another tenant's
+// one-segment pull, queued behind it, runs next instead of after it.
+func TestFairSegments(t *testing.T) {
+	u := newUpstream(t)
+	big, small := randomBytes(13, 1<<20), randomBytes(14, 40_000)
+	u.repo(t, "org", "big", map[string][]byte{"big.bin": big}, nil)
+	u.repo(t, "org", "small", map[string][]byte{"small.bin": small}, nil)
+	e := newMirror(t, u, func(c *mirror.Config) { c.MaxUpstreamConnections, c.SegmentBytes = 1, 64<<10 })
+	ctx := context.Background()
+	entry := func(name, path string) (store.RepoID, string, store.TreeEntry) {
+		local, err := e.m.Repo(ctx, "model", "org", name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := e.m.Resolve(ctx, local, "main")
+		if err != nil {
+			t.Fatal(err)
+		}
+		en, _ := c.Entry(path)
+		return local, c.SHA, en
+	}
+	bigRepo, bigSHA, bigEntry := entry("big", "big.bin")
+	smallRepo, smallSHA, smallEntry := entry("small", "small.bin")
+
+	var mu sync.Mutex
+	var log []string
+	firstOpen, release := make(chan struct{}), make(chan struct{})
+	e.up.onOpen = func(f mirror.File, off int64) {
+		mu.Lock()
+		log = append(log, f.Path)
+		n := len(log)
+		mu.Unlock()
+		if n == 1 {
+			close(firstOpen)
+			<-release
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if _, err := e.m.Fetch(ctx, "alice", bigRepo, bigSHA, bigEntry, nil, nil); err != nil {
+			t.Error(err)
+		}
+	})
+	<-firstOpen
+	wg.Go(func() {
+		if _, err := e.m.Fetch(ctx, "bob", smallRepo, smallSHA, smallEntry, nil, nil); err != nil {
+			t.Error(err)
+		}
+	})
+	for e.m.UpstreamWaiting() == 0 {
+		runtime.Gosched() // bob's pull queues behind alice's first segment
+	}
+	close(release)
+	wg.Wait()
+	if len(log) != 17 || log[1] != "small.bin" {
+		t.Errorf("upstream streams in order %v: want big.bin, small.bin, then the 15 other segments of big.bin", log)
 	}
 }

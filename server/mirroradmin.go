@@ -113,5 +113,7 @@ func registerMirrorMetrics(reg *prometheus.Registry, m Mirror) {
 	counter("openxet_mirror_hits_total", "File reads the mirror answered from what it had stored.", func(s mirror.Stats) int64 { return s.Hits })
 	counter("openxet_mirror_stale_total", "Reads the mirror answered from a revision it could not re-resolve (upstream unreachable).", func(s mirror.Stats) int64 { return s.Stale })
 	counter("openxet_mirror_refused_total", "Upstream answers the mirror refused as invalid.", func(s mirror.Stats) int64 { return s.Refused })
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "openxet_mirror_upstream_waiting", Help: "Upstream streams waiting for one of mirror.max_upstream_connections."},
+		func() float64 { return float64(m.UpstreamWaiting()) }))
 	counter("openxet_mirror_evicted_total", "Mirrored revisions evicted over mirror.quota.", func(s mirror.Stats) int64 { return s.Evicted })
 }

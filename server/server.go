@@ -109,6 +109,8 @@ type Mirror interface {
 	List(ctx context.Context) ([]mirror.Mirrored, error)
 	// Stats counts what the mirror did.
 	Stats() mirror.Stats
+	// UpstreamWaiting is how many upstream streams wait for a connection.
+	UpstreamWaiting() int
 }
 
 // CollectSoon tells the collector that revisions were dropped, so that a
