@@ -154,7 +154,7 @@ func (h *Hub) listRefs(c echo.Context) error {
 			// A mirrored repo's refs are the mirror's own (mirror.go): the
 			// revision names clients resolved through it show as branches,
 			// the pins of commits not at all.
-			name, ok := strings.CutPrefix(ref.Name, "refs/mirror/names/")
+			name, ok := strings.CutPrefix(ref.Name, mirrorNamePrefix)
 			if !ok || strings.HasPrefix(name, "refs/") {
 				continue
 			}

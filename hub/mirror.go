@@ -42,6 +42,14 @@ type Mirror interface {
 	Visibility() string
 }
 
+// The local refs of a mirrored repo are the mirror's (package mirror): each
+// revision name a client resolved is mirrorNamePrefix + name; the pins of
+// the commits are other refs under refs/mirror/.
+const (
+	mirrorNamePrefix = "refs/mirror/names/"
+	mirrorMainRef    = mirrorNamePrefix + "main"
+)
+
 // mirrorRepo finds the mirrored repo a request names by ns/name (r) when
 // the store has no such repo: ok false when there is no mirror, the caller
 // may not read mirrored repos (not found, as for a repo that does not

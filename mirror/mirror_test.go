@@ -123,6 +123,17 @@ func TestReadRoutes(t *testing.T) {
 		t.Errorf("after the reconstruction %d upstream streams, want 2", n)
 	}
 
+	// The listing and the refs show the upstream's id and revision names.
+	list := e.Do("GET", "/api/models?search=bert-tiny", tok, nil)
+	var listed []map[string]any
+	if err := json.Unmarshal(list.Body, &listed); err != nil || len(listed) != 1 || listed[0]["id"] != "google-bert/bert-tiny" || listed[0]["sha"] != up.SHA {
+		t.Errorf("listing: %d %s", list.Status, list.Body)
+	}
+	refs := e.Do("GET", "/api/models/google-bert/bert-tiny/refs", tok, nil)
+	if !strings.Contains(string(refs.Body), `"name":"main"`) || strings.Contains(string(refs.Body), "refs/mirror") {
+		t.Errorf("refs: %d %s", refs.Status, refs.Body)
+	}
+
 	// Mirrored repos are read-only.
 	commit := e.Do("POST", "/api/models/google-bert/bert-tiny/commit/main", tok, []byte(`{"key":"header","value":{"summary":"x"}}`+"\n"), "Content-Type: application/x-ndjson")
 	if commit.Status != 403 {
