@@ -260,9 +260,12 @@ func TestOffline(t *testing.T) {
 	}
 	for _, p := range []string{"/org/m/resolve/main/b.bin", "/api/models/org/never"} {
 		r := e.Do("GET", p, tok, nil)
-		if r.Status != 503 || !strings.Contains(string(r.Body), "unreachable") || !strings.Contains(string(r.Body), "upstream_unreachable") {
+		if r.Status != 503 || r.Header.Get("Retry-After") != "30" || !strings.Contains(string(r.Body), "unreachable") || !strings.Contains(string(r.Body), "upstream_unreachable") {
 			t.Errorf("GET %s offline: %d %s, want 503 upstream_unreachable", p, r.Status, r.Body)
 		}
+	}
+	if _, err := e.Store.Repo(context.Background(), store.RepoID{Tenant: mirror.DefaultTenant, Type: "model", Name: "org__never"}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a repo asked for while the upstream was unreachable was recorded: %v", err)
 	}
 	e.up.down.Store(false)
 	if r := e.Do("GET", "/org/m/resolve/main/b.bin", tok, nil); r.Status != 200 {
