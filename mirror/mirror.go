@@ -110,6 +110,9 @@ type Mirror struct {
 	checked map[string]time.Time // local repo + "@" + rev → when resolved upstream
 	used    map[string]time.Time // local repo + "@" + sha → last read
 	flights map[string]*flight   // what is being pulled, by key
+	// recording serializes the recording of revisions per local repo, so
+	// that two revisions recorded at once do not both create the repo.
+	recording map[store.RepoID]*sync.Mutex
 	evictMu sync.Mutex
 
 	upstreamBytes, upstreamFiles, revisions, hits, stale, refused, evicted atomic.Int64
@@ -160,7 +163,8 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	conns := work.New(work.Config{Slots: cfg.MaxUpstreamConnections, TenantShare: 1, Wait: time.Hour})
 	return &Mirror{cfg: cfg, store: cfg.Store, up: cfg.Upstream, log: cfg.Logger, conns: conns,
-		checked: map[string]time.Time{}, used: map[string]time.Time{}, flights: map[string]*flight{}}, nil
+		checked: map[string]time.Time{}, used: map[string]time.Time{}, flights: map[string]*flight{},
+		recording: map[store.RepoID]*sync.Mutex{}}, nil
 }
 
 // UpstreamWaiting is how many upstream streams wait for a connection now.
@@ -334,6 +338,15 @@ func (m *Mirror) badAnswer(what string, err error) error {
 // record resolves rev against the upstream and records the commit it
 // names in local, with its regular files, and points the local refs at it.
 func (m *Mirror) record(ctx context.Context, local store.RepoID, rev string) (store.Commit, error) {
+	m.mu.Lock()
+	mu := m.recording[local]
+	if mu == nil {
+		mu = &sync.Mutex{}
+		m.recording[local] = mu
+	}
+	m.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
 	ref := m.ref(local)
 	up, err := m.up.Revision(ctx, ref, rev)
 	if err != nil {
