@@ -107,6 +107,9 @@ type testUpstream struct {
 	corrupt                     atomic.Bool // file streams have one byte changed
 	// gate, when set, holds every Open until it is closed.
 	gate chan struct{}
+	// revGate, when it holds a channel, holds every Revision until it is
+	// closed.
+	revGate atomic.Pointer[chan struct{}]
 	// onOpen, when set, is called at each Open before it reads.
 	onOpen func(f mirror.File, offset int64)
 }
@@ -116,6 +119,13 @@ func (tu *testUpstream) Revision(ctx context.Context, repo mirror.RepoRef, rev s
 		return mirror.Revision{}, fmt.Errorf("revision %s: %w", rev, mirror.ErrUnreachable)
 	}
 	tu.revisions.Add(1)
+	if g := tu.revGate.Load(); g != nil {
+		select {
+		case <-*g:
+		case <-ctx.Done():
+			return mirror.Revision{}, ctx.Err()
+		}
+	}
 	ns, name, _ := strings.Cut(repo.ID, "/")
 	c, err := tu.u.Store.Resolve(ctx, store.RepoID{Tenant: ns, Type: repo.Type, Name: name}, rev)
 	if errors.Is(err, store.ErrNotFound) {

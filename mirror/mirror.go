@@ -24,6 +24,7 @@ const (
 	DefaultTenant                 = "mirror"
 	DefaultVisibility             = "internal"
 	DefaultRefresh                = 10 * time.Minute
+	DefaultStaleAfter             = 5 * time.Second
 	DefaultMaxUpstreamConnections = 8
 	// DefaultSegmentBytes is how much of a file one upstream stream pulls
 	// before it gives its connection back and queues again, so that one
@@ -74,8 +75,14 @@ type Config struct {
 	// Released tells the collector revisions were dropped (may be nil).
 	Released func()
 	Logger   *slog.Logger
-	// Now is the clock (time.Now when nil).
-	Now func() time.Time
+	// StaleAfter is how long a read waits for a branch or tag due to be
+	// resolved again when a revision of it is stored; past it the stored
+	// one is served (stale) while the resolution goes on.
+	StaleAfter time.Duration
+	// Now is the clock (time.Now when nil); After the timer (time.After
+	// when nil).
+	Now   func() time.Time
+	After func(d time.Duration) <-chan time.Time
 }
 
 // Stats counts what the mirror did since it started.
@@ -157,6 +164,12 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.After == nil {
+		cfg.After = time.After
+	}
+	if cfg.StaleAfter <= 0 {
+		cfg.StaleAfter = DefaultStaleAfter
 	}
 	if cfg.UpstreamName == "" {
 		cfg.UpstreamName = "the upstream"
@@ -289,21 +302,51 @@ func (m *Mirror) Resolve(ctx context.Context, local store.RepoID, rev string) (s
 			return stored, nil
 		}
 	}
-	var c store.Commit
-	err := m.coalesce(ctx, "rev:"+key, func(ctx context.Context) error {
-		var err error
-		c, err = m.record(ctx, local, rev)
-		return err
-	})
-	if err == nil && c.SHA == "" {
-		// Another request recorded it while this one waited.
-		c, err = m.store.Resolve(ctx, local, localRef)
+	type result struct {
+		c   store.Commit
+		err error
 	}
+	done := make(chan result, 1)
+	resolve := func(ctx context.Context) {
+		var c store.Commit
+		err := m.coalesce(ctx, "rev:"+key, func(ctx context.Context) error {
+			var err error
+			c, err = m.record(ctx, local, rev)
+			return err
+		})
+		if err == nil && c.SHA == "" {
+			// Another request recorded it while this one waited.
+			c, err = m.store.Resolve(ctx, local, localRef)
+		}
+		if err == nil {
+			m.mu.Lock()
+			m.checked[key] = m.cfg.Now()
+			m.mu.Unlock()
+		}
+		done <- result{c, err}
+	}
+	var r result
+	if serr != nil {
+		resolve(ctx)
+		r = <-done
+	} else {
+		// A revision is stored: a slow upstream gets Config.StaleAfter,
+		// then the stored one is served while the resolution goes on.
+		go resolve(context.WithoutCancel(ctx))
+		select {
+		case r = <-done:
+		case <-m.cfg.After(m.cfg.StaleAfter):
+			m.stale.Add(1)
+			m.log.Warn("mirror: upstream slow, serving the revision mirrored before", "repo", m.ref(local).ID, "rev", rev, "sha", stored.SHA, "after", m.cfg.StaleAfter)
+			m.touch(local, stored.SHA)
+			return stored, nil
+		case <-ctx.Done():
+			return store.Commit{}, ctx.Err()
+		}
+	}
+	c, err := r.c, r.err
 	switch {
 	case err == nil:
-		m.mu.Lock()
-		m.checked[key] = m.cfg.Now()
-		m.mu.Unlock()
 		m.touch(local, c.SHA)
 		return c, nil
 	case errors.Is(err, ErrUnreachable) && serr == nil:

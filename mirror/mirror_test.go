@@ -417,3 +417,30 @@ func TestFairSegments(t *testing.T) {
 		t.Errorf("upstream streams in order %v: want big.bin, small.bin, then the 15 other segments of big.bin", log)
 	}
 }
+
+// TestSlowUpstream: a branch due to be resolved again while the upstream
+// is slow is served as stored once Config.StaleAfter passes (the test's
+// timer fires at once), and the resolution goes on behind it.
+func TestSlowUpstream(t *testing.T) {
+	u := newUpstream(t)
+	u.repo(t, "org", "m", map[string][]byte{"a.bin": randomBytes(15, 50_000)}, nil)
+	fire := make(chan time.Time)
+	e := newMirror(t, u, func(c *mirror.Config) { c.After = func(time.Duration) <-chan time.Time { return fire } })
+	tok := e.Credential("bob", "read")
+	first := e.Do("GET", "/api/models/org/m", tok, nil)
+	if first.Status != 200 {
+		t.Fatalf("info: %d", first.Status)
+	}
+	gate := make(chan struct{})
+	e.up.revGate.Store(&gate)
+	e.clock.Advance(mirror.DefaultRefresh + time.Second)
+	close(fire)
+	r := e.Do("GET", "/api/models/org/m", tok, nil)
+	if r.Status != 200 || r.JSON(t)["sha"] != first.JSON(t)["sha"] {
+		t.Errorf("info with the upstream slow: %d %s", r.Status, r.Body)
+	}
+	if s := e.m.Stats(); s.Stale != 1 {
+		t.Errorf("stale %d, want 1", s.Stale)
+	}
+	close(gate)
+}
