@@ -120,7 +120,7 @@ type Mirror struct {
 	// recording serializes the recording of revisions per local repo, so
 	// that two revisions recorded at once do not both create the repo.
 	recording map[store.RepoID]*sync.Mutex
-	evictMu sync.Mutex
+	evictMu   sync.Mutex
 
 	upstreamBytes, upstreamFiles, revisions, hits, stale, refused, evicted atomic.Int64
 }
