@@ -29,8 +29,9 @@ const (
 	// MaxBackoff caps one wait between tries, Retry-After included: an
 	// upstream that asks for longer is treated as unreachable now.
 	MaxBackoff = 30 * time.Second
-	// DefaultStallTimeout is how long a request may go without a byte
-	// arriving (headers or body) before it fails as unreachable.
+	// DefaultStallTimeout is how long a request may wait for its answer's
+	// headers, or a Read for the answer's next bytes, before it fails as
+	// unreachable.
 	DefaultStallTimeout = 60 * time.Second
 	// DefaultMaxJSONBytes caps one JSON answer (a revision, a tree page, a
 	// reconstruction window, a token).
@@ -67,8 +68,9 @@ type Options struct {
 	Retries int
 	// Backoff is the wait before the first retry (0 means DefaultBackoff).
 	Backoff time.Duration
-	// StallTimeout bounds the wait for each byte of an answer (0 means
-	// DefaultStallTimeout).
+	// StallTimeout bounds the wait for an answer's headers and, in each
+	// Read, for its next bytes; time the caller spends between Reads does
+	// not count (0 means DefaultStallTimeout).
 	StallTimeout time.Duration
 	// MaxJSONBytes caps one JSON answer (0 means DefaultMaxJSONBytes).
 	MaxJSONBytes int64
@@ -426,7 +428,9 @@ func (c *Client) try(ctx context.Context, r request) (*answer, error) {
 		return fail(&Error{Kind: mirror.ErrUnreachable, Op: r.op, URL: strip(r.url), Err: stallCause(body, err)})
 	}
 	body.rc = res.Body
-	body.timer.Reset(c.stall)
+	// From here the clock runs only while a Read waits for the upstream:
+	// a caller that is slow to read is not the upstream stalling.
+	body.timer.Stop()
 	a := &answer{Response: res, body: body}
 	res.Body = body
 	if r.accept(res.StatusCode) {
@@ -489,9 +493,9 @@ func stallCause(b *stallBody, err error) error {
 	return err
 }
 
-// stallBody is an answer's body: it cancels the request when no byte
-// arrives for the stall timeout, and gives back the connection slot once,
-// on Close.
+// stallBody is an answer's body: it cancels the request when the answer's
+// headers, or the bytes a Read waits for, do not arrive within the stall
+// timeout, and gives back the connection slot once, on Close.
 type stallBody struct {
 	rc      io.ReadCloser
 	cancel  context.CancelFunc
@@ -517,10 +521,9 @@ func (b *stallBody) didStall() bool {
 }
 
 func (b *stallBody) Read(p []byte) (int, error) {
+	b.timer.Reset(b.d)
 	n, err := b.rc.Read(p)
-	if n > 0 {
-		b.timer.Reset(b.d)
-	}
+	b.timer.Stop()
 	if err != nil && err != io.EOF && b.didStall() {
 		err = fmt.Errorf("no byte for %s: %w", b.d, context.DeadlineExceeded)
 	}

@@ -202,7 +202,7 @@ func TestOpenEveryKind(t *testing.T) {
 // for again once.
 func TestTokenRefresh(t *testing.T) {
 	f := newFixture(t)
-	f.up.TokenTTL = 10 * time.Second // always within the margin: a new token per window
+	f.up.SetTokenTTL(10 * time.Second) // always within the margin: a new token per window
 	c := f.client(t, func(o *upstream.Options) { o.ReconstructionWindow = 500_000 })
 	rev, err := c.Revision(context.Background(), f.repo, "main")
 	if err != nil {
@@ -217,13 +217,13 @@ func TestTokenRefresh(t *testing.T) {
 	}
 
 	// A token the CAS refuses although it is not near its expiry.
-	f.up.TokenTTL = time.Hour
+	f.up.SetTokenTTL(time.Hour)
 	now := time.Now()
 	c = f.client(t, func(o *upstream.Options) { o.Now = func() time.Time { return now } })
 	if _, err := c.Open(context.Background(), f.repo, rev.SHA, file, 0); err != nil {
 		t.Fatal(err)
 	}
-	f.up.Now = func() time.Time { return now.Add(2 * time.Hour) } // every token handed out so far has expired
+	f.up.SetNow(func() time.Time { return now.Add(2 * time.Hour) }) // every token handed out so far has expired
 	before := f.up.Count("/xet-read-token/")
 	if got := readAll(t, c, f.repo, rev.SHA, file, 10); !bytes.Equal(got, f.files[file.Path].Content[10:]) {
 		t.Fatal("bytes differ after a refresh")
@@ -522,6 +522,12 @@ func TestMaxConns(t *testing.T) {
 	if _, err := c.Revision(context.Background(), f.repo, "main"); err != nil {
 		t.Fatalf("revision after the stream closed: %v", err)
 	}
+	// One slot is enough for a stream of many windows and fetches.
+	c = f.client(t, func(o *upstream.Options) { o.MaxConns = 1; o.ReconstructionWindow = 100_000 })
+	file := f.file(t, rev, "model.safetensors")
+	if got := readAll(t, c, f.repo, rev.SHA, file, 0); !bytes.Equal(got, f.files[file.Path].Content) {
+		t.Fatal("bytes differ")
+	}
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -544,4 +550,39 @@ func gitOID(content []byte) string {
 	fmt.Fprintf(h, "blob %d\x00", len(content))
 	h.Write(content)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestConcurrentOpens: one client serves many streams at once within
+// MaxConns, each giving its file's bytes.
+func TestConcurrentOpens(t *testing.T) {
+	f := newFixture(t)
+	c := f.client(t, func(o *upstream.Options) { o.MaxConns = 2; o.ReconstructionWindow = 300_000 })
+	rev, err := c.Revision(context.Background(), f.repo, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"model.safetensors", "tokenizer.json", "weights.lfs", "config.json"}
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			p := paths[i%len(paths)]
+			off := int64(i * 1000 % max(1, len(f.files[p].Content)))
+			rc, err := c.Open(context.Background(), f.repo, rev.SHA, f.file(t, rev, p), off)
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer rc.Close()
+			got, err := io.ReadAll(rc)
+			if err != nil || !bytes.Equal(got, f.files[p].Content[off:]) {
+				errs <- fmt.Errorf("%s from %d: %d bytes, %v", p, off, len(got), err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
 }

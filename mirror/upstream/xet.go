@@ -41,6 +41,8 @@ const (
 // again at the offset reached to resume). The bytes are not hashed here;
 // the caller checks them against f.
 //
+// ctx governs the whole stream: every request it sends, also from Read.
+//
 // Memory: a stream holds at most one reconstruction window's answer and
 // about 2 × 2 MiB of chunk data (a batch of whole chunks and its decoded
 // copy), whatever the file's size. It holds one of MaxConns while a
@@ -300,6 +302,7 @@ type xetStream struct {
 	fetchChunk uint32     // chunk index the fetch body is at
 	fetchLeft  int64      // bytes of the fetch answer not read yet
 	raw        []byte     // undecoded bytes read from fetch
+	outBuf     []byte     // the buffer of the last batch decoded
 	out        []byte     // decoded bytes of the current term still to give
 	termLeft   uint64     // bytes of the current term not yet decoded into out
 	termChunk  uint32     // next chunk index of the current term
@@ -405,6 +408,9 @@ func (s *xetStream) Read(p []byte) (int, error) {
 // current term's chunks, starting the next term or window as needed.
 func (s *xetStream) step() error {
 	if s.left == 0 {
+		// The fetch answer's slot goes back first: with MaxConns 1 the
+		// reconstruction could not be asked for otherwise.
+		s.closeFetch()
 		if err := s.nextWindow(); err != nil {
 			return err
 		}
@@ -526,10 +532,16 @@ func (s *xetStream) readChunks(most uint32) ([]byte, uint32, error) {
 	for _, ch := range chunks {
 		size += len(ch)
 	}
-	out := make([]byte, 0, size)
+	// s.out is given out before the next batch is read: its buffer is
+	// reused.
+	out := s.outBuf[:0]
+	if cap(out) < size {
+		out = make([]byte, 0, max(size, decodeBatchBytes+xet.MaxChunkBytes))
+	}
 	for _, ch := range chunks {
 		out = append(out, ch...)
 	}
+	s.outBuf = out
 	return out, count, nil
 }
 

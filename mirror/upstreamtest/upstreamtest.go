@@ -128,10 +128,6 @@ type Server struct {
 	// PageSize and XorbChunks: see the defaults. Set before AddRepo.
 	PageSize   int
 	XorbChunks int
-	// TokenTTL is the life of a CAS token (DefaultTokenTTL when 0).
-	TokenTTL time.Duration
-	// Now is the clock of token expiry (time.Now when nil).
-	Now func() time.Time
 
 	hub, cdn *listener
 
@@ -143,6 +139,24 @@ type Server struct {
 	tokens map[string]time.Time // CAS token → expiry
 	served atomic.Int64
 	secret string
+	ttl    time.Duration    // SetTokenTTL
+	clock  func() time.Time // SetNow
+}
+
+// SetTokenTTL sets the life of the CAS tokens handed out from now on
+// (DefaultTokenTTL until called).
+func (s *Server) SetTokenTTL(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ttl = d
+}
+
+// SetNow sets the clock CAS tokens are handed out and checked by
+// (time.Now until called; nil restores it).
+func (s *Server) SetNow(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock = now
 }
 
 // repo is a Repo with what its answers need, computed once.
@@ -703,8 +717,8 @@ func (s *Server) treeFile(r *http.Request, rp *repo, f *file) map[string]any {
 // readToken answers xet-read-token: a CAS token for the CDN host.
 func (s *Server) readToken(w http.ResponseWriter) {
 	now := s.now()
-	exp := now.Add(cmpOr(s.TokenTTL, DefaultTokenTTL))
 	s.mu.Lock()
+	exp := now.Add(cmpOr(s.ttl, DefaultTokenTTL))
 	tok := fmt.Sprintf("xet_%d_%x", len(s.tokens), sha256.Sum256([]byte(s.secret+strconv.Itoa(len(s.tokens)))))[:40]
 	s.tokens[tok] = exp
 	s.mu.Unlock()
@@ -712,8 +726,11 @@ func (s *Server) readToken(w http.ResponseWriter) {
 }
 
 func (s *Server) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
+	s.mu.Lock()
+	clock := s.clock
+	s.mu.Unlock()
+	if clock != nil {
+		return clock()
 	}
 	return time.Now()
 }
