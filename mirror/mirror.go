@@ -206,7 +206,7 @@ func (m *Mirror) Stats() Stats {
 func (m *Mirror) LocalRepo(typ, ns, name string) (store.RepoID, error) {
 	local := store.RepoID{Tenant: m.cfg.Tenant, Type: typ, Name: strings.ReplaceAll(ns, "_", "_x") + "__" + name}
 	if ns == "" || strings.Contains(ns, "/") || store.ValidRepoName(name) != nil || store.ValidRepoName(local.Name) != nil {
-		return store.RepoID{}, fmt.Errorf("%s/%s cannot be mirrored (namespace and name together are at most 94 characters): %w", ns, name, store.ErrNotFound)
+		return store.RepoID{}, fmt.Errorf("%s/%s cannot be mirrored (not a repo id, or namespace and name together over 94 characters): %w", ns, name, store.ErrNotFound)
 	}
 	return local, nil
 }

@@ -444,3 +444,26 @@ func TestSlowUpstream(t *testing.T) {
 	}
 	close(gate)
 }
+
+// TestNames: a local repo name maps back to the upstream id it was made
+// from, whatever underscores the namespace and name hold.
+func TestNames(t *testing.T) {
+	u := newUpstream(t)
+	e := newMirror(t, u)
+	for _, c := range []struct{ ns, name string }{
+		{"google-bert", "bert-base-uncased"}, {"Qwen", "Qwen2.5-0.5B"}, {"a_x", "b"}, {"a__b", "c_"}, {"a_", "d__e"}, {"x", "y__z"},
+	} {
+		local, err := e.m.LocalRepo("model", c.ns, c.name)
+		if err != nil {
+			t.Errorf("%s/%s: %v", c.ns, c.name, err)
+			continue
+		}
+		pub, ok := e.m.PublicRepo(local)
+		if !ok || pub.Tenant != c.ns || pub.Name != c.name {
+			t.Errorf("%s/%s → %s → %v %s/%s", c.ns, c.name, local.Name, ok, pub.Tenant, pub.Name)
+		}
+	}
+	if _, err := e.m.LocalRepo("model", strings.Repeat("n", 40), strings.Repeat("m", 60)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a 100-character id: %v, want ErrNotFound", err)
+	}
+}
