@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"openxet/fairq"
 )
 
 // Key names who a reservation is for. Credential is the SHA-256 of the
@@ -30,21 +32,16 @@ type Budget struct {
 	reserved  int64
 	highWater int64
 	live      int // reservations granted and not yet released
-	creds     map[string]*keyShare
-	tenants   map[string]*keyShare
-	// Entries that fell idle stay in their map for reuse, oldest first,
-	// at most maxIdle of each kind: a key that reserves again finds its
-	// entry instead of inserting and deleting one per reservation.
-	idleCreds, idleTenants idleList
+	// The entries of credentials and tenants; those that fell idle stay
+	// for reuse (fairq.Table).
+	creds, tenants fairq.Table[keyShare]
 
 	// The waiters, oldest first, and what the last walk of them found.
-	head, tail *ticket
-	queued     int
-	epoch      uint64 // the walk that set the current marks
-	blocked    bool   // a queued waiter fits its shares but not the budget
+	line    fairq.Line[slip]
+	epoch   uint64 // the walk that set the current marks
+	blocked bool   // a queued waiter fits its shares but not the budget
 
-	freeTickets []*ticket
-	freeShares  []*keyShare
+	tickets fairq.Tickets[slip]
 
 	// Released buffers of ReserveBuffer, by capacity (see buffers.go).
 	// pooledBytes + reserved <= total at all times.
@@ -60,71 +57,36 @@ type Budget struct {
 }
 
 // keyShare is what one credential or one tenant holds and how many of its
-// reservations are queued. It lives in its map while either is non-zero.
+// reservations are queued. Its entry is idle while both are zero.
 type keyShare struct {
-	key     string
 	held    int64
 	waiters int
 	// mark == Budget.epoch means a queued waiter of this key is held back by
 	// the key's own share (or by an earlier waiter of the key), so later
 	// reservations of the key must queue behind it.
 	mark uint64
-	// In its kind's idleList while it holds nothing and has no waiter.
-	idle               bool
-	idlePrev, idleNext *keyShare
 }
 
-// idleList is the idle entries of one map, oldest first.
-type idleList struct {
-	head, tail *keyShare
-	n          int
-}
+// share is the entry of one credential or one tenant.
+type share = fairq.Entry[keyShare]
 
-func (l *idleList) push(s *keyShare) {
-	s.idle, s.idlePrev, s.idleNext = true, l.tail, nil
-	if l.tail != nil {
-		l.tail.idleNext = s
-	} else {
-		l.head = s
-	}
-	l.tail = s
-	l.n++
-}
-
-func (l *idleList) remove(s *keyShare) {
-	if s.idlePrev != nil {
-		s.idlePrev.idleNext = s.idleNext
-	} else {
-		l.head = s.idleNext
-	}
-	if s.idleNext != nil {
-		s.idleNext.idlePrev = s.idlePrev
-	} else {
-		l.tail = s.idlePrev
-	}
-	s.idle, s.idlePrev, s.idleNext = false, nil, nil
-	l.n--
-}
-
-// ticket is a queued waiter and then, once granted, the reservation itself.
-// Tickets are recycled; gen tells a live Reservation from a stale copy.
-type ticket struct {
-	b      *Budget
-	gen    uint64
+// slip is what a ticket of the budget carries: a queued waiter and then,
+// once granted, the reservation itself.
+type slip struct {
+	b      *Budget // set once, when the ticket is made
 	n      int64
-	cred   *keyShare
-	tenant *keyShare
+	cred   *share
+	tenant *share
 	// wantBuf: take a pooled buffer of n bytes when granted (ReserveBuffer);
 	// buf is the buffer the reservation holds, pooled again on release.
 	wantBuf bool
 	buf     []byte
-
-	// While queued.
-	prev, next *ticket
-	ready      chan struct{} // closed when granted
-	granted    bool
-	reason     kind
+	reason  kind // while queued: why it waits
 }
+
+// ticket is a waiter or a reservation. Tickets are recycled; their
+// generation tells a live Reservation from a stale copy.
+type ticket = fairq.Ticket[slip]
 
 // kind is why a reservation cannot be granted yet, or kindFits.
 type kind uint8
@@ -149,13 +111,6 @@ func (k kind) String() string {
 	return "fits"
 }
 
-// maxFree bounds the recycled tickets and keyShares kept for reuse, and
-// maxIdle the idle entries each map keeps.
-const (
-	maxFree = 256
-	maxIdle = 256
-)
-
 // New returns a Budget for c, with zero fields taken as their defaults (see
 // Config.WithDefaults). It does no I/O and starts no goroutines. The caller
 // should have checked c with Validate; New clamps what Validate would refuse
@@ -175,8 +130,6 @@ func New(c Config) *Budget {
 		tenantCap: shareBytes(c.TotalBytes, clampShare(c.TenantShare)),
 		wait:      c.Wait,
 		epoch:     1, // fresh keyShares carry mark 0, which must not match
-		creds:     make(map[string]*keyShare),
-		tenants:   make(map[string]*keyShare),
 	}
 }
 
@@ -213,11 +166,11 @@ func (r *Reservation) Release() {
 	if tk == nil {
 		return
 	}
-	b := tk.b
+	b := tk.V.b
 	b.mu.Lock()
-	if tk.gen == r.gen {
+	if tk.Gen() == r.gen {
 		b.giveBack(tk)
-		if b.head != nil {
+		if b.line.Len() > 0 {
 			b.settle()
 		}
 	}
@@ -252,13 +205,13 @@ func (b *Budget) reserve(ctx context.Context, k Key, n int64, wantBuf bool) (Res
 		return Reservation{}, b.refuseTooLarge(n)
 	}
 	b.mu.Lock()
-	c := b.share(b.creds, &b.idleCreds, k.Credential)
-	t := b.share(b.tenants, &b.idleTenants, k.Tenant)
-	why := b.place(c, t, n)
+	c := b.creds.Get(k.Credential)
+	t := b.tenants.Get(k.Tenant)
+	why := b.place(&c.V, &t.V, n)
 	if why == kindFits {
 		tk := b.newTicket(c, t, n, wantBuf)
 		b.take(tk)
-		gen := tk.gen
+		gen := tk.Gen()
 		b.mu.Unlock()
 		return Reservation{t: tk, gen: gen, n: n}, nil
 	}
@@ -282,71 +235,65 @@ func (b *Budget) refuseTooLarge(n int64) error {
 
 // await queues a reservation that place could not grant and waits for it.
 // b.mu is held on entry and released before waiting.
-func (b *Budget) await(ctx context.Context, c, t *keyShare, n int64, wantBuf bool, why kind) (Reservation, error) {
+func (b *Budget) await(ctx context.Context, c, t *share, n int64, wantBuf bool, why kind) (Reservation, error) {
 	if err := ctx.Err(); err != nil {
 		// place marked c, t or the budget as if this waiter were queued; it
 		// will not be, so work the marks out again.
 		b.cancelled++
-		b.dropIfIdle(c, b.creds, &b.idleCreds)
-		b.dropIfIdle(t, b.tenants, &b.idleTenants)
+		b.dropIfIdle(c, &b.creds)
+		b.dropIfIdle(t, &b.tenants)
 		b.settle()
 		b.mu.Unlock()
 		return Reservation{}, err
 	}
 	tk := b.newTicket(c, t, n, wantBuf)
-	gen := tk.gen
-	tk.ready = make(chan struct{})
-	tk.reason = why
+	gen := tk.Gen()
+	tk.V.reason = why
 	b.enqueue(tk)
 	b.waited++
 	b.mu.Unlock()
 
-	start := time.Now()
-	timer := time.NewTimer(b.wait)
-	defer timer.Stop()
-	var timedOut bool
-	select {
-	case <-tk.ready:
-		return Reservation{t: tk, gen: gen, n: n}, nil
-	case <-timer.C:
-		timedOut = true
-	case <-ctx.Done():
+	if err := fairq.Await(ctx, (*waiting)(b), tk, b.wait); err != nil {
+		return Reservation{}, err
 	}
+	return Reservation{t: tk, gen: gen, n: n}, nil
+}
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if tk.granted {
-		// Granted in the instant the wait ended.
-		if timedOut {
-			return Reservation{t: tk, gen: gen, n: n}, nil
-		}
-		b.cancelled++
-		b.granted-- // counted by take, but not handed out after all
-		b.giveBack(tk)
-		if b.head != nil {
-			b.settle()
-		}
-		return Reservation{}, ctx.Err()
+// waiting is a Budget as fairq.Await sees it.
+type waiting Budget
+
+func (w *waiting) Lock()   { w.mu.Lock() }
+func (w *waiting) Unlock() { w.mu.Unlock() }
+
+// Undo gives back a reservation granted as its waiter's ctx ended.
+func (w *waiting) Undo(tk *ticket) {
+	b := (*Budget)(w)
+	b.cancelled++
+	b.granted-- // counted by take, but not handed out after all
+	b.giveBack(tk)
+	if b.line.Len() > 0 {
+		b.settle()
 	}
+}
+
+// Leave takes a waiter that gave up out of line and returns the *BusyError
+// of one whose wait ran out.
+func (w *waiting) Leave(tk *ticket, waited time.Duration, expired bool) error {
+	b := (*Budget)(w)
+	c, t, n, reason := tk.V.cred, tk.V.tenant, tk.V.n, tk.V.reason
 	b.dequeue(tk)
-	reason := tk.reason
-	b.dropIfIdle(c, b.creds, &b.idleCreds)
-	b.dropIfIdle(t, b.tenants, &b.idleTenants)
+	b.dropIfIdle(c, &b.creds)
+	b.dropIfIdle(t, &b.tenants)
 	b.recycle(tk)
 	// This waiter may have held others back, and its marks must go even when
 	// the line is now empty.
 	b.settle()
-	if !timedOut {
+	if !expired {
 		b.cancelled++
-		return Reservation{}, ctx.Err()
+		return nil
 	}
 	b.busy[reason]++
-	return Reservation{}, &BusyError{
-		RetryAfter: RetryAfter,
-		Share:      reason.String(),
-		N:          n,
-		Waited:     time.Since(start),
-	}
+	return &BusyError{RetryAfter: RetryAfter, Share: reason.String(), N: n, Waited: waited}
 }
 
 // place decides for a reservation standing at the end of the line: it fits,
@@ -381,16 +328,15 @@ func (b *Budget) place(c, t *keyShare, n int64) kind {
 func (b *Budget) settle() {
 	b.epoch++
 	b.blocked = false
-	for w := b.head; w != nil; {
-		next := w.next
-		why := b.place(w.cred, w.tenant, w.n)
+	for w := b.line.Front(); w != nil; {
+		next := w.Next()
+		why := b.place(&w.V.cred.V, &w.V.tenant.V, w.V.n)
 		if why == kindFits {
 			b.dequeue(w)
 			b.take(w)
-			w.granted = true
-			close(w.ready)
+			w.Grant()
 		} else {
-			w.reason = why
+			w.V.reason = why
 		}
 		w = next
 	}
@@ -398,16 +344,17 @@ func (b *Budget) settle() {
 
 // take grants tk's bytes.
 func (b *Budget) take(tk *ticket) {
-	tk.cred.held += tk.n
-	tk.tenant.held += tk.n
-	b.reserved += tk.n
+	s := &tk.V
+	s.cred.V.held += s.n
+	s.tenant.V.held += s.n
+	b.reserved += s.n
 	if b.reserved > b.highWater {
 		b.highWater = b.reserved
 	}
 	b.live++
 	b.granted++
-	if tk.wantBuf {
-		tk.buf = b.popBuffer(tk.n)
+	if s.wantBuf {
+		s.buf = b.popBuffer(s.n)
 	}
 	if b.pooledBytes > 0 && b.reserved+b.pooledBytes > b.total {
 		b.makeRoom()
@@ -416,7 +363,7 @@ func (b *Budget) take(tk *ticket) {
 
 // giveBack credits a granted ticket, pools its buffer and retires it.
 func (b *Budget) giveBack(tk *ticket) {
-	buf := tk.buf
+	buf := tk.V.buf
 	b.credit(tk)
 	if buf != nil {
 		b.pushBuffer(buf)
@@ -426,118 +373,62 @@ func (b *Budget) giveBack(tk *ticket) {
 
 // credit returns a granted ticket's bytes and drops shares that fall idle.
 func (b *Budget) credit(tk *ticket) {
-	tk.cred.held -= tk.n
-	tk.tenant.held -= tk.n
-	b.reserved -= tk.n
+	s := &tk.V
+	s.cred.V.held -= s.n
+	s.tenant.V.held -= s.n
+	b.reserved -= s.n
 	b.live--
-	b.dropIfIdle(tk.cred, b.creds, &b.idleCreds)
-	b.dropIfIdle(tk.tenant, b.tenants, &b.idleTenants)
+	b.dropIfIdle(s.cred, &b.creds)
+	b.dropIfIdle(s.tenant, &b.tenants)
 }
 
 func (b *Budget) enqueue(tk *ticket) {
-	tk.prev = b.tail
-	if b.tail != nil {
-		b.tail.next = tk
-	} else {
-		b.head = tk
-	}
-	b.tail = tk
-	b.queued++
-	tk.cred.waiters++
-	tk.tenant.waiters++
+	b.line.Push(tk)
+	tk.V.cred.V.waiters++
+	tk.V.tenant.V.waiters++
 }
 
 func (b *Budget) dequeue(tk *ticket) {
-	if tk.prev != nil {
-		tk.prev.next = tk.next
-	} else {
-		b.head = tk.next
-	}
-	if tk.next != nil {
-		tk.next.prev = tk.prev
-	} else {
-		b.tail = tk.prev
-	}
-	tk.prev, tk.next = nil, nil
-	b.queued--
-	tk.cred.waiters--
-	tk.tenant.waiters--
+	b.line.Remove(tk)
+	tk.V.cred.V.waiters--
+	tk.V.tenant.V.waiters--
 }
 
-// share returns the entry for key in m, taking it off the idle list or
-// creating it if absent.
-func (b *Budget) share(m map[string]*keyShare, idle *idleList, key string) *keyShare {
-	if s := m[key]; s != nil {
-		if s.idle {
-			idle.remove(s)
-		}
-		return s
-	}
-	var s *keyShare
-	if n := len(b.freeShares); n > 0 {
-		s = b.freeShares[n-1]
-		b.freeShares = b.freeShares[:n-1]
-	} else {
-		s = new(keyShare)
-	}
-	*s = keyShare{key: key}
-	m[key] = s
-	return s
-}
-
-// dropIfIdle puts s on the idle list once it holds nothing and has no
-// waiters, and removes the oldest idle entry from m when the list is over
-// maxIdle.
-func (b *Budget) dropIfIdle(s *keyShare, m map[string]*keyShare, idle *idleList) {
-	if s.held != 0 || s.waiters != 0 || s.idle {
-		return
-	}
-	s.mark = 0
-	idle.push(s)
-	if idle.n <= maxIdle {
-		return
-	}
-	old := idle.head
-	idle.remove(old)
-	delete(m, old.key)
-	if len(b.freeShares) < maxFree {
-		*old = keyShare{}
-		b.freeShares = append(b.freeShares, old)
+// dropIfIdle puts s on its table's idle list once it holds nothing and has
+// no waiters.
+func (b *Budget) dropIfIdle(s *share, tab *fairq.Table[keyShare]) {
+	if s.V.held == 0 && s.V.waiters == 0 {
+		s.V.mark = 0
+		tab.SetIdle(s)
 	}
 }
 
-func (b *Budget) newTicket(c, t *keyShare, n int64, wantBuf bool) *ticket {
-	var tk *ticket
-	if k := len(b.freeTickets); k > 0 {
-		tk = b.freeTickets[k-1]
-		b.freeTickets = b.freeTickets[:k-1]
-	} else {
-		tk = &ticket{b: b, gen: 1}
+func (b *Budget) newTicket(c, t *share, n int64, wantBuf bool) *ticket {
+	tk, isNew := b.tickets.Get()
+	if isNew {
+		tk.V.b = b
 	}
-	tk.n, tk.cred, tk.tenant, tk.wantBuf = n, c, t, wantBuf
+	tk.V.n, tk.V.cred, tk.V.tenant, tk.V.wantBuf = n, c, t, wantBuf
 	return tk
 }
 
 // recycle retires tk: stale Reservations that point at it no longer match its
 // generation.
 func (b *Budget) recycle(tk *ticket) {
-	tk.gen++
-	tk.n, tk.cred, tk.tenant, tk.wantBuf, tk.buf = 0, nil, nil, false, nil
-	tk.ready, tk.granted, tk.reason = nil, false, 0
-	if len(b.freeTickets) < maxFree {
-		b.freeTickets = append(b.freeTickets, tk)
-	}
+	s := &tk.V
+	s.n, s.cred, s.tenant, s.wantBuf, s.buf, s.reason = 0, nil, nil, false, nil, 0
+	b.tickets.Retire(tk)
 }
 
 // Held reports the bytes k's credential and k's tenant hold now.
 func (b *Budget) Held(k Key) (credentialBytes, tenantBytes int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if c := b.creds[k.Credential]; c != nil {
-		credentialBytes = c.held
+	if c := b.creds.Find(k.Credential); c != nil {
+		credentialBytes = c.V.held
 	}
-	if t := b.tenants[k.Tenant]; t != nil {
-		tenantBytes = t.held
+	if t := b.tenants.Find(k.Tenant); t != nil {
+		tenantBytes = t.V.held
 	}
 	return credentialBytes, tenantBytes
 }
@@ -590,9 +481,9 @@ func (b *Budget) Stats() Stats {
 		ReservedBytes:   b.reserved,
 		HighWaterBytes:  b.highWater,
 		Reservations:    b.live,
-		Waiting:         b.queued,
-		Credentials:     len(b.creds) - b.idleCreds.n,
-		Tenants:         len(b.tenants) - b.idleTenants.n,
+		Waiting:         b.line.Len(),
+		Credentials:     b.creds.Active(),
+		Tenants:         b.tenants.Active(),
 		Granted:         b.granted,
 		Waited:          b.waited,
 		Cancelled:       b.cancelled,

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"openxet/fairq"
 )
 
 // Tests that wait run inside synctest bubbles: time there is virtual, advances
@@ -75,43 +77,26 @@ func checkInvariants(t *testing.T, b *Budget) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var credSum, tenantSum int64
-	for k, s := range b.creds {
-		if s.key != k {
-			t.Errorf("credential entry %q has key %q", k, s.key)
+	for s := range b.creds.All() {
+		if s.V.held < 0 || s.V.held > b.credCap {
+			t.Errorf("credential %q holds %d, cap %d", s.Key(), s.V.held, b.credCap)
 		}
-		if s.held < 0 || s.held > b.credCap {
-			t.Errorf("credential %q holds %d, cap %d", k, s.held, b.credCap)
+		if (s.V.held == 0 && s.V.waiters == 0) != s.Idle() {
+			t.Errorf("credential %q holds %d with %d waiters, idle %v", s.Key(), s.V.held, s.V.waiters, s.Idle())
 		}
-		if (s.held == 0 && s.waiters == 0) != s.idle {
-			t.Errorf("credential %q holds %d with %d waiters, idle %v", k, s.held, s.waiters, s.idle)
-		}
-		credSum += s.held
+		credSum += s.V.held
 	}
-	for k, s := range b.tenants {
-		if s.held < 0 || s.held > b.tenantCap {
-			t.Errorf("tenant %q holds %d, cap %d", k, s.held, b.tenantCap)
+	for s := range b.tenants.All() {
+		if s.V.held < 0 || s.V.held > b.tenantCap {
+			t.Errorf("tenant %q holds %d, cap %d", s.Key(), s.V.held, b.tenantCap)
 		}
-		if (s.held == 0 && s.waiters == 0) != s.idle {
-			t.Errorf("tenant %q holds %d with %d waiters, idle %v", k, s.held, s.waiters, s.idle)
+		if (s.V.held == 0 && s.V.waiters == 0) != s.Idle() {
+			t.Errorf("tenant %q holds %d with %d waiters, idle %v", s.Key(), s.V.held, s.V.waiters, s.Idle())
 		}
-		tenantSum += s.held
+		tenantSum += s.V.held
 	}
-	for _, l := range []struct {
-		name string
-		m    map[string]*keyShare
-		list *idleList
-	}{{"credential", b.creds, &b.idleCreds}, {"tenant", b.tenants, &b.idleTenants}} {
-		n := 0
-		for s := l.list.head; s != nil; s = s.idleNext {
-			n++
-			if !s.idle || l.m[s.key] != s {
-				t.Errorf("idle %s list holds %q, idle %v, in the map %v", l.name, s.key, s.idle, l.m[s.key] == s)
-			}
-		}
-		if n != l.list.n || n > maxIdle {
-			t.Errorf("idle %s list has %d entries, count %d, at most %d", l.name, n, l.list.n, maxIdle)
-		}
-	}
+	checkTable(t, "credential", &b.creds)
+	checkTable(t, "tenant", &b.tenants)
 	if credSum != b.reserved || tenantSum != b.reserved {
 		t.Errorf("reserved %d, credentials hold %d, tenants hold %d", b.reserved, credSum, tenantSum)
 	}
@@ -121,25 +106,40 @@ func checkInvariants(t *testing.T, b *Budget) {
 	if b.reserved < 0 || b.reserved > b.total || b.highWater > b.total {
 		t.Errorf("reserved %d, high water %d, budget %d", b.reserved, b.highWater, b.total)
 	}
-	waiters := map[*keyShare]int{}
+	waiters := map[*share]int{}
 	n := 0
-	for w := b.head; w != nil; w = w.next {
+	for w := b.line.Front(); w != nil; w = w.Next() {
 		n++
-		waiters[w.cred]++
-		waiters[w.tenant]++
-		if w.next == nil && w != b.tail {
-			t.Errorf("queue tail is not its last element")
-		}
+		waiters[w.V.cred]++
+		waiters[w.V.tenant]++
 	}
-	if n != b.queued {
-		t.Errorf("queue has %d waiters, count says %d", n, b.queued)
+	if n != b.line.Len() {
+		t.Errorf("queue has %d waiters, count says %d", n, b.line.Len())
 	}
-	for _, m := range []map[string]*keyShare{b.creds, b.tenants} {
-		for k, s := range m {
-			if waiters[s] != s.waiters {
-				t.Errorf("%q has %d queued waiters, count says %d", k, waiters[s], s.waiters)
+	for _, tab := range []*fairq.Table[keyShare]{&b.creds, &b.tenants} {
+		for s := range tab.All() {
+			if waiters[s] != s.V.waiters {
+				t.Errorf("%q has %d queued waiters, count says %d", s.Key(), waiters[s], s.V.waiters)
 			}
 		}
+	}
+}
+
+// checkTable checks that every entry of tab is found under its key and
+// that its idle ones are counted and bounded.
+func checkTable(t *testing.T, name string, tab *fairq.Table[keyShare]) {
+	t.Helper()
+	idle := 0
+	for s := range tab.All() {
+		if tab.Find(s.Key()) != s {
+			t.Errorf("%s entry %q is not found under its key", name, s.Key())
+		}
+		if s.Idle() {
+			idle++
+		}
+	}
+	if idle != tab.Len()-tab.Active() || idle > fairq.MaxIdle {
+		t.Errorf("%s entries: %d idle, %d of %d counted idle, at most %d", name, idle, tab.Len()-tab.Active(), tab.Len(), fairq.MaxIdle)
 	}
 }
 
@@ -833,20 +833,20 @@ func TestHeldAndStats(t *testing.T) {
 }
 
 // TestIdleEntriesAreBounded: entries that fall idle stay for reuse, at most
-// maxIdle of each kind, the oldest leaving first; they hold nothing, count
+// fairq.MaxIdle of each kind, the oldest leaving first; they hold nothing, count
 // for nothing in Stats, and a key that comes back behaves as a fresh one.
 func TestIdleEntriesAreBounded(t *testing.T) {
 	b := hundred(time.Second)
-	n := maxIdle + 10
+	n := fairq.MaxIdle + 10
 	for i := range n {
 		r := mustReserve(t, b, key(fmt.Sprintf("c%d", i), fmt.Sprintf("t%d", i)), 5)
 		r.Release()
 	}
 	checkDrained(t, b)
-	if len(b.creds) != maxIdle || len(b.tenants) != maxIdle {
-		t.Fatalf("%d credential and %d tenant entries kept, want %d each", len(b.creds), len(b.tenants), maxIdle)
+	if b.creds.Len() != fairq.MaxIdle || b.tenants.Len() != fairq.MaxIdle {
+		t.Fatalf("%d credential and %d tenant entries kept, want %d each", b.creds.Len(), b.tenants.Len(), fairq.MaxIdle)
 	}
-	if b.creds["c0"] != nil || b.creds[fmt.Sprintf("c%d", n-1)] == nil {
+	if b.creds.Find("c0") != nil || b.creds.Find(fmt.Sprintf("c%d", n-1)) == nil {
 		t.Errorf("the oldest idle entry stayed or the newest left")
 	}
 	// A kept key and a dropped key both get their full share again.

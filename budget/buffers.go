@@ -53,15 +53,15 @@ func (b *Budget) ReserveBuffer(ctx context.Context, k Key, n int64) (Reservation
 		return r, nil, err
 	}
 	b.mu.Lock()
-	buf := r.t.buf
+	buf := r.t.V.buf
 	b.mu.Unlock()
 	if buf == nil {
 		// A miss: allocate outside the lock, then hand the buffer to the
 		// ticket so that Release pools it.
 		buf = make([]byte, size)
 		b.mu.Lock()
-		if r.t.gen == r.gen {
-			r.t.buf = buf
+		if r.t.Gen() == r.gen {
+			r.t.V.buf = buf
 		}
 		b.mu.Unlock()
 	}

@@ -12,7 +12,10 @@
 // sizes asked for (the server works them out, e.g. a reconstruction from its
 // stored term count), HTTP status codes or metrics registration: a *TooLargeError becomes 413, a *BusyError 503 memory_busy with
 // Retry-After, in the server. Config comes from the cli; this package reads no
-// files, flags or environment and starts no goroutines.
+// files, flags or environment and starts no goroutines. The tickets, the
+// line and the entries per key are package fairq's bookkeeping, shared with
+// package work; the rules below, which decide who is granted when, are this
+// package's.
 //
 // # Admission and fairness
 //

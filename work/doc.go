@@ -13,7 +13,9 @@
 // network, never while waiting for memory), HTTP status codes or metrics
 // registration: a *BusyError becomes 503 in the server. Config comes from
 // the cli; this package reads no files, flags or environment and starts no
-// goroutines.
+// goroutines. The tickets, the lines and the entries per tenant are package
+// fairq's bookkeeping, shared with package budget; the rules below, which
+// decide who is granted when, are this package's.
 //
 // # Admission and fairness
 //

@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"openxet/fairq"
 )
 
 // Pool is a node's work slots, shared fairly among tenants. Create it with
@@ -15,59 +17,44 @@ type Pool struct {
 	tenantCap int
 	wait      time.Duration
 
-	mu      sync.Mutex
-	held    int // slots granted and not yet released
-	peak    int
-	tenants map[string]*tenant
-	// Entries of tenants that hold nothing and wait for nothing stay in
-	// the map for reuse, oldest first, at most maxIdle: a tenant that comes
-	// back finds its entry instead of inserting and deleting one per slot.
-	idleHead, idleTail *tenant
-	idle               int
+	mu   sync.Mutex
+	held int // slots granted and not yet released
+	peak int
+	// The entries of tenants; those that fell idle stay for reuse
+	// (fairq.Table).
+	tenants fairq.Table[tenant]
 	// ring is the next tenant to be served, in a circular list of the
 	// tenants that have waiters; nil when nobody waits.
-	ring    *tenant
+	ring    *entry
 	waiting int
 
-	freeTickets []*ticket
-	freeTenants []*tenant
+	tickets fairq.Tickets[slot]
 
 	granted, waited, cancelled, busy uint64
 }
 
 // tenant is what one tenant holds and its line of waiters, oldest first.
-// It lives in its map while either is non-empty.
+// Its entry is idle while both are empty.
 type tenant struct {
-	key        string
-	held       int
-	head, tail *ticket
-	waiters    int
-	// Ring links while waiters > 0.
-	prev, next *tenant
-	// Idle-list links while it holds and waits for nothing.
-	isIdle             bool
-	idlePrev, idleNext *tenant
+	held int
+	line fairq.Line[slot]
+	// Ring links while the line is not empty.
+	prev, next *entry
 }
 
-// ticket is a waiter and then, once granted, the slot itself. Tickets are
-// recycled; gen tells a live Slot from a stale copy.
-type ticket struct {
-	p   *Pool
-	gen uint64
-	t   *tenant
+// entry is the entry of one tenant.
+type entry = fairq.Entry[tenant]
 
-	// While waiting: the tenant's line.
-	prev, next *ticket
-	ready      chan struct{} // closed when granted
-	granted    bool
+// slot is what a ticket of the pool carries: a waiter and then, once
+// granted, the slot itself.
+type slot struct {
+	p *Pool // set once, when the ticket is made
+	t *entry
 }
 
-// maxFree bounds the recycled tickets and tenants kept for reuse, maxIdle
-// the idle entries kept in the map.
-const (
-	maxFree = 256
-	maxIdle = 256
-)
+// ticket is a waiter or a granted slot. Tickets are recycled; their
+// generation tells a live Slot from a stale copy.
+type ticket = fairq.Ticket[slot]
 
 // New returns a Pool for c, with zero fields taken as their defaults. It
 // does no I/O and starts no goroutines. The caller should have checked c
@@ -81,7 +68,6 @@ func New(c Config) *Pool {
 		slots:     min(max(c.Slots, 1), MaxSlots),
 		tenantCap: c.TenantSlots(),
 		wait:      c.Wait,
-		tenants:   make(map[string]*tenant),
 	}
 }
 
@@ -104,9 +90,9 @@ func (s *Slot) Release() {
 	if tk == nil {
 		return
 	}
-	p := tk.p
+	p := tk.V.p
 	p.mu.Lock()
-	if tk.gen == s.gen {
+	if tk.Gen() == s.gen {
 		p.credit(tk)
 		p.recycle(tk)
 		if p.ring != nil {
@@ -134,11 +120,11 @@ func (p *Pool) AcquireUntilDone(ctx context.Context, tenantKey string) (Slot, er
 
 func (p *Pool) acquire(ctx context.Context, tenantKey string, bounded bool) (Slot, error) {
 	p.mu.Lock()
-	t := p.tenant(tenantKey)
-	if p.held < p.slots && t.held < p.tenantCap && t.waiters == 0 {
+	t := p.tenants.Get(tenantKey)
+	if p.held < p.slots && t.V.held < p.tenantCap && t.V.line.Len() == 0 {
 		tk := p.newTicket(t)
 		p.take(tk)
-		gen := tk.gen
+		gen := tk.Gen()
 		p.mu.Unlock()
 		return Slot{t: tk, gen: gen}, nil
 	}
@@ -149,57 +135,57 @@ func (p *Pool) acquire(ctx context.Context, tenantKey string, bounded bool) (Slo
 		return Slot{}, err
 	}
 	tk := p.newTicket(t)
-	gen := tk.gen
-	tk.ready = make(chan struct{})
+	gen := tk.Gen()
 	p.enqueue(tk)
 	p.waited++
 	p.mu.Unlock()
 
-	start := time.Now()
-	var expired <-chan time.Time // nil: never
-	if bounded {
-		timer := time.NewTimer(p.wait)
-		defer timer.Stop()
-		expired = timer.C
+	wait := p.wait
+	if !bounded {
+		wait = -1 // never
 	}
-	timedOut := false
-	select {
-	case <-tk.ready:
-		return Slot{t: tk, gen: gen}, nil
-	case <-expired:
-		timedOut = true
-	case <-ctx.Done():
+	if err := fairq.Await(ctx, (*waiting)(p), tk, wait); err != nil {
+		return Slot{}, err
 	}
+	return Slot{t: tk, gen: gen}, nil
+}
 
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if tk.granted {
-		// Granted in the instant the wait ended.
-		if timedOut {
-			return Slot{t: tk, gen: gen}, nil
-		}
-		p.cancelled++
-		p.granted-- // counted by take, but not handed out after all
-		p.credit(tk)
-		p.recycle(tk)
-		if p.ring != nil {
-			p.dispatch()
-		}
-		return Slot{}, ctx.Err()
+// waiting is a Pool as fairq.Await sees it.
+type waiting Pool
+
+func (w *waiting) Lock()   { w.mu.Lock() }
+func (w *waiting) Unlock() { w.mu.Unlock() }
+
+// Undo gives back a slot granted as its waiter's ctx ended.
+func (w *waiting) Undo(tk *ticket) {
+	p := (*Pool)(w)
+	p.cancelled++
+	p.granted-- // counted by take, but not handed out after all
+	p.credit(tk)
+	p.recycle(tk)
+	if p.ring != nil {
+		p.dispatch()
 	}
-	atShare := t.held >= p.tenantCap
+}
+
+// Leave takes a waiter that gave up out of its line and returns the
+// *BusyError of one whose wait ran out.
+func (w *waiting) Leave(tk *ticket, waited time.Duration, expired bool) error {
+	p := (*Pool)(w)
+	t := tk.V.t
+	atShare := t.V.held >= p.tenantCap
 	p.dequeue(tk)
 	p.dropIfIdle(t)
 	p.recycle(tk)
 	if p.ring != nil {
 		p.dispatch()
 	}
-	if !timedOut {
+	if !expired {
 		p.cancelled++
-		return Slot{}, ctx.Err()
+		return nil
 	}
 	p.busy++
-	return Slot{}, &BusyError{RetryAfter: RetryAfter, AtShare: atShare, Waited: time.Since(start)}
+	return &BusyError{RetryAfter: RetryAfter, AtShare: atShare, Waited: waited}
 }
 
 // dispatch grants free slots to waiters: it walks the ring from its cursor
@@ -211,24 +197,23 @@ func (p *Pool) dispatch() {
 		// Find the next tenant in turn that is below its share. At most
 		// slots/tenantCap tenants can be at their share, so the walk is short.
 		t, start := p.ring, p.ring
-		for t.held >= p.tenantCap {
-			t = t.next
+		for t.V.held >= p.tenantCap {
+			t = t.V.next
 			if t == start {
 				return
 			}
 		}
-		tk := t.head
-		p.ring = t.next // t goes to the back of the ring
+		tk := t.V.line.Front()
+		p.ring = t.V.next // t goes to the back of the ring
 		p.dequeue(tk)
 		p.take(tk)
-		tk.granted = true
-		close(tk.ready)
+		tk.Grant()
 	}
 }
 
 // take grants tk its slot.
 func (p *Pool) take(tk *ticket) {
-	tk.t.held++
+	tk.V.t.V.held++
 	p.held++
 	p.peak = max(p.peak, p.held)
 	p.granted++
@@ -236,25 +221,18 @@ func (p *Pool) take(tk *ticket) {
 
 // credit returns a granted ticket's slot and drops its tenant if idle.
 func (p *Pool) credit(tk *ticket) {
-	tk.t.held--
+	tk.V.t.V.held--
 	p.held--
-	p.dropIfIdle(tk.t)
+	p.dropIfIdle(tk.V.t)
 }
 
 // enqueue puts tk at the end of its tenant's line; a tenant that had no
 // waiter joins the ring behind every tenant already in it.
 func (p *Pool) enqueue(tk *ticket) {
-	t := tk.t
-	tk.prev = t.tail
-	if t.tail != nil {
-		t.tail.next = tk
-	} else {
-		t.head = tk
-	}
-	t.tail = tk
-	t.waiters++
+	t := tk.V.t
+	t.V.line.Push(tk)
 	p.waiting++
-	if t.waiters == 1 {
+	if t.V.line.Len() == 1 {
 		p.joinRing(t)
 	}
 }
@@ -262,142 +240,70 @@ func (p *Pool) enqueue(tk *ticket) {
 // dequeue takes a waiter out of its tenant's line; a tenant left without
 // waiters leaves the ring.
 func (p *Pool) dequeue(tk *ticket) {
-	t := tk.t
-	if tk.prev != nil {
-		tk.prev.next = tk.next
-	} else {
-		t.head = tk.next
-	}
-	if tk.next != nil {
-		tk.next.prev = tk.prev
-	} else {
-		t.tail = tk.prev
-	}
-	tk.prev, tk.next = nil, nil
-	t.waiters--
+	t := tk.V.t
+	t.V.line.Remove(tk)
 	p.waiting--
-	if t.waiters == 0 {
+	if t.V.line.Len() == 0 {
 		p.leaveRing(t)
 	}
 }
 
 // joinRing inserts t just before the cursor: last in the current turn.
-func (p *Pool) joinRing(t *tenant) {
+func (p *Pool) joinRing(t *entry) {
 	if p.ring == nil {
-		t.prev, t.next = t, t
+		t.V.prev, t.V.next = t, t
 		p.ring = t
 		return
 	}
-	last := p.ring.prev
-	t.prev, t.next = last, p.ring
-	last.next = t
-	p.ring.prev = t
+	last := p.ring.V.prev
+	t.V.prev, t.V.next = last, p.ring
+	last.V.next = t
+	p.ring.V.prev = t
 }
 
-func (p *Pool) leaveRing(t *tenant) {
-	if t.next == t {
+func (p *Pool) leaveRing(t *entry) {
+	if t.V.next == t {
 		p.ring = nil
 	} else {
-		t.prev.next = t.next
-		t.next.prev = t.prev
+		t.V.prev.V.next = t.V.next
+		t.V.next.V.prev = t.V.prev
 		if p.ring == t {
-			p.ring = t.next
+			p.ring = t.V.next
 		}
 	}
-	t.prev, t.next = nil, nil
-}
-
-// tenant returns the entry for key, creating it if absent.
-func (p *Pool) tenant(key string) *tenant {
-	if t := p.tenants[key]; t != nil {
-		if t.isIdle {
-			p.unidle(t)
-		}
-		return t
-	}
-	var t *tenant
-	if n := len(p.freeTenants); n > 0 {
-		t = p.freeTenants[n-1]
-		p.freeTenants = p.freeTenants[:n-1]
-	} else {
-		t = new(tenant)
-	}
-	t.key = key
-	p.tenants[key] = t
-	return t
+	t.V.prev, t.V.next = nil, nil
 }
 
 // dropIfIdle puts t on the idle list once it holds nothing and nobody of
-// it waits, and removes the oldest idle entry from the map when the list
-// is over maxIdle.
-func (p *Pool) dropIfIdle(t *tenant) {
-	if t.held != 0 || t.waiters != 0 || t.isIdle {
-		return
-	}
-	t.isIdle, t.idlePrev, t.idleNext = true, p.idleTail, nil
-	if p.idleTail != nil {
-		p.idleTail.idleNext = t
-	} else {
-		p.idleHead = t
-	}
-	p.idleTail = t
-	p.idle++
-	if p.idle <= maxIdle {
-		return
-	}
-	old := p.idleHead
-	p.unidle(old)
-	delete(p.tenants, old.key)
-	if len(p.freeTenants) < maxFree {
-		*old = tenant{}
-		p.freeTenants = append(p.freeTenants, old)
+// it waits.
+func (p *Pool) dropIfIdle(t *entry) {
+	if t.V.held == 0 && t.V.line.Len() == 0 {
+		p.tenants.SetIdle(t)
 	}
 }
 
-// unidle takes t off the idle list.
-func (p *Pool) unidle(t *tenant) {
-	if t.idlePrev != nil {
-		t.idlePrev.idleNext = t.idleNext
-	} else {
-		p.idleHead = t.idleNext
+func (p *Pool) newTicket(t *entry) *ticket {
+	tk, isNew := p.tickets.Get()
+	if isNew {
+		tk.V.p = p
 	}
-	if t.idleNext != nil {
-		t.idleNext.idlePrev = t.idlePrev
-	} else {
-		p.idleTail = t.idlePrev
-	}
-	t.isIdle, t.idlePrev, t.idleNext = false, nil, nil
-	p.idle--
-}
-
-func (p *Pool) newTicket(t *tenant) *ticket {
-	var tk *ticket
-	if n := len(p.freeTickets); n > 0 {
-		tk = p.freeTickets[n-1]
-		p.freeTickets = p.freeTickets[:n-1]
-	} else {
-		tk = &ticket{p: p, gen: 1}
-	}
-	tk.t = t
+	tk.V.t = t
 	return tk
 }
 
 // recycle retires tk: stale Slots that point at it no longer match its
 // generation.
 func (p *Pool) recycle(tk *ticket) {
-	tk.gen++
-	tk.t, tk.prev, tk.next, tk.ready, tk.granted = nil, nil, nil, nil, false
-	if len(p.freeTickets) < maxFree {
-		p.freeTickets = append(p.freeTickets, tk)
-	}
+	tk.V.t = nil
+	p.tickets.Retire(tk)
 }
 
 // Held reports how many slots tenantKey holds now.
 func (p *Pool) Held(tenantKey string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if t := p.tenants[tenantKey]; t != nil {
-		return t.held
+	if t := p.tenants.Find(tenantKey); t != nil {
+		return t.V.held
 	}
 	return 0
 }
@@ -423,7 +329,7 @@ func (p *Pool) Stats() Stats {
 	defer p.mu.Unlock()
 	return Stats{
 		Slots: p.slots, TenantSlots: p.tenantCap,
-		Held: p.held, Peak: p.peak, Waiting: p.waiting, Tenants: len(p.tenants) - p.idle,
+		Held: p.held, Peak: p.peak, Waiting: p.waiting, Tenants: p.tenants.Active(),
 		Granted: p.granted, Waited: p.waited, Canceled: p.cancelled, Busy: p.busy,
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"openxet/fairq"
 )
 
 // Tests that wait run inside synctest bubbles: time there is virtual and
@@ -63,15 +65,22 @@ func checkIdle(t *testing.T, p *Pool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := 0
-	for e := p.idleHead; e != nil; e = e.idleNext {
-		n++
-		if !e.isIdle || e.held != 0 || e.waiters != 0 || p.tenants[e.key] != e {
-			t.Errorf("idle entry %q: idle %v, held %d, waiters %d, in the map %v", e.key, e.isIdle, e.held, e.waiters, p.tenants[e.key] == e)
+	for e := range p.tenants.All() {
+		if e.Idle() {
+			n++
+		}
+		if !e.Idle() || e.V.held != 0 || e.V.line.Len() != 0 {
+			t.Errorf("entry %q: idle %v, held %d, waiters %d", e.Key(), e.Idle(), e.V.held, e.V.line.Len())
 		}
 	}
-	if st.Held != 0 || st.Waiting != 0 || st.Tenants != 0 || p.ring != nil || n != p.idle || len(p.tenants) != n || n > maxIdle {
-		t.Errorf("idle pool: held %d, waiting %d, tenants %d, ring %v, %d entries of which %d on the idle list (count %d, at most %d); want nothing held, waiting or active",
-			st.Held, st.Waiting, st.Tenants, p.ring != nil, len(p.tenants), n, p.idle, maxIdle)
+	for e := range p.tenants.All() {
+		if p.tenants.Find(e.Key()) != e {
+			t.Errorf("entry %q is not found under its key", e.Key())
+		}
+	}
+	if st.Held != 0 || st.Waiting != 0 || st.Tenants != 0 || p.ring != nil || p.tenants.Len() != n || p.tenants.Active() != 0 || n > fairq.MaxIdle {
+		t.Errorf("idle pool: held %d, waiting %d, tenants %d, ring %v, %d entries of which %d idle; want nothing held, waiting or active",
+			st.Held, st.Waiting, st.Tenants, p.ring != nil, p.tenants.Len(), n)
 	}
 }
 
@@ -434,20 +443,20 @@ func unwrapAll(err error) []error {
 }
 
 // TestIdleEntriesAreBounded: tenants that fall idle keep their entry for
-// reuse, at most maxIdle of them, the oldest leaving first.
+// reuse, at most fairq.MaxIdle of them, the oldest leaving first.
 func TestIdleEntriesAreBounded(t *testing.T) {
 	p := New(Config{Slots: 2, TenantShare: 0.5, Wait: time.Second})
-	n := maxIdle + 10
+	n := fairq.MaxIdle + 10
 	for i := range n {
 		s := mustAcquire(t, p, fmt.Sprintf("t%d", i))
 		s.Release()
 	}
 	checkIdle(t, p)
 	p.mu.Lock()
-	kept, oldest, newest := len(p.tenants), p.tenants["t0"] != nil, p.tenants[fmt.Sprintf("t%d", n-1)] != nil
+	kept, oldest, newest := p.tenants.Len(), p.tenants.Find("t0") != nil, p.tenants.Find(fmt.Sprintf("t%d", n-1)) != nil
 	p.mu.Unlock()
-	if kept != maxIdle || oldest || !newest {
-		t.Errorf("%d entries kept (oldest %v, newest %v), want %d, the newest", kept, oldest, newest, maxIdle)
+	if kept != fairq.MaxIdle || oldest || !newest {
+		t.Errorf("%d entries kept (oldest %v, newest %v), want %d, the newest", kept, oldest, newest, fairq.MaxIdle)
 	}
 	// A kept tenant and a dropped one both get their share again.
 	for _, tn := range []string{"t0", fmt.Sprintf("t%d", n-1)} {
