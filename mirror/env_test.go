@@ -225,6 +225,13 @@ type mirrorEnv struct {
 // newMirror starts a mirror of u; change edits its mirror.Config.
 func newMirror(t *testing.T, u *upstreamEnv, change ...func(*mirror.Config)) *mirrorEnv {
 	t.Helper()
+	return newMirrorServer(t, u, nil, change...)
+}
+
+// newMirrorServer is newMirror with the server's configuration edited by
+// serverChange (when not nil).
+func newMirrorServer(t *testing.T, u *upstreamEnv, serverChange func(*server.Config), change ...func(*mirror.Config)) *mirrorEnv {
+	t.Helper()
 	dir := t.TempDir()
 	st, err := store.Open(context.Background(), store.DirConfig(dir))
 	if err != nil {
@@ -240,7 +247,12 @@ func newMirror(t *testing.T, u *upstreamEnv, change ...func(*mirror.Config)) *mi
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := servertest.Serve(t, st, func(c *server.Config) { c.Mirror = m })
+	env := servertest.Serve(t, st, func(c *server.Config) {
+		c.Mirror = m
+		if serverChange != nil {
+			serverChange(c)
+		}
+	})
 	return &mirrorEnv{Env: env, m: m, up: tu, clock: clk, dir: dir}
 }
 

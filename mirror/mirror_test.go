@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"openxet/mirror"
+	"openxet/server"
 	"openxet/store"
 	"openxet/xet"
 )
@@ -465,5 +466,27 @@ func TestNames(t *testing.T) {
 	}
 	if _, err := e.m.LocalRepo("model", strings.Repeat("n", 40), strings.Repeat("m", 60)); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("a 100-character id: %v, want ErrNotFound", err)
+	}
+}
+
+// TestAnonymousReaders: with hub.anonymous_reads on, a reader without a
+// token downloads a mirrored repo when mirror.visibility is public, and
+// gets the answer for a repo it may not see when it is internal.
+func TestAnonymousReaders(t *testing.T) {
+	u := newUpstream(t)
+	data := randomBytes(16, 80_000)
+	u.repo(t, "org", "m", map[string][]byte{"a.bin": data}, nil)
+	anon := func(c *server.Config) { c.AnonymousReads = true }
+	pub := newMirrorServer(t, u, anon, func(c *mirror.Config) { c.Visibility = "public" })
+	if r := pub.Do("GET", "/org/m/resolve/main/a.bin", "", nil); r.Status != 200 || !bytes.Equal(r.Body, data) {
+		t.Errorf("public mirror, no token: %d", r.Status)
+	}
+	internal := newMirrorServer(t, u, anon)
+	r := internal.Do("GET", "/org/m/resolve/main/a.bin", "", nil)
+	if r.Status != 401 || r.Header.Get("X-Error-Code") != "RepoNotFound" {
+		t.Errorf("internal mirror, no token: %d %q, want 401 RepoNotFound", r.Status, r.Header.Get("X-Error-Code"))
+	}
+	if n := internal.up.revisions.Load(); n != 0 {
+		t.Errorf("a reader who may not read made %d upstream requests", n)
 	}
 }
