@@ -73,6 +73,7 @@ func NewApp(stdout, stderr io.Writer, env Env) *cli.App {
 			filesCommand(env),
 			tenantsCommand(env),
 			reposCommand(env),
+			mirrorCommand(env),
 			{
 				Name:  "version",
 				Usage: "print the version",

@@ -91,6 +91,14 @@ type Config struct {
 	// [gc]
 	GCInterval time.Duration // 0: serve runs no passes on its own
 	GCGrace    time.Duration
+	// [mirror] (docs/mirror.md)
+	MirrorUpstream               string // "": no mirror
+	MirrorUpstreamToken          string
+	MirrorTenant                 string
+	MirrorVisibility             string
+	MirrorRefresh                time.Duration
+	MirrorQuota                  int64 // < 0: unlimited
+	MirrorMaxUpstreamConnections int
 }
 
 // setting is one configuration key: where it is read from and how.
@@ -318,6 +326,36 @@ var settings = []setting{
 	{"server.metrics_tenants", "0", "tenants whose stored bytes and quota /metrics exports, those nearest their quota first (0 to 1000; 0: none)", intRangeSetter(func(c *Config) *int { return &c.MetricsTenants }, 0, maxMetricsTenants)},
 	{"gc.interval", "1h", "how often serve runs a collection pass; 0 turns the loop off (run `openxet gc` yourself)", daysSetter(func(c *Config) *time.Duration { return &c.GCInterval })},
 	{"gc.grace", "22d", "how long an object nobody owns or references is kept after its last upload, registration or release (longer than hf_xet's 3-week local shard cache)", daysSetter(func(c *Config) *time.Duration { return &c.GCGrace })},
+	{"mirror.upstream", "", "a Hub-compatible server (https://huggingface.co, another openxet) whose repos this server mirrors for repo ids whose namespace is not a local tenant; empty: no mirror (docs/mirror.md)", func(c *Config, v string) error {
+		v = strings.TrimRight(v, "/")
+		if v != "" && !strings.HasPrefix(v, "http://") && !strings.HasPrefix(v, "https://") {
+			return errors.New("must start with http:// or https://")
+		}
+		c.MirrorUpstream = v
+		return nil
+	}},
+	{"mirror.upstream_token", "", "token sent to mirror.upstream (its own host only), for the gated or private repos it may read; empty: anonymous", func(c *Config, v string) error { c.MirrorUpstreamToken = v; return nil }},
+	{"mirror.tenant", "mirror", "tenant that owns the mirrored repos and the bytes pulled for them (its namespace is never mirrored)", func(c *Config, v string) error {
+		if err := store.ValidTenant(v); err != nil {
+			return err
+		}
+		c.MirrorTenant = v
+		return nil
+	}},
+	{"mirror.visibility", "internal", "who may read mirrored repos: private (the mirror tenant only), internal (any credential) or public (also anonymous readers when hub.anonymous_reads is on)", func(c *Config, v string) error {
+		if v != "private" && v != "internal" && v != "public" {
+			return errors.New("must be private, internal or public")
+		}
+		c.MirrorVisibility = v
+		return nil
+	}},
+	{"mirror.refresh", "10m", "how long a branch or tag resolved against the upstream is served before it is resolved again (a full commit sha is served forever)", durationSetter(func(c *Config) *time.Duration { return &c.MirrorRefresh }, time.Second)},
+	{"mirror.quota", unlimitedQuotaTxt, "bytes of mirrored files kept; over it the least recently read revisions are evicted (e.g. 500GiB, or unlimited)", func(c *Config, v string) error {
+		n, err := ParseQuota(v)
+		c.MirrorQuota = n
+		return err
+	}},
+	{"mirror.max_upstream_connections", "8", "upstream streams open at once, granted fairly between the tenants waiting (1 to 1024)", intRangeSetter(func(c *Config) *int { return &c.MirrorMaxUpstreamConnections }, 1, 1024)},
 }
 
 // daysSetter reads a duration that may also be a whole number of days

@@ -134,8 +134,14 @@ func TestInvalidValues(t *testing.T) {
 		"server.index_busy_timeout":                 "1ms",
 		"server.index_checkpoint":                   "-1s",
 		"server.index_lock_check":                   "10ms",
+		"mirror.upstream":                           "huggingface.co",
+		"mirror.tenant":                             "Mirror",
+		"mirror.visibility":                         "protected",
+		"mirror.refresh":                            "10ms",
+		"mirror.quota":                              "big",
+		"mirror.max_upstream_connections":           "0",
 	}
-	anyValue := map[string]bool{}
+	anyValue := map[string]bool{"mirror.upstream_token": true}
 	for _, s := range settings {
 		if _, ok := cases[s.key]; !ok && !anyValue[s.key] {
 			t.Errorf("no invalid-value case for %s", s.key)

@@ -105,6 +105,9 @@ func writeEffective(w io.Writer, in configSources, file map[string]string, cfg C
 				v, how = d(cfg, v)
 				from += " (" + how + ")"
 			}
+			if strings.HasSuffix(s.key, "_token") && v != "" {
+				v = redacted
+			}
 			fmt.Fprintf(w, "%s = %s  # %s\n", name, tomlValue(redact(v)), from)
 		}
 	}

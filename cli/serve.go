@@ -168,7 +168,21 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return cli.Exit(err.Error(), 1)
 	}
 	reg := newRegistry()
-	srv, err := server.New(serverConfig(cfg, key), st, log, reg)
+	scfg := serverConfig(cfg, key)
+	var srv *server.Server
+	m, err := newMirror(cfg, st, log, func() {
+		if srv != nil {
+			srv.CollectSoon()
+		}
+	})
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	if m != nil {
+		scfg.Mirror = m
+		log.Info("mirroring", "upstream", cfg.MirrorUpstream, "tenant", cfg.MirrorTenant, "visibility", cfg.MirrorVisibility)
+	}
+	srv, err = server.New(scfg, st, log, reg)
 	if err != nil {
 		return cli.Exit(err.Error(), 2)
 	}

@@ -11,6 +11,11 @@
 // reaches (the landing page at / and the repo pages behind the URLs the hf
 // CLI prints).
 //
+// A repo id whose namespace is not a local tenant may be a mirrored repo
+// of an upstream Hub (Config.Mirror, mirror.go, docs/mirror.md): it is read
+// from a repo of the mirror's tenant, shown under the upstream's id, and
+// never written.
+//
 // Repos live under a namespace equal to the tenant; a credential writes
 // only its own tenant's repos, and reads those and the repos other tenants
 // shared (visibility internal or public, docs/sharing.md). Another

@@ -83,7 +83,7 @@ func (h *Hub) commits(c echo.Context) error {
 	for _, cm := range list {
 		// Every commit of a repo is made by a credential of its tenant, the
 		// namespace: the tenant is the author openxet knows.
-		j := commitJSON{ID: cm.SHA, Title: cm.Summary, Message: cm.Description, Authors: []author{{r.Tenant}}, Date: cm.Created.Format(hubTime)}
+		j := commitJSON{ID: cm.SHA, Title: cm.Summary, Message: cm.Description, Authors: []author{{h.shown(r).Tenant}}, Date: cm.Created.Format(hubTime)}
 		if formatted {
 			j.Formatted = &formattedJSON{html.EscapeString(cm.Summary), html.EscapeString(cm.Description)}
 		}

@@ -30,7 +30,7 @@ type Principal struct {
 }
 
 // Config is what the Hub needs of the server that mounts it. Every field
-// but DefaultVisibility, AnonymousReads, Version and ReservedNamespaces is required.
+// but Mirror, DefaultVisibility, AnonymousReads, Version and ReservedNamespaces is required.
 type Config struct {
 	Store *store.Store
 
@@ -88,6 +88,10 @@ type Config struct {
 	// Uploads returns the server's settings for the uploads the Hub stores
 	// itself (the LFS basic transfer).
 	Uploads func() UploadConfig
+
+	// Mirror serves the repos of an upstream Hub whose namespace is not a
+	// local tenant (mirror.go); nil when mirror.upstream is off.
+	Mirror Mirror
 
 	// DefaultVisibility is the visibility of a repo created without one:
 	// private (also for ""), internal or public (docs/sharing.md).

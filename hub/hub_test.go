@@ -58,7 +58,7 @@ func TestNewNeedsEveryDependency(t *testing.T) {
 	typ := reflect.TypeOf(full)
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		if f.Name == "Version" || f.Name == "ReservedNamespaces" || f.Name == "DefaultVisibility" || f.Name == "AnonymousReads" {
+		if f.Name == "Version" || f.Name == "ReservedNamespaces" || f.Name == "DefaultVisibility" || f.Name == "AnonymousReads" || f.Name == "Mirror" {
 			continue
 		}
 		cfg := full

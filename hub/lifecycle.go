@@ -148,7 +148,18 @@ func (h *Hub) listRefs(c echo.Context) error {
 		TargetCommit string `json:"targetCommit"`
 	}
 	branches, tags := []refJSON{}, []refJSON{}
+	mirrored := h.mirrored(r)
 	for _, ref := range refs {
+		if mirrored {
+			// A mirrored repo's refs are the mirror's own (mirror.go): the
+			// revision names clients resolved through it show as branches,
+			// the pins of commits not at all.
+			name, ok := strings.CutPrefix(ref.Name, mirrorNamePrefix)
+			if !ok || strings.HasPrefix(name, "refs/") {
+				continue
+			}
+			ref.Name = name
+		}
 		if ref.Tag {
 			tags = append(tags, refJSON{ref.Name, "refs/tags/" + ref.Name, ref.Commit})
 		} else {

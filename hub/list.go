@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"errors"
 	"net/http"
 	"slices"
 	"sort"
@@ -107,6 +108,21 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 			}
 			all = append(all, shared...)
 		}
+		// A mirrored repo is listed under the upstream's id, at the commit
+		// its main last resolved to (mirror.go).
+		local := map[store.RepoID]store.RepoID{}
+		for i := range all {
+			pub := h.shown(all[i].RepoID)
+			if pub != all[i].RepoID {
+				local[pub] = all[i].RepoID
+				if cm, err := h.store.Resolve(ctx, all[i].RepoID, mirrorMainRef); err == nil {
+					all[i].HeadSHA, all[i].Updated = cm.SHA, cm.Created
+				} else if !errors.Is(err, store.ErrNotFound) {
+					return err
+				}
+				all[i].RepoID = pub
+			}
+		}
 		repos := filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "")
 		if g := q.Get("gated"); g == "true" || g == "false" {
 			repos = slices.DeleteFunc(repos, func(r store.RepoSummary) bool { return (r.Gated != "") != (g == "true") })
@@ -137,7 +153,11 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 				var cm store.Commit
 				if r.HeadSHA != "" {
 					var err error
-					if cm, err = h.store.Resolve(c.Request().Context(), r.RepoID, r.HeadSHA); err != nil {
+					id := r.RepoID
+					if l, ok := local[id]; ok {
+						id = l
+					}
+					if cm, err = h.store.Resolve(c.Request().Context(), id, r.HeadSHA); err != nil {
 						return err
 					}
 				}

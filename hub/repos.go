@@ -145,6 +145,17 @@ func (h *Hub) repoID(c echo.Context, typ string, acc access) (store.RepoID, erro
 	id := h.cfg.Principal(c)
 	r := store.RepoID{Tenant: unescape(c.Param("ns")), Type: typ, Name: unescape(c.Param("name"))}
 	repo, err := h.store.Repo(c.Request().Context(), r)
+	if errors.Is(err, store.ErrNotFound) {
+		// Not a repo here: perhaps one of the mirror's upstream (mirror.go).
+		local, ok, merr := h.mirrorRepo(c, r, acc, id)
+		if merr != nil {
+			return r, merr
+		}
+		if ok {
+			r = local
+			repo, err = h.store.Repo(c.Request().Context(), r)
+		}
+	}
 	if id.Anonymous {
 		// Public repos only, and only to read: anything else answers as a
 		// request without a token always has.
@@ -236,14 +247,21 @@ func (h *Hub) resolveRev(c echo.Context, r store.RepoID, rev string) (store.Comm
 	if rev == "HEAD" {
 		rev = "main"
 	}
-	cm, err := h.store.Resolve(c.Request().Context(), r, rev)
+	var cm store.Commit
+	var err error
+	if h.mirrored(r) {
+		cm, err = h.cfg.Mirror.Resolve(c.Request().Context(), r, rev)
+	} else {
+		cm, err = h.store.Resolve(c.Request().Context(), r, rev)
+	}
 	if errors.Is(err, store.ErrNotFound) {
-		return cm, hubNotFound("RevisionNotFound", "revision %s not found in %s", rev, r)
+		return cm, hubNotFound("RevisionNotFound", "revision %s not found in %s", rev, h.shown(r))
 	}
 	return cm, err
 }
 
 func (h *Hub) repoURL(c echo.Context, r store.RepoID) string {
+	r = h.shown(r)
 	return h.cfg.BaseURL(c) + "/" + repoURLPrefix(r.Type) + r.Tenant + "/" + r.Name
 }
 
@@ -387,8 +405,9 @@ func (h *Hub) repoInfo(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	pub := h.shown(r)
 	info := map[string]any{
-		"_id": r.String(), "id": r.String(), "modelId": r.String(), "author": r.Tenant, "sha": cm.SHA,
+		"_id": pub.String(), "id": pub.String(), "modelId": pub.String(), "author": pub.Tenant, "sha": cm.SHA,
 		"private": repo.VisibilityOf() == "private", "disabled": false, "gated": gatedValue(repo.Gated),
 		"createdAt": repo.Created.Format(hubTime), "lastModified": cm.Created.Format(hubTime),
 		"siblings": siblings, "tags": cardTags(card),

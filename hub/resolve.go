@@ -26,7 +26,7 @@ func (h *Hub) resolve(c echo.Context) error {
 	filePath := unescape(c.Param("*"))
 	e, ok := cm.Entry(filePath)
 	if !ok {
-		return hubNotFound("EntryNotFound", "file %s not found in %s at %s", filePath, r, cm.SHA)
+		return hubNotFound("EntryNotFound", "file %s not found in %s at %s", filePath, h.shown(r), cm.SHA)
 	}
 	hdr.Set("Accept-Ranges", "bytes")
 	if e.SizeBytes == 0 && c.Request().Header.Get("Range") != "" {
@@ -55,10 +55,11 @@ func (h *Hub) resolve(c echo.Context) error {
 	if h.cfg.Principal(c).Anonymous {
 		// A reader without a token has no CAS token to ask for: the file
 		// is not offered through Xet, and its bytes come from here.
-		return h.cfg.ServeXetFile(c, r.Tenant, e)
+		return h.serveXet(c, r, cm.SHA, e)
 	}
 	hdr.Set("X-Xet-Hash", e.XetHash)
-	auth := base + "/api/" + r.Type + "s/" + r.Tenant + "/" + r.Name + "/xet-read-token/" + cm.SHA
+	pub := h.shown(r)
+	auth := base + "/api/" + pub.Type + "s/" + pub.Tenant + "/" + pub.Name + "/xet-read-token/" + cm.SHA
 	recon := base + "/v1/reconstructions/" + e.XetHash
 	hdr.Set("Link", "<"+auth+`>; rel="xet-auth", <`+recon+`>; rel="xet-reconstruction-info"`)
 	hdr.Set("X-Xet-Refresh-Route", auth)
@@ -66,5 +67,5 @@ func (h *Hub) resolve(c echo.Context) error {
 		return c.Blob(http.StatusOK, "application/vnd.xet-fileinfo+json", mustJSON(map[string]any{
 			"hash": e.XetHash, "size": e.SizeBytes, "etag": e.SHA256, "refreshUrl": auth, "reconstructionUrl": recon}))
 	}
-	return h.cfg.ServeXetFile(c, r.Tenant, e)
+	return h.serveXet(c, r, cm.SHA, e)
 }

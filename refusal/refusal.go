@@ -41,6 +41,13 @@ var (
 	ErrForbidden  = errors.New("forbidden")
 	// ErrLengthRequired: an upload without Content-Length (411).
 	ErrLengthRequired = errors.New("length required")
+	// ErrUpstreamUnreachable: a mirror's upstream did not answer and what
+	// was asked for is not mirrored yet (503 upstream_unreachable).
+	ErrUpstreamUnreachable = errors.New("upstream unreachable")
+	// ErrUpstreamBadAnswer: a mirror's upstream answered something that
+	// does not check out (a size or hash that is not what it named); it
+	// was refused, not served (502 upstream_bad_answer).
+	ErrUpstreamBadAnswer = errors.New("upstream answered something invalid")
 )
 
 // Refused is a refusal of a kind (one of the sentinels, or another

@@ -110,6 +110,8 @@ func (s *Server) adminRoutes(e *echo.Echo) {
 	g.DELETE("/credentials/:id", s.revokeCredential)
 	g.GET("/repos/:type/:tenant/:name/visibility", s.getRepoVisibility)
 	g.PUT("/repos/:type/:tenant/:name/visibility", s.putRepoVisibility)
+	g.GET("/mirror", s.listMirrored)
+	g.POST("/mirror/pull", s.pullMirrored)
 }
 
 // RepoVisibilityView is a repo's visibility as the admin API shows and

@@ -404,6 +404,23 @@ func (s *Server) windowTerms(ctx context.Context, id *identity, owner string, f 
 func (s *Server) fileOf(ctx context.Context, id *identity, h xet.Hash) (store.File, string, error) {
 	if id.shared != nil {
 		f, err := s.store.SharedFile(ctx, *id.shared, h)
+		if errors.Is(err, store.ErrNotFound) && s.cfg.Mirror != nil {
+			if _, ok := s.cfg.Mirror.PublicRepo(*id.shared); ok {
+				// A file of a mirrored revision not pulled yet: pulled now
+				// (coalesced with every other request for it), then read.
+				reserve := func(n int64) ([]byte, func(), error) {
+					res, buf, err := s.budget.ReserveBuffer(ctx, budgetKey(id), n)
+					if err != nil {
+						return nil, nil, err
+					}
+					return buf, res.Release, nil
+				}
+				if err := s.cfg.Mirror.PullFile(ctx, id.Tenant, *id.shared, h, reserve); err != nil {
+					return store.File{}, id.shared.Tenant, err
+				}
+				f, err = s.store.SharedFile(ctx, *id.shared, h)
+			}
+		}
 		return f, id.shared.Tenant, err
 	}
 	f, err := s.store.File(ctx, id.Tenant, h)

@@ -217,6 +217,12 @@ func serverMeaning(err error) *apiError {
 		return bodyTooLarge(err)
 	case errors.Is(err, errBadRequest):
 		return &apiError{Status: 400, Code: "bad_request", Message: message(err, errBadRequest), Cause: err}
+	case errors.Is(err, refusal.ErrUpstreamUnreachable):
+		return &apiError{Status: 503, Code: "upstream_unreachable", RetryAfter: upstreamRetryAfterSeconds, Message: message(err, refusal.ErrUpstreamUnreachable),
+			Hint: "what is mirrored is still served; retry when the upstream answers again, or ask the operator to pull it (openxet mirror pull)", Cause: err}
+	case errors.Is(err, refusal.ErrUpstreamBadAnswer):
+		return &apiError{Status: 502, Code: "upstream_bad_answer", Message: message(err, refusal.ErrUpstreamBadAnswer),
+			Hint: "the mirror refused what the upstream sent and stored nothing of it; the operator's log names it", Cause: err}
 	case errors.Is(err, errNotFound):
 		return notFound(err)
 	}
@@ -327,6 +333,9 @@ func limitsMeaning(err error) *apiError {
 }
 
 func errText(err error) string { return err.Error() }
+
+// upstreamRetryAfterSeconds is the Retry-After of upstream_unreachable.
+const upstreamRetryAfterSeconds = 30
 
 // notFound is the 404 of a name or hash the index does not have for the
 // tenant (errNotFound, store.ErrNotFound). A route whose miss is its most

@@ -39,11 +39,21 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		ServeXetFile:       s.serveXetFile,
 		Released:           s.gc.poke,
 		Ready:              s.ready,
+		Mirror:             s.hubMirror(),
 		DefaultVisibility:  s.cfg.DefaultVisibility,
 		AnonymousReads:     s.cfg.AnonymousReads,
 		Version:            s.cfg.Version,
 		ReservedNamespaces: ownNamespaces(),
 	})
+}
+
+// hubMirror is the Hub's view of the mirror: nil (not a nil interface
+// value of a nil pointer) without one.
+func (s *Server) hubMirror() hub.Mirror {
+	if s.cfg.Mirror == nil {
+		return nil
+	}
+	return s.cfg.Mirror
 }
 
 // hubUploads is the server's part of the uploads the Hub stores itself.

@@ -23,6 +23,7 @@ import (
 	"openxet/budget"
 	"openxet/hub"
 	"openxet/limits"
+	"openxet/mirror"
 	"openxet/store"
 	"openxet/turns"
 	"openxet/work"
@@ -96,7 +97,34 @@ type Config struct {
 	GCGrace    time.Duration
 	// Version is shown on the landing page.
 	Version string
+	// Mirror serves an upstream Hub's repos (mirror.upstream,
+	// docs/mirror.md); nil: no mirror.
+	Mirror Mirror
 }
+
+// Mirror is the mirror of an upstream Hub as the server uses it: the Hub's
+// part (hub.Mirror), and the pull of a file a CAS token for a mirrored repo
+// asks for before it is stored. Package mirror implements it; cli builds
+// it.
+type Mirror interface {
+	hub.Mirror
+	// PullFile makes the Xet file h of local (a mirrored repo) stored,
+	// pulling it for a request of tenant; store.ErrNotFound unless a
+	// revision of local names it.
+	PullFile(ctx context.Context, tenant string, local store.RepoID, h xet.Hash, reserve func(n int64) ([]byte, func(), error)) error
+	// Pull pre-fetches a revision of an upstream repo (the admin route).
+	Pull(ctx context.Context, tenant, typ, ns, name, rev string, reserve func(n int64) ([]byte, func(), error)) (mirror.Mirrored, error)
+	// List is every mirrored revision, the least recently used first.
+	List(ctx context.Context) ([]mirror.Mirrored, error)
+	// Stats counts what the mirror did.
+	Stats() mirror.Stats
+	// UpstreamWaiting is how many upstream streams wait for a connection.
+	UpstreamWaiting() int
+}
+
+// CollectSoon tells the collector that revisions were dropped, so that a
+// pass soon gives their bytes back (the mirror's evictions).
+func (s *Server) CollectSoon() { s.gc.poke() }
 
 // Defaults for Config fields left zero.
 const (
@@ -228,6 +256,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
+	if cfg.Mirror != nil {
+		registerMirrorMetrics(reg, cfg.Mirror)
+	}
 	s.gc = newCollector(s, reg)
 	s.workWait = workMetrics(reg, s.work)
 	s.turnWait = turnMetrics(reg, &s.turns)

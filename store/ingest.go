@@ -20,6 +20,10 @@ type IngestOptions struct {
 	// SHA256, when not nil, is the SHA-256 the stream must have (an LFS
 	// object id).
 	SHA256 *[sha256.Size]byte
+	// XetHash, when not nil, is the Xet file hash the stream must have (a
+	// mirror's upstream named it): a stream of other bytes is refused,
+	// before the file is registered, as a SHA-256 mismatch is.
+	XetHash *xet.Hash
 	// DedupGlobal lets the file reference any tenant's chunks, as the
 	// dedup answers of server.dedup_scope = "global" do; else only the
 	// tenant's own.
@@ -99,7 +103,7 @@ func ingestBuffers(sizeBytes int64) (read, xorb int64) {
 //
 // Errors: a read error of r, wrapped (a *refusal.Error the caller's reader
 // returns stays reachable with errors.As); xet.ErrHashMismatch when the
-// stream's length or SHA-256 is not what opt says; *OverQuotaError when a
+// stream's length, SHA-256 or Xet hash is not what opt says; *OverQuotaError when a
 // new xorb would pass the quota; ErrUnavailable. The length and SHA-256 are
 // checked before the last xorb is stored, so a refused stream of up to one
 // xorb (64 MiB) changes nothing; of a longer one, the xorbs stored before
@@ -148,6 +152,11 @@ func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt 
 	if opt.SHA256 != nil && sum != *opt.SHA256 {
 		return IngestedFile{}, fmt.Errorf("ingest: %w: the stream's SHA-256 is %s, want %s", xet.ErrHashMismatch,
 			hex.EncodeToString(sum[:]), hex.EncodeToString(opt.SHA256[:]))
+	}
+	if opt.XetHash != nil {
+		if got := in.agg.FileHash(); got != *opt.XetHash {
+			return IngestedFile{}, fmt.Errorf("ingest: %w: the stream's Xet hash is %s, want %s", xet.ErrHashMismatch, got, *opt.XetHash)
+		}
 	}
 	if err := in.flush(); err != nil {
 		return IngestedFile{}, err

@@ -62,6 +62,13 @@ func New(tb testing.TB, mutate ...func(*server.Config)) *Env {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return Serve(tb, st, mutate...)
+}
+
+// Serve is New over st, a store the caller opened (and that tb's cleanup
+// closes).
+func Serve(tb testing.TB, st *store.Store, mutate ...func(*server.Config)) *Env {
+	tb.Helper()
 	cfg := Config()
 	for _, m := range mutate {
 		m(&cfg)

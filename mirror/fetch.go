@@ -1,0 +1,232 @@
+package mirror
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+
+	"openxet/store"
+	"openxet/xet"
+)
+
+// Reserve takes n bytes of memory for the request a pull serves, from the
+// server's budget, as one buffer; release gives it back. Its errors are
+// the budget's.
+type Reserve = func(n int64) (buf []byte, release func(), err error)
+
+// Fetch makes the Xet file e of local (a mirrored repo) stored, pulling it
+// from the upstream if it is not, on behalf of a request of tenant. A
+// request for a file already being pulled waits for that pull (one upstream
+// fetch for all of them). When w is not nil and this call pulls the file,
+// the file's bytes are written to w while they are stored, all but the last
+// one before the stream checked out against e's size and hash (so a client
+// never gets a whole wrong file), and wrote is true; a write error of w only
+// stops the writing. Otherwise the caller serves the stored file.
+func (m *Mirror) Fetch(ctx context.Context, tenant string, local store.RepoID, sha string, e store.TreeEntry, w io.Writer, reserve Reserve) (wrote bool, err error) {
+	h, err := xet.ParseHash(e.XetHash)
+	if err != nil {
+		return false, fmt.Errorf("file %s of %s: %w", e.Path, local, err)
+	}
+	if _, err := m.store.File(ctx, m.cfg.Tenant, h); err == nil {
+		m.hits.Add(1)
+		m.touch(local, sha)
+		return false, nil
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	var tee *holdBack
+	err = m.coalesce(ctx, "file:"+e.XetHash, func(ctx context.Context) error {
+		// A pull that ended between the look-up above and this flight
+		// stored it already.
+		if _, err := m.store.File(ctx, m.cfg.Tenant, h); err == nil {
+			return nil
+		}
+		if w != nil {
+			tee = &holdBack{w: w}
+		}
+		return m.pull(ctx, tenant, local, sha, e, h, tee, reserve)
+	})
+	if err != nil {
+		return tee != nil && tee.n > 0, err
+	}
+	m.touch(local, sha)
+	if tee != nil {
+		tee.flush()
+		return true, nil
+	}
+	return false, nil
+}
+
+// PullFile is Fetch for a file named by its hash, as the CAS routes name
+// it: ErrNotFound unless a revision of local has it.
+func (m *Mirror) PullFile(ctx context.Context, tenant string, local store.RepoID, h xet.Hash, reserve Reserve) error {
+	sha, e, err := m.store.EntryByHash(ctx, local, h.String())
+	if err != nil {
+		return err
+	}
+	_, err = m.Fetch(ctx, tenant, local, sha, e, nil, reserve)
+	return err
+}
+
+// IsMirrored reports whether local is a repo of the mirror.
+func (m *Mirror) IsMirrored(local store.RepoID) bool {
+	_, ok := m.PublicRepo(local)
+	return ok
+}
+
+// pull reads e from the upstream in segments and stores it as the mirror
+// tenant's file through store.IngestFile, which refuses a stream whose
+// size, SHA-256 or Xet hash is not e's before anything is registered.
+func (m *Mirror) pull(ctx context.Context, tenant string, local store.RepoID, sha string, e store.TreeEntry, h xet.Hash, tee *holdBack, reserve Reserve) error {
+	ref := m.ref(local)
+	what := fmt.Sprintf("file %s of %s@%s", e.Path, ref.ID, sha)
+	var buf []byte
+	if reserve != nil {
+		b, release, err := reserve(store.IngestBufferBytes(e.SizeBytes))
+		if err != nil {
+			return err
+		}
+		defer release()
+		buf = b
+	}
+	opt := store.IngestOptions{SizeBytes: e.SizeBytes, XetHash: &h, DedupGlobal: m.cfg.DedupGlobal, DefaultQuotaBytes: store.Unlimited, Buffer: buf}
+	if e.SHA256 != "" {
+		raw, err := hex.DecodeString(e.SHA256)
+		if err != nil || len(raw) != sha256.Size {
+			return m.badAnswer(what, fmt.Errorf("sha256 %q", e.SHA256))
+		}
+		sum := [sha256.Size]byte(raw)
+		opt.SHA256 = &sum
+	}
+	src := &segments{m: m, ctx: ctx, tenant: tenant, ref: ref, sha: sha,
+		f: File{Path: e.Path, Size: e.SizeBytes, XetHash: e.XetHash, SHA256: e.SHA256, GitOID: e.GitOID}}
+	defer src.close()
+	var r io.Reader = src
+	if tee != nil {
+		r = io.TeeReader(src, tee)
+	}
+	_, err := m.store.IngestFile(ctx, m.cfg.Tenant, r, opt)
+	switch {
+	case err == nil:
+		m.upstreamFiles.Add(1)
+		m.enforceQuota(ctx)
+		return nil
+	case errors.Is(err, xet.ErrHashMismatch), errors.Is(err, ErrBadAnswer):
+		return m.badAnswer(what, err)
+	case errors.Is(err, ErrUnreachable):
+		return m.unreachable(what, err)
+	case errors.Is(err, ErrNotFound):
+		return fmt.Errorf("%s: %w: %w", what, store.ErrNotFound, err)
+	}
+	return err
+}
+
+// segments reads a file of the upstream from its start, one segment of
+// Config.SegmentBytes per upstream stream: each segment waits for an
+// upstream connection in the fair queue of the requesting tenant and gives
+// it back at its end.
+type segments struct {
+	m      *Mirror
+	ctx    context.Context
+	tenant string
+	ref    RepoRef
+	sha    string
+	f      File
+
+	off, end int64 // read so far; end of the current segment
+	rc       io.ReadCloser
+	release  func()
+}
+
+func (s *segments) Read(p []byte) (int, error) {
+	if s.off >= s.f.Size {
+		return 0, io.EOF
+	}
+	if s.rc == nil {
+		slot, err := s.m.conns.AcquireUntilDone(s.ctx, s.tenant)
+		if err != nil {
+			return 0, err
+		}
+		rc, err := s.m.up.Open(s.ctx, s.ref, s.sha, s.f, s.off)
+		if err != nil {
+			slot.Release()
+			return 0, err
+		}
+		s.rc, s.release = rc, slot.Release
+		s.end = min(s.off+s.m.cfg.SegmentBytes, s.f.Size)
+	}
+	if int64(len(p)) > s.end-s.off {
+		p = p[:s.end-s.off]
+	}
+	n, err := s.rc.Read(p)
+	s.off += int64(n)
+	s.m.upstreamBytes.Add(int64(n))
+	if errors.Is(err, io.EOF) && s.off < s.f.Size {
+		err = fmt.Errorf("%w: the stream ended at %d of %d bytes", ErrBadAnswer, s.off, s.f.Size)
+	}
+	if s.off >= s.end || err != nil {
+		s.close()
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return n, err
+	}
+	if n == 0 && s.off < s.f.Size {
+		return s.Read(p)
+	}
+	return n, nil
+}
+
+func (s *segments) close() {
+	if s.rc != nil {
+		s.rc.Close()
+		s.release()
+		s.rc, s.release = nil, nil
+	}
+}
+
+// withConn runs fn holding an upstream connection of tenant's fair queue.
+func (m *Mirror) withConn(ctx context.Context, tenant string, fn func() error) error {
+	slot, err := m.conns.AcquireUntilDone(ctx, tenant)
+	if err != nil {
+		return err
+	}
+	defer slot.Release()
+	return fn()
+}
+
+// holdBack writes to w everything but the last byte written to it, until
+// flush; after a write error of w it stops writing (the client went away;
+// the pull goes on for the others).
+type holdBack struct {
+	w      io.Writer
+	last   []byte
+	n      int64 // bytes written to w
+	failed bool
+}
+
+func (t *holdBack) Write(p []byte) (int, error) {
+	if len(p) == 0 || t.failed {
+		return len(p), nil
+	}
+	for _, b := range [][]byte{t.last, p[:len(p)-1]} {
+		if len(b) == 0 || t.failed {
+			continue
+		}
+		n, err := t.w.Write(b)
+		t.n += int64(n)
+		t.failed = err != nil
+	}
+	t.last = append(t.last[:0], p[len(p)-1])
+	return len(p), nil
+}
+
+func (t *holdBack) flush() {
+	if !t.failed && len(t.last) > 0 {
+		n, _ := t.w.Write(t.last)
+		t.n += int64(n)
+		t.last = nil
+	}
+}

@@ -1,0 +1,91 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"testing"
+
+	"openxet/xet"
+)
+
+// TestIngestRefusesAnotherXetHash: a stream whose Xet hash is not the one
+// asked for is refused with xet.ErrHashMismatch and registers nothing; with
+// the right hash it registers the file under that hash.
+func TestIngestRefusesAnotherXetHash(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	ctx := context.Background()
+	data := bytes.Join(chunksOf(7, 4, 30_000), nil)
+	probe := mustOpen(t, t.TempDir(), fileBucket(t.TempDir()))
+	want, err := probe.IngestFile(ctx, "x", bytes.NewReader(data), IngestOptions{SizeBytes: int64(len(data)), DefaultQuotaBytes: Unlimited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := want.Hash
+	wrong[0] ^= 1
+	_, err = s.IngestFile(ctx, "mirror", bytes.NewReader(data), IngestOptions{SizeBytes: int64(len(data)), XetHash: &wrong, DefaultQuotaBytes: Unlimited})
+	if !errors.Is(err, xet.ErrHashMismatch) {
+		t.Fatalf("ingest with another Xet hash: %v, want ErrHashMismatch", err)
+	}
+	for _, h := range []xet.Hash{want.Hash, wrong} {
+		if _, err := s.File(ctx, "mirror", h); !errors.Is(err, ErrNotFound) {
+			t.Errorf("file %s after the refusal: %v, want ErrNotFound", h, err)
+		}
+	}
+	got, err := s.IngestFile(ctx, "mirror", bytes.NewReader(data), IngestOptions{SizeBytes: int64(len(data)), XetHash: &want.Hash, DefaultQuotaBytes: Unlimited})
+	if err != nil || got.Hash != want.Hash {
+		t.Fatalf("ingest with its own Xet hash: %v %s", err, got.Hash)
+	}
+}
+
+// TestRecordCommit records a commit made elsewhere, with its sha, a Xet
+// file not registered yet and a regular file, moves a ref by recording it
+// again, and checks that reindex rebuilds the same index.
+func TestRecordCommit(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	ctx := context.Background()
+	id := RepoID{Tenant: "mirror", Type: "model", Name: "org__m"}
+	blob := []byte(`{"a": 1}`)
+	sum := sha256.Sum256(blob)
+	if err := s.PutBlob(ctx, hex.EncodeToString(sum[:]), blob); err != nil {
+		t.Fatal(err)
+	}
+	sha1 := "1111111111111111111111111111111111111111"
+	c := Commit{SHA: sha1, Summary: "upstream", Tree: []TreeEntry{
+		{Path: "w.bin", SizeBytes: 10, XetHash: "ab" + string(bytes.Repeat([]byte("0"), 62)), SHA256: hex.EncodeToString(sum[:])},
+		{Path: "config.json", SizeBytes: int64(len(blob)), SHA256: hex.EncodeToString(sum[:])},
+	}}
+	if err := s.RecordCommit(ctx, id, "internal", c, "refs/mirror/commits/"+sha1, "refs/mirror/names/main"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Resolve(ctx, id, "refs/mirror/names/main")
+	if err != nil || got.SHA != sha1 || len(got.Tree) != 2 || got.Tree[0].Path != "config.json" {
+		t.Fatalf("resolve: %v %+v", err, got)
+	}
+	repo, err := s.Repo(ctx, id)
+	if err != nil || repo.Visibility != "internal" {
+		t.Fatalf("repo: %v %+v", err, repo)
+	}
+	sha2 := "2222222222222222222222222222222222222222"
+	c2 := Commit{SHA: sha2, Summary: "upstream", Tree: c.Tree[1:]}
+	if err := s.RecordCommit(ctx, id, "internal", c2, "refs/mirror/commits/"+sha2, "refs/mirror/names/main"); err != nil {
+		t.Fatal(err)
+	}
+	if refs, err := s.RefsTo(ctx, id, sha2); err != nil || len(refs) != 2 {
+		t.Errorf("refs to %s: %v %v", sha2, refs, err)
+	}
+	if err := s.RecordCommit(ctx, id, "internal", Commit{SHA: "nope"}); err == nil {
+		t.Error("a commit id that is not one was recorded")
+	}
+	diffs, err := CheckIndex(ctx, ReindexConfig{IndexPath: testIndex(t, dir), BucketURL: fileBucket(dir)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range diffs {
+		t.Errorf("reindex --check: %s", d)
+	}
+}
