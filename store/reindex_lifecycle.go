@@ -8,7 +8,7 @@ import (
 	"openxet/xet"
 )
 
-// Reindex's part of the lifecycle (lifecycle.go, gc.go): what the bucket
+// Reindex's part of the lifecycle (retention.go, gc.go): what the bucket
 // says about releases, applied after the repos are rebuilt.
 
 // presentOnly drops from a shard being replayed what names a xorb the
