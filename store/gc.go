@@ -59,7 +59,9 @@ import (
 // races, whatever the grace: a pass never deletes what was touched after it
 // started ("after" is ordered through the index, startTx), and its mark
 // reads one snapshot of the index, so what a commit keeps from its parent
-// without touching it is seen (mark).
+// without touching it is seen (mark). Every rule measures from one time
+// base, T0 and the grace (keep.go); the releases a pass makes are recorded
+// at its T0, so its plan knows when their grace ends.
 
 // DefaultGCGrace is the default grace period, 22 days: hf_xet keeps the
 // shards of its own uploads in a local cache for 3 weeks and dedups new
