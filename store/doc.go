@@ -29,10 +29,14 @@
 //   - an owner record without its owner row (a crash in between) counts as
 //     ownership for reindex; the tenant's next upload of the xorb completes
 //     it, or withdraws it when the quota refuses;
-//   - retention and collection (lifecycle.go, touch.go, gc.go): a file is
+//   - retention and collection (retention.go, touch.go, gc.go): a file is
 //     retained until released; a xorb owner no retained file of its tenant
 //     needs is released; an object nobody owns or references is collected
-//     after a grace period, by one collector at a time.
+//     after a grace period, by one collector at a time. What is kept is
+//     one reference graph (refgraph.go: revisions → files → xorbs, and
+//     who owns what), which collection, the usage report and reindex
+//     read, and the rules of keep.go; a pass plans with them, then acts
+//     (gcplan.go, gcexec.go).
 //
 // IngestFile (ingest.go) is the one way in for bytes that arrive without
 // Xet (the Hub's LFS transfer, later the mirror): it chunks, dedups and

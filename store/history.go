@@ -212,3 +212,81 @@ func treeSpan(tree []byte, p string) []byte {
 	}
 	return tree[start:end]
 }
+
+// SquashHistory replaces the history of branch ref with one commit holding
+// its head's tree (HfApi.super_squash_history). The commits no ref reaches
+// any more are dropped, and so is the retention of the files only they
+// referenced. It returns the new commit. ErrNotBranch for a tag;
+// ErrNotFound for a missing branch; ErrRefMoved when the branch moved
+// while squashing.
+func (s *Store) SquashHistory(ctx context.Context, id RepoID, ref, message string) (Commit, error) {
+	if strings.HasPrefix(ref, "refs/") {
+		return Commit{}, fmt.Errorf("%s: %w: only a branch's history can be squashed", ref, ErrNotBranch)
+	}
+	refs, err := repoRefs(ctx, s.db, id)
+	if err != nil {
+		return Commit{}, err
+	}
+	headSHA, ok := refs[ref]
+	if !ok {
+		return Commit{}, fmt.Errorf("branch %s of %s: %w", ref, id, ErrNotFound)
+	}
+	head, err := s.Resolve(ctx, id, headSHA)
+	if err != nil {
+		return Commit{}, err
+	}
+	if message == "" {
+		message = "Super-squash branch '" + ref + "'"
+	}
+	c := Commit{Summary: message, Created: s.now().UTC(), Tree: head.Tree}
+	c.SHA = commitSHA(c)
+	refs[ref] = c.SHA
+	dropped, err := unreachableAfter(ctx, s.db, id, refs)
+	if err != nil {
+		return Commit{}, err
+	}
+	cands, err := s.candidatesAfter(ctx, id, dropped)
+	if err != nil {
+		return Commit{}, err
+	}
+	for _, e := range head.Tree {
+		delete(cands, e.XetHash) // the squashed commit keeps them
+	}
+	_, err = s.changeRevisions(ctx, revisionChange{
+		tenant:     id.Tenant,
+		candidates: cands,
+		before: func(ctx context.Context) error {
+			// The new commit and the ref record go first: a crash leaves
+			// the bucket on the squashed history while the index still
+			// retains the old one.
+			return s.writeCommitRecords(ctx, id, ref, c)
+		},
+		index: func(ctx context.Context, tx *sql.Tx) error {
+			var cur string
+			if err := tx.QueryRowContext(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&cur); err != nil {
+				return fmt.Errorf("ref %s: %w", ref, err)
+			}
+			if cur != headSHA {
+				return fmt.Errorf("%s of %s moved to %s while squashing: %w", ref, id, cur, ErrRefMoved)
+			}
+			if err := insertCommit(ctx, tx, id, c); err != nil {
+				return err
+			}
+			if err := setRef(ctx, tx, id, ref, c.SHA); err != nil {
+				return err
+			}
+			gone, err := dropUnreachable(ctx, tx, id)
+			dropped = gone
+			return err
+		},
+		after: func(ctx context.Context) error { return s.deleteCommitRecords(ctx, id, dropped) },
+	})
+	if errors.Is(err, ErrRefMoved) {
+		// The ref record went first; put back the head the index has.
+		s.repairRefRecord(context.WithoutCancel(ctx), id, ref)
+	}
+	if err != nil {
+		return Commit{}, err
+	}
+	return c, nil
+}

@@ -105,7 +105,7 @@ CREATE TABLE refs (
 	// 3: the quota override the owner transaction enforces (NULL: default).
 	`ALTER TABLE tenants ADD COLUMN quota_bytes INTEGER;`,
 	// 4 (lifecycle, issue 13): release and collection
-	// state (store/lifecycle.go, store/gc.go). None of it is derived from
+	// state (store/retention.go, store/gc.go). None of it is derived from
 	// the bucket except file_releases (the file-releases/ records); the rest
 	// only delays or resumes work, and is empty after a reindex.
 	`

@@ -1,13 +1,15 @@
 // Refs: a repo's branches and tags, and the one place that creates and
 // deletes them (CreateBranch, CreateTag, DeleteRef; names checked by
-// ValidRefName in refname.go). Commits move a branch through setRef
-// (commit.go); what a deleted ref releases is lifecycle.go's.
+// ValidRefName in refname.go), and what they reach (unreachableAfter,
+// dropUnreachable). Commits move a branch through setRef (commit.go);
+// what a deleted ref releases is retention.go's; a squash is history.go's.
 
 package store
 
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -166,3 +168,97 @@ func (s *Store) createRef(ctx context.Context, id RepoID, ref string, c Commit) 
 		return setRef(ctx, tx, id, ref, c.SHA)
 	})
 }
+
+// ErrNotBranch means a ref that must be a branch is not one (a tag, or a
+// name under refs/).
+var ErrNotBranch = errors.New("not a branch")
+
+// unreachableAfter returns the commits of repo id that no ref reaches
+// once the refs are as given (ref → commit; a missing ref is deleted).
+func unreachableAfter(ctx context.Context, q queryer, id RepoID, refs map[string]string) (map[string]bool, error) {
+	parents := map[string]string{}
+	rows, err := q.QueryContext(ctx, `SELECT sha, parent FROM commits WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name)
+	if err != nil {
+		return nil, fmt.Errorf("commits of %s: %w", id, err)
+	}
+	for rows.Next() {
+		var sha, parent string
+		if err := rows.Scan(&sha, &parent); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		parents[sha] = parent
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	for _, head := range refs {
+		for sha := head; sha != "" && !seen[sha]; {
+			parent, ok := parents[sha]
+			if !ok {
+				break
+			}
+			seen[sha] = true
+			sha = parent
+		}
+	}
+	out := map[string]bool{}
+	for sha := range parents {
+		if !seen[sha] {
+			out[sha] = true
+		}
+	}
+	return out, nil
+}
+
+// dropUnreachable drops, in tx, the commits of id that no ref reaches any
+// more (after a ref moved or went) and returns them, for their records to
+// be deleted once tx commits (deleteCommitRecords).
+func dropUnreachable(ctx context.Context, tx *sql.Tx, id RepoID) (map[string]bool, error) {
+	refs, err := repoRefs(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	gone, err := unreachableAfter(ctx, tx, id, refs)
+	if err != nil {
+		return nil, err
+	}
+	return gone, dropCommits(ctx, tx, id, gone)
+}
+
+// dropCommits deletes commit rows of a repo (those no ref reaches any more).
+func dropCommits(ctx context.Context, tx *sql.Tx, id RepoID, shas map[string]bool) error {
+	for sha := range shas {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`, id.Tenant, id.Type, id.Name, sha); err != nil {
+			return fmt.Errorf("drop commit %s: %w", sha, err)
+		}
+	}
+	return nil
+}
+
+// deleteCommitRecords removes the bucket records of dropped commits; a
+// record left behind names a commit no ref reaches, which reindex ignores.
+func (s *Store) deleteCommitRecords(ctx context.Context, id RepoID, shas map[string]bool) error {
+	for sha := range shas {
+		if err := s.bucket.Delete(ctx, id.prefix()+"commits/"+sha+".json"); err != nil && !isNotFound(err) {
+			return fmt.Errorf("delete commit %s: %w", sha, err)
+		}
+	}
+	return nil
+}
+
+// repairRefRecord rewrites a ref's bucket record from the index.
+func (s *Store) repairRefRecord(ctx context.Context, id RepoID, ref string) {
+	var sha string
+	err := s.db.QueryRowContext(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&sha)
+	if err != nil {
+		return
+	}
+	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: ref, Commit: sha})
+	s.bucket.WriteAll(ctx, id.prefix()+"refs/"+HashName(ref)+".json", rr, nil)
+}
+
+// ErrRefExists means a branch or tag of that name already exists.
+var ErrRefExists = errors.New("ref already exists")

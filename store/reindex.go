@@ -229,24 +229,11 @@ func (b *builder) xorbOwners() error {
 // keeps its row after its owners released it (the live index keeps it too).
 // It runs last, once files and releases are rebuilt.
 func (b *builder) unownedXorbs() error {
-	referenced := map[string]bool{}
-	err := eachRow(b.ctx, b.db, `SELECT terms FROM files`, func(r *sql.Rows) error {
-		var blob []byte
-		if err := r.Scan(&blob); err != nil {
-			return err
-		}
-		terms, err := decodeTerms(blob)
-		if err != nil {
-			return err
-		}
-		for _, t := range terms {
-			referenced[t.Xorb.String()] = true
-		}
-		return nil
-	})
-	if err != nil {
+	g := newRefGraph()
+	if err := g.readFiles(b.ctx, b.db); err != nil {
 		return fmt.Errorf("unowned xorbs: %w", err)
 	}
+	referenced := g.referenced
 	unowned, err := queryStrings(b.ctx, b.db, `SELECT hash FROM xorbs WHERE NOT EXISTS (SELECT 1 FROM xorb_owners o WHERE o.xorb = xorbs.hash)`)
 	if err != nil {
 		return fmt.Errorf("unowned xorbs: %w", err)

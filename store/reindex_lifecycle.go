@@ -8,7 +8,7 @@ import (
 	"openxet/xet"
 )
 
-// Reindex's part of the lifecycle (lifecycle.go, gc.go): what the bucket
+// Reindex's part of the lifecycle (retention.go, gc.go): what the bucket
 // says about releases, applied after the repos are rebuilt.
 
 // presentOnly drops from a shard being replayed what names a xorb the
@@ -141,28 +141,8 @@ func (b *builder) dropUnreachableCommits(tx *sql.Tx) error {
 // dropFilesMissingXorbs drops the files that name a xorb the index (rebuilt
 // from the bucket) does not have.
 func (b *builder) dropFilesMissingXorbs(tx *sql.Tx) error {
-	type fileXorbs struct {
-		tenant, hash string
-		xorbs        []string
-	}
-	var all []fileXorbs
-	err := eachRow(b.ctx, tx, `SELECT tenant, hash, terms FROM files`, func(r *sql.Rows) error {
-		var f fileXorbs
-		var terms []byte
-		if err := r.Scan(&f.tenant, &f.hash, &terms); err != nil {
-			return err
-		}
-		ts, err := decodeTerms(terms)
-		if err != nil {
-			return err
-		}
-		for _, term := range ts {
-			f.xorbs = append(f.xorbs, term.Xorb.String())
-		}
-		all = append(all, f)
-		return nil
-	})
-	if err != nil {
+	g := newRefGraph()
+	if err := g.readFiles(b.ctx, tx); err != nil {
 		return err
 	}
 	have := map[string]bool{}
@@ -178,17 +158,19 @@ func (b *builder) dropFilesMissingXorbs(tx *sql.Tx) error {
 		have[x] = err == nil
 		return err == nil, nil
 	}
-	for _, f := range all {
-		for _, x := range f.xorbs {
-			ok, err := present(x)
-			if err != nil {
-				return err
-			}
-			if !ok {
-				if _, err := tx.ExecContext(b.ctx, `DELETE FROM files WHERE tenant = ? AND hash = ?`, f.tenant, f.hash); err != nil {
+	for tenant, files := range g.files {
+		for hash, f := range files {
+			for _, x := range f.xorbs {
+				ok, err := present(x.String())
+				if err != nil {
 					return err
 				}
-				break
+				if !ok {
+					if _, err := tx.ExecContext(b.ctx, `DELETE FROM files WHERE tenant = ? AND hash = ?`, tenant, hash); err != nil {
+						return err
+					}
+					break
+				}
 			}
 		}
 	}

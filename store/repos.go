@@ -297,7 +297,7 @@ func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, err
 
 // DeleteRepo removes a repo and releases the files its revisions
 // referenced that no revision of the tenant's other repos references
-// (lifecycle.go). The bucket changes first (release records, then the
+// (retention.go). The bucket changes first (release records, then the
 // repo's records, repo.json first), then one index transaction, so a crash
 // leaves the index retaining at least what the bucket retains; deleting
 // again finishes the job.

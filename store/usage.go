@@ -63,10 +63,16 @@ type RepoUsage struct {
 }
 
 // UsageReport computes the report, for one tenant or ("") all. It reads the
-// whole index: an operator's tool, not a hot path.
+// whole index, the reference graph (refgraph.go) in one snapshot: an
+// operator's tool, not a hot path.
 func (s *Store) UsageReport(ctx context.Context, tenant string) (UsageReport, error) {
 	var rep UsageReport
-	g, err := loadUsageGraph(ctx, s.db)
+	var g usageGraph
+	err := s.inSnapshot(ctx, func(tx *sql.Tx) error {
+		var err error
+		g, err = loadUsageGraph(ctx, tx)
+		return err
+	})
 	if err != nil {
 		return rep, err
 	}
@@ -88,27 +94,22 @@ func (s *Store) UsageReport(ctx context.Context, tenant string) (UsageReport, er
 	return rep, nil
 }
 
-// usageFile is a file as the usage report sees it: its size and the xorbs
-// its terms name.
-type usageFile struct {
-	size  int64
-	xorbs []string
-}
-
-// usageGraph is the index as the usage report reads it: every xorb's size,
-// its owners, every tenant's files and the xorbs any file references.
+// usageGraph is the reference graph with every xorb's size.
 type usageGraph struct {
-	sizes      map[string]int64                // xorb → size
-	stored     int64                           // the sum of sizes
-	owners     map[string]map[string]int64     // xorb → tenant → size
-	files      map[string]map[string]usageFile // tenant → file → file
-	referenced map[string]bool                 // xorbs a file references
+	*refGraph
+	sizes  map[string]int64 // xorb → size
+	stored int64            // the sum of sizes
 }
 
-// loadUsageGraph reads the xorbs, their owners and the files of the index.
+// loadUsageGraph reads the reference graph and the xorbs' sizes through q
+// (one transaction).
 func loadUsageGraph(ctx context.Context, q queryer) (usageGraph, error) {
-	g := usageGraph{sizes: map[string]int64{}, owners: map[string]map[string]int64{}, files: map[string]map[string]usageFile{}, referenced: map[string]bool{}}
-	err := eachRow(ctx, q, `SELECT hash, stream_len FROM xorbs`, func(r *sql.Rows) error {
+	g := usageGraph{sizes: map[string]int64{}}
+	var err error
+	if g.refGraph, err = loadRefGraph(ctx, q, nil); err != nil {
+		return g, err
+	}
+	err = eachRow(ctx, q, `SELECT hash, stream_len FROM xorbs`, func(r *sql.Rows) error {
 		var h string
 		var n int64
 		if err := r.Scan(&h, &n); err != nil {
@@ -116,47 +117,6 @@ func loadUsageGraph(ctx context.Context, q queryer) (usageGraph, error) {
 		}
 		g.sizes[h] = n
 		g.stored += n
-		return nil
-	})
-	if err != nil {
-		return g, err
-	}
-	err = eachRow(ctx, q, `SELECT xorb, tenant, size FROM xorb_owners`, func(r *sql.Rows) error {
-		var x, t string
-		var n int64
-		if err := r.Scan(&x, &t, &n); err != nil {
-			return err
-		}
-		if g.owners[x] == nil {
-			g.owners[x] = map[string]int64{}
-		}
-		g.owners[x][t] = n
-		return nil
-	})
-	if err != nil {
-		return g, err
-	}
-	err = eachRow(ctx, q, `SELECT tenant, hash, size, terms FROM files`, func(r *sql.Rows) error {
-		var t, h string
-		var n int64
-		var terms []byte
-		if err := r.Scan(&t, &h, &n, &terms); err != nil {
-			return err
-		}
-		ts, err := decodeTerms(terms)
-		if err != nil {
-			return err
-		}
-		f := usageFile{size: n}
-		for _, term := range ts {
-			x := term.Xorb.String()
-			f.xorbs = append(f.xorbs, x)
-			g.referenced[x] = true
-		}
-		if g.files[t] == nil {
-			g.files[t] = map[string]usageFile{}
-		}
-		g.files[t][h] = f
 		return nil
 	})
 	return g, err
@@ -167,7 +127,7 @@ func loadUsageGraph(ctx context.Context, q queryer) (usageGraph, error) {
 func (g usageGraph) countUnowned(rep *UsageReport) {
 	rep.StoredXorbBytes = g.stored
 	for x, n := range g.sizes {
-		if len(g.owners[x]) > 0 {
+		if len(g.owned[x]) > 0 {
 			continue
 		}
 		if g.referenced[x] {
@@ -212,13 +172,8 @@ func (s *Store) tenantUsage(ctx context.Context, t string, g usageGraph) (Tenant
 	if u.UsageBytes, err = s.Usage(ctx, t); err != nil {
 		return u, err
 	}
-	need := map[string]bool{}
-	for _, f := range g.files[t] {
-		for _, x := range f.xorbs {
-			need[x] = true
-		}
-	}
-	for x, os := range g.owners {
+	need := g.need[t]
+	for x, os := range g.owned {
 		if n, ok := os[t]; ok {
 			u.OwnedXorbs++
 			u.OwnedBytes += n
@@ -230,17 +185,14 @@ func (s *Store) tenantUsage(ctx context.Context, t string, g usageGraph) (Tenant
 		}
 	}
 	for x := range need {
-		if len(g.owners[x]) == 0 {
+		if len(g.owned[x]) == 0 {
 			u.ReferencedUnownedBytes += g.sizes[x]
-		} else if _, own := g.owners[x][t]; !own {
+		} else if !g.owns(t, x) {
 			u.DedupBytes += g.sizes[x]
 		}
 	}
 	u.Files = len(g.files[t])
-	rev, err := loadRevisions(ctx, s.db, t, nil)
-	if err != nil {
-		return u, err
-	}
+	rev := g.revisionsOf(t)
 	for f, file := range g.files[t] {
 		if len(rev.files[f]) == 0 {
 			u.CASOnlyFiles++
@@ -279,11 +231,11 @@ func (g usageGraph) repoUsage(t string, r RepoID, files map[string]bool) RepoUsa
 		ru.Files++
 		ru.FileBytes += file.size
 		for _, x := range file.xorbs {
-			xs[x] = true
+			xs[x.String()] = true
 		}
 	}
 	for x := range xs {
-		ru.OwnedXorbBytes += g.owners[x][t]
+		ru.OwnedXorbBytes += g.owned[x][t]
 	}
 	return ru
 }
