@@ -2,10 +2,8 @@ package store
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -102,90 +100,6 @@ func TestSQLiteCheckpointsOffTheRequestPath(t *testing.T) {
 	}
 }
 
-// TestSQLiteLogRestartsUnderWritesThatNeverPause: a write that began
-// before a checkpoint ended and commits after it leaves the log not all
-// copied when the next write begins, so that write does not restart the
-// log; under writes that never pause it would grow until the backstop made
-// a commit checkpoint. A checkpoint step that finds the log long restarts
-// it (restartLog, queued behind that write on the write connection), and
-// the next writes reuse it from its start. The control is the checkpoint
-// alone.
-func TestSQLiteLogRestartsUnderWritesThatNeverPause(t *testing.T) {
-	ctx := context.Background()
-	seed := uint64(1 << 20)
-	put := func(s *Store) {
-		t.Helper()
-		seed++
-		body, info := xet.BuildXorb(chunksOf(seed, 200, 64), false)
-		if _, err := s.PutXorb(ctx, "alice", info, body[:info.StreamLen], Unlimited); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, restart := range []bool{false, true} {
-		t.Run(fmt.Sprintf("restart=%v", restart), func(t *testing.T) {
-			index := filepath.Join(t.TempDir(), "index.db")
-			s := New(Config{IndexPath: index, BucketURL: "mem://"})
-			s.checkpointsByHand = true
-			if err := s.Open(ctx); err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			for n := 0; walFrames(t, index) <= walRestartPages && n < 2000; n++ {
-				put(s)
-			}
-			size := walFrames(t, index)
-			if size <= walRestartPages {
-				t.Fatalf("the log has room for %d pages after 2,000 uploads, want more than %d", size, walRestartPages)
-			}
-			// A write begins, a checkpoint runs, the write commits.
-			tx, err := s.wdb.BeginTx(ctx, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO gc_state(name, value) VALUES ('test', 1)`); err != nil {
-				t.Fatal(err)
-			}
-			var c walCheckpoint
-			var restarted bool
-			if !restart {
-				c, err = s.checkpointIndex(ctx)
-				if cerr := tx.Commit(); cerr != nil {
-					t.Fatal(cerr)
-				}
-			} else {
-				waits := s.wdb.Stats().WaitCount
-				done := make(chan error, 1)
-				go func() {
-					var err error
-					c, restarted, err = s.checkpointStep(ctx)
-					done <- err
-				}()
-				// The restart waits for the write connection, after the
-				// checkpoint on the checkpoint connection.
-				for s.wdb.Stats().WaitCount == waits {
-					runtime.Gosched()
-				}
-				if cerr := tx.Commit(); cerr != nil {
-					t.Fatal(cerr)
-				}
-				err = <-done
-			}
-			if err != nil || c.CopiedPages != c.LogPages || c.LogPages < walRestartPages || restarted != restart {
-				t.Fatalf("checkpoint: %+v restarted=%v %v; want at least %d pages, all copied, restarted=%v", c, restarted, err, walRestartPages, restart)
-			}
-			for range 20 {
-				put(s)
-			}
-			if c, err = s.checkpointIndex(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if grew := c.LogPages >= size; grew == restart {
-				t.Fatalf("after 20 more uploads the log holds %d pages, it had %d before; restarted=%v", c.LogPages, size, restart)
-			}
-		})
-	}
-}
-
 // BenchmarkCheckpointPauses measures what checkpoints of a SQLite index
 // cost the uploads that meet them: PutXorb of xorbs with 1,000 chunks (the
 // layout of a 64 MiB xorb; the bucket is mem:// so that the index is all
@@ -194,11 +108,9 @@ func TestSQLiteLogRestartsUnderWritesThatNeverPause(t *testing.T) {
 // frequent), in three modes:
 //   - on_commit: SQLite's own way (before issue 34 item 4), a commit that
 //     finds 1,000 pages of log checkpoints before it returns;
-//   - background: serve's default, a checkpoint step every
-//     DefaultCheckpointEvery (checkpointStep: a checkpoint on the
-//     checkpoint connection, and a restart of the log on the write
-//     connection once it is long), run here by the benchmark so that it
-//     can time them;
+//   - background: serve's default, a checkpoint every
+//     DefaultCheckpointEvery on the checkpoint connection (run here by the
+//     benchmark so that it can time them);
 //   - none: no checkpoint at all, the control: what the machine's own
 //     noise costs.
 //
@@ -208,9 +120,7 @@ func TestSQLiteLogRestartsUnderWritesThatNeverPause(t *testing.T) {
 // doing it would have waited), overlap-max-ms, the slowest upload that ran
 // while a checkpoint did (what a checkpoint off the request path still
 // costs an upload, through the disk or the CPU), other-max-ms, the slowest
-// of the others, ckpt-time-%, the share of the run checkpoints took,
-// log-max-pages, the longest log a checkpoint found (walBackstopPages or
-// more: a commit checkpointed), and restarts, the restarts of the log.
+// of the others, and ckpt-time-%, the share of the run checkpoints took.
 //
 //	go test -run '^$' -bench CheckpointPauses -benchtime 20000x -count 1 ./store/
 func BenchmarkCheckpointPauses(b *testing.B) {
@@ -234,9 +144,6 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 			}
 			type span struct{ from, to time.Time }
 			var ckpts []span
-			logMax := 0 // the most pages of log a checkpoint found
-			restarts := 0
-			var restartMax time.Duration // the longest restart (writes wait for it)
 			stop, done := make(chan struct{}), make(chan struct{})
 			go func() {
 				defer close(done)
@@ -251,19 +158,8 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 						return
 					case <-t.C:
 						from := time.Now()
-						// checkpointStep, its two parts timed apart.
-						c, err := s.checkpointIndex(ctx)
-						if err != nil {
+						if _, err := s.checkpointIndex(ctx); err != nil {
 							b.Error(err)
-						}
-						logMax = max(logMax, c.LogPages)
-						if c.restarts() {
-							restarts++
-							at := time.Now()
-							if err := s.restartLog(ctx); err != nil {
-								b.Error(err)
-							}
-							restartMax = max(restartMax, time.Since(at))
 						}
 						ckpts = append(ckpts, span{from, time.Now()})
 					}
@@ -318,9 +214,6 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 					}
 				}
 				b.ReportMetric(ms(longest), "ckpt-max-ms")
-				b.ReportMetric(float64(logMax), "log-max-pages")
-				b.ReportMetric(float64(restarts), "restarts")
-				b.ReportMetric(ms(restartMax), "restart-max-ms")
 				b.ReportMetric(ms(overlap), "overlap-max-ms")
 				b.ReportMetric(ms(other), "other-max-ms")
 				b.ReportMetric(100*float64(busy)/float64(ups[len(ups)-1].to.Sub(ups[0].from)), "ckpt-time-%")

@@ -706,69 +706,15 @@ func (s *Store) startCheckpoints(ctx context.Context) error {
 	return nil
 }
 
-// walRestartPages is the length of log past which a background checkpoint
-// that copied all it found also restarts the log (checkpointStep): a
-// quarter of walBackstopPages, so that under writes that never pause the
-// backstop is not reached.
-const walRestartPages = walBackstopPages / 4
-
-// checkpointLoop runs a checkpoint step every interval until ctx ends, then
-// closes done. A checkpoint that finds nothing new to copy costs a read of
-// the log's header.
+// checkpointLoop checkpoints every interval until ctx ends, then closes
+// done. A checkpoint that finds nothing new to copy costs a read of the
+// log's header.
 func (s *Store) checkpointLoop(ctx context.Context, interval time.Duration, done chan<- struct{}) {
 	every(ctx, interval, done, func() {
-		if _, _, err := s.checkpointStep(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.checkpointIndex(ctx); err != nil && ctx.Err() == nil {
 			s.log.Debug("index checkpoint", "err", err)
 		}
 	})
-}
-
-// checkpointStep is one background checkpoint (checkpointIndex), then, when
-// the log has grown past walRestartPages and that checkpoint copied all of
-// it, a restart of the log (restartLog). It returns the first checkpoint's
-// figures and whether it restarted the log.
-//
-// The log restarts from its start only when a write begins while every
-// page of it is copied. Under writes that never pause (a commit every
-// millisecond or two) that never happens: each background checkpoint
-// takes longer than the gap between two commits, so the log grows until
-// the backstop (walBackstopPages) makes a commit checkpoint before it
-// answers, two fsyncs and all on a request's path (issue 34 item 4: 120
-// to 625 ms). A restart instead copies, between two writes, only the
-// pages committed during the checkpoint just made: a few milliseconds of
-// commits, the one wait a write then has.
-func (s *Store) checkpointStep(ctx context.Context) (walCheckpoint, bool, error) {
-	c, err := s.checkpointIndex(ctx)
-	if err != nil || !c.restarts() {
-		return c, false, err
-	}
-	return c, true, s.restartLog(ctx)
-}
-
-// restarts reports whether a checkpoint step that made checkpoint c goes
-// on to restart the log: the log is long and c copied all of it.
-func (c walCheckpoint) restarts() bool {
-	return c.LogPages >= walRestartPages && c.CopiedPages == c.LogPages
-}
-
-// restartLog copies what is left of the log into the index file on the
-// write connection, which writes of this process queue for (at most the
-// busy timeout, as for a transaction): no write commits between the copy's
-// end and the next write's start, which then reuses the log from its
-// start (unless a read that began before is still in the log).
-func (s *Store) restartLog(ctx context.Context) error {
-	wait, cancel := context.WithTimeout(ctx, s.busy)
-	conn, err := s.wdb.Conn(wait)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("restart the index log: %w", dbErr(err))
-	}
-	defer conn.Close()
-	var busy, logPages, copied int
-	if err := conn.QueryRowContext(ctx, "PRAGMA wal_checkpoint(PASSIVE)").Scan(&busy, &logPages, &copied); err != nil {
-		return fmt.Errorf("restart the index log: %w", dbErr(err))
-	}
-	return nil
 }
 
 // checkpointIndex runs one PASSIVE checkpoint of a SQLite index on the
