@@ -61,13 +61,14 @@ def run_driver(args, env):
     return out["result"], dt
 
 
-def serve(binary, data_dir, flags, env, admin=None, errlog=subprocess.DEVNULL):
+def serve(binary, data_dir, flags, env, admin=None, errlog=subprocess.DEVNULL, log_level="warn"):
     """Start `openxet serve` and wait until it is ready; returns (process,
     url, admin token, a write token of tenant bench). The first node of an
-    index prints the admin token; pass it as admin to the others."""
+    index prints the admin token; pass it as admin to the others. Its log
+    (at log_level) goes to errlog."""
     port = free_port()
     proc = subprocess.Popen([binary, "serve", "--data-dir", data_dir, "--listen", f"127.0.0.1:{port}",
-                             "--log-level", "warn", *flags],
+                             "--log-level", log_level, *flags],
                             stdout=subprocess.PIPE, stderr=errlog, text=True, env={**os.environ, **env})
     if admin is None:
         for line in proc.stdout:
@@ -114,16 +115,18 @@ def read_tree(root):
                     pass
 
 
-def round_trip(work, tag, src, size, endpoint, tok, pid, warm=None):
+def round_trip(work, tag, src, size, endpoint, tok, pid, warm=None, after_upload=None):
     """Upload src with the stock client and download it back, each with a
     fresh cache; returns MB/s up and down, then the CPU seconds per GiB that
     process pid (the server) spent on each. With warm, the files under that
     directory are read into the page cache between the two, outside the
-    figures."""
+    figures. after_upload, when given, is called between the two."""
     env = client_env(work, f"cache-{tag}-up")
     c0 = cpu_seconds(pid)
     up, dt_up = run_driver({"op": "upload_files", "paths": [src], "endpoint": endpoint, "token": tok}, env)
     c1 = cpu_seconds(pid)
+    if after_upload:
+        after_upload()
     if warm:
         read_tree(warm)
     env = client_env(work, f"cache-{tag}-down")

@@ -120,7 +120,11 @@ func TestSQLiteCheckpointsOffTheRequestPath(t *testing.T) {
 // doing it would have waited), overlap-max-ms, the slowest upload that ran
 // while a checkpoint did (what a checkpoint off the request path still
 // costs an upload, through the disk or the CPU), other-max-ms, the slowest
-// of the others, and ckpt-time-%, the share of the run checkpoints took.
+// of the others, ckpt-time-%, the share of the run checkpoints took, and
+// log-max-pages, the longest log a checkpoint found: walBackstopPages or
+// more when the log never restarted and a commit checkpointed (under
+// writes that never pause, a write rarely begins while all of the log is
+// copied, which a restart needs).
 //
 //	go test -run '^$' -bench CheckpointPauses -benchtime 20000x -count 1 ./store/
 func BenchmarkCheckpointPauses(b *testing.B) {
@@ -144,6 +148,7 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 			}
 			type span struct{ from, to time.Time }
 			var ckpts []span
+			logMax := 0 // the most pages of log a checkpoint found
 			stop, done := make(chan struct{}), make(chan struct{})
 			go func() {
 				defer close(done)
@@ -158,9 +163,11 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 						return
 					case <-t.C:
 						from := time.Now()
-						if _, err := s.checkpointIndex(ctx); err != nil {
+						c, err := s.checkpointIndex(ctx)
+						if err != nil {
 							b.Error(err)
 						}
+						logMax = max(logMax, c.LogPages)
 						ckpts = append(ckpts, span{from, time.Now()})
 					}
 				}
@@ -214,6 +221,7 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 					}
 				}
 				b.ReportMetric(ms(longest), "ckpt-max-ms")
+				b.ReportMetric(float64(logMax), "log-max-pages")
 				b.ReportMetric(ms(overlap), "overlap-max-ms")
 				b.ReportMetric(ms(other), "other-max-ms")
 				b.ReportMetric(100*float64(busy)/float64(ups[len(ups)-1].to.Sub(ups[0].from)), "ckpt-time-%")

@@ -39,6 +39,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"openxet/xet"
 )
 
 // DefaultPostgresSchema is the schema of the index tables when a
@@ -755,26 +757,13 @@ const pgOverQuota = "OXQ01"
 // row it would insert without a charge makes it call over_quota(), which
 // aborts it, so nothing is written; the *OverQuotaError then reports the
 // usage and quota read after. It runs again, as pgTx does, while a
-// concurrent transaction wins.
+// concurrent transaction wins (pgStatement).
 func (s *Store) pgRecordUpload(ctx context.Context, tenant, h string, x xorbRecord, defaultQuotaBytes int64) (bool, xorbRecord, error) {
-	if err := s.writable(); err != nil {
-		return false, x, err
-	}
 	rec := x
 	var ownerNew bool
-	err := s.pgRetrying(ctx, func() error {
-		wait, cancel := context.WithTimeout(ctx, s.busy)
-		conn, err := s.wdb.Conn(wait)
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
-				return fmt.Errorf("%w: index busy: no write connection within %v", ErrUnavailable, s.busy)
-			}
-			return dbErr(err)
-		}
-		defer conn.Close()
+	err := s.pgStatement(ctx, func(conn *sql.Conn) error {
 		rec = x
-		err = conn.QueryRowContext(ctx, `WITH ins AS (
+		return conn.QueryRowContext(ctx, `WITH ins AS (
 			INSERT INTO xorbs(hash, stream_len, chunks) VALUES ($1::text, $2::bigint, $3::bytea)
 			ON CONFLICT DO NOTHING RETURNING stream_len, chunks
 		), x AS (
@@ -795,7 +784,6 @@ func (s *Store) pgRecordUpload(ctx context.Context, tenant, h string, x xorbReco
 		FROM x
 		WHERE CASE WHEN NOT EXISTS (SELECT 1 FROM own) OR EXISTS (SELECT 1 FROM charge) THEN true ELSE over_quota() END`,
 			h, x.size, x.chunks, tenant, defaultQuotaBytes, s.now().Unix()).Scan(&rec.size, &rec.chunks, &ownerNew)
-		return dbErr(err)
 	})
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == pgOverQuota {
 		var usage, quota int64
@@ -809,4 +797,77 @@ func (s *Store) pgRecordUpload(ctx context.Context, tenant, h string, x xorbReco
 		return false, x, fmt.Errorf("record owner of xorb %s: %w", h, err)
 	}
 	return ownerNew, rec, nil
+}
+
+// pgStatement runs fn, one statement that is its own SERIALIZABLE
+// transaction, on a connection of the write pool (waiting for one at most
+// the busy timeout), and again while a concurrent transaction wins, as pgTx
+// does: one round trip where pgTx makes at least three (BEGIN, the
+// statements, COMMIT). fn's error comes back through dbErr.
+func (s *Store) pgStatement(ctx context.Context, fn func(conn *sql.Conn) error) error {
+	if err := s.writable(); err != nil {
+		return err
+	}
+	return s.pgRetrying(ctx, func() error {
+		wait, cancel := context.WithTimeout(ctx, s.busy)
+		conn, err := s.wdb.Conn(wait)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("%w: index busy: no write connection within %v", ErrUnavailable, s.busy)
+			}
+			return dbErr(err)
+		}
+		defer conn.Close()
+		return dbErr(fn(conn))
+	})
+}
+
+// pgTouchXorb is touchXorb on PostgreSQL, in one statement that is its own
+// transaction (pgStatement) instead of BEGIN, two reads, an upsert and
+// COMMIT: the same checks and touch as pendingTx and touchTx, in the same
+// order and with the same outcome. When the tenant's owner record of the
+// xorb is being released (gc_pending) or the xorb is being deleted
+// (gc_objects.doomed), nothing is written and the error is ErrCollecting;
+// else the xorb's key is touched at now, or at one more than the touch
+// floor when that is later, as touchTx does. The statement reads the
+// floor and the doomed mark in the snapshot it writes in, so a pass
+// starting (startTx) or condemning the xorb (doomTx) concurrently makes
+// one of the two transactions fail to serialize and run again, as with
+// touchTx. It also returns the xorb's row, read in the same snapshot: what
+// xorbRow would read just before the touch commits.
+func (s *Store) pgTouchXorb(ctx context.Context, tenant string, h xet.Hash) (xorbRecord, bool, error) {
+	owner, key := xorbOwnerKey(h.String(), tenant), xorbKey(h.String())
+	var (
+		pending, doomed bool
+		size            sql.NullInt64
+		x               xorbRecord
+	)
+	err := s.pgStatement(ctx, func(conn *sql.Conn) error {
+		x.chunks = nil
+		return conn.QueryRowContext(ctx, `WITH state AS (
+			SELECT EXISTS (SELECT 1 FROM gc_pending WHERE key = $1::text) AS pending,
+				EXISTS (SELECT 1 FROM gc_objects WHERE key = $2::text AND doomed IS NOT NULL) AS doomed,
+				(SELECT COALESCE(MAX(value), 0) FROM gc_state WHERE name = 'touch_floor') AS touch_floor
+		), touch AS (
+			INSERT INTO gc_objects(key, touched)
+			SELECT $2::text, CASE WHEN touch_floor + 1 > $3::bigint THEN touch_floor + 1 ELSE $3::bigint END FROM state
+			WHERE NOT pending AND NOT doomed
+			ON CONFLICT (key) DO UPDATE SET touched = CASE WHEN excluded.touched > gc_objects.touched THEN excluded.touched ELSE gc_objects.touched END
+		)
+		SELECT st.pending, st.doomed, x.stream_len, x.chunks FROM state st LEFT JOIN xorbs x ON x.hash = $4::text`,
+			owner, key, s.now().Unix(), h.String()).Scan(&pending, &doomed, &size, &x.chunks)
+	})
+	switch {
+	case err != nil:
+		return xorbRecord{}, false, fmt.Errorf("touch %s: %w", key, err)
+	case pending:
+		return xorbRecord{}, false, fmt.Errorf("%s: %w", owner, ErrCollecting)
+	case doomed:
+		return xorbRecord{}, false, fmt.Errorf("%s: %w", key, ErrCollecting)
+	case !size.Valid:
+		return xorbRecord{}, false, nil
+	}
+	x.size = size.Int64
+	return x, true, nil
 }

@@ -103,14 +103,26 @@ func (s *Store) touch(ctx context.Context, keys ...string) error {
 }
 
 // touchXorb is PutXorb's hook: it runs before the xorb object or owner
-// record is written.
-func (s *Store) touchXorb(ctx context.Context, tenant string, h xet.Hash) error {
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+// record is written, and refuses with ErrCollecting while the tenant's
+// owner record of the xorb is being released or the xorb deleted. It
+// returns the xorb's row in the index after the touch (xorbRow), and
+// whether there is one. On PostgreSQL the checks, the touch and the read
+// are one statement (engine.go: pgTouchXorb), one round trip instead of
+// six.
+func (s *Store) touchXorb(ctx context.Context, tenant string, h xet.Hash) (xorbRecord, bool, error) {
+	if s.pg {
+		return s.pgTouchXorb(ctx, tenant, h)
+	}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := pendingTx(ctx, tx, xorbOwnerKey(h.String(), tenant)); err != nil {
 			return err
 		}
 		return touchTx(ctx, tx, s.now().Unix(), xorbKey(h.String()))
 	})
+	if err != nil {
+		return xorbRecord{}, false, err
+	}
+	return s.xorbRow(ctx, h.String())
 }
 
 // shardPrep is what PutShard's lifecycle hook prepared before the shard's

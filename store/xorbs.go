@@ -78,15 +78,12 @@ func (s *Store) PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, s
 	}
 	unlock := s.xorbLock(info.Hash)
 	defer unlock()
-	if err := s.touchXorb(ctx, tenant, info.Hash); err != nil { // lifecycle: see gc.go
+	// The lifecycle's touch (touch.go), and the xorb's row read after it.
+	x, indexed, err := s.touchXorb(ctx, tenant, info.Hash)
+	if err != nil {
 		return false, fmt.Errorf("put xorb %s: %w", info.Hash, err)
 	}
 	h := info.Hash.String()
-
-	x, indexed, err := s.xorbRow(ctx, h)
-	if err != nil {
-		return false, fmt.Errorf("put xorb %s: %w", h, err)
-	}
 	if !indexed {
 		if err := s.step("indexed"); err != nil {
 			return false, err
