@@ -150,15 +150,26 @@ func (h *Hub) serveXet(c echo.Context, r store.RepoID, sha string, e store.TreeE
 // headXet answers a HEAD of a Xet file from its tree entry, as the
 // reconstructing GET would answer.
 func headXet(c echo.Context, e store.TreeEntry) error {
+	_, _, status, err := AnswerRange(c, uint64(e.SizeBytes))
+	if err != nil {
+		return err
+	}
+	return c.NoContent(status)
+}
+
+// AnswerRange reads the Range of a request for a file of size bytes and
+// sets the answer's Content-Type, Content-Length and (for a range)
+// Content-Range: the bytes [start, end) to send with status. A Range the
+// file cannot satisfy is the xet.ParseRange error, with the
+// Content-Range of the whole size set.
+func AnswerRange(c echo.Context, size uint64) (start, end uint64, status int, err error) {
 	hdr := c.Response().Header()
-	size := uint64(e.SizeBytes)
-	start, end, status := uint64(0), size, http.StatusOK
+	start, end, status = 0, size, http.StatusOK
 	if rh := c.Request().Header.Get("Range"); rh != "" {
-		var err error
 		start, end, err = xet.ParseRange(rh, size)
 		if err != nil {
 			hdr.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
-			return err
+			return 0, 0, 0, err
 		}
 		if size > 0 {
 			status = http.StatusPartialContent
@@ -167,7 +178,7 @@ func headXet(c echo.Context, e store.TreeEntry) error {
 	}
 	hdr.Set(echo.HeaderContentType, "application/octet-stream")
 	hdr.Set(echo.HeaderContentLength, strconv.FormatUint(end-start, 10))
-	return c.NoContent(status)
+	return start, end, status, nil
 }
 
 // lazyAnswer starts a 200 answer of size bytes at the first byte written.

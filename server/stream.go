@@ -1,13 +1,12 @@
 package server
 
 import (
-	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
+	"openxet/hub"
 	"openxet/store"
 	"openxet/xet"
 )
@@ -27,22 +26,10 @@ func (s *Server) serveXetFile(c echo.Context, tenant string, e store.TreeEntry) 
 		return err
 	}
 	size := f.SizeBytes
-	start, end := uint64(0), size
-	status := http.StatusOK
-	hdr := c.Response().Header()
-	if rh := c.Request().Header.Get("Range"); rh != "" {
-		start, end, err = xet.ParseRange(rh, size)
-		if err != nil {
-			hdr.Set("Content-Range", fmt.Sprintf("bytes */%d", size))
-			return err
-		}
-		if size > 0 {
-			status = http.StatusPartialContent
-			hdr.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end-1, size))
-		}
+	start, end, status, err := hub.AnswerRange(c, size)
+	if err != nil {
+		return err
 	}
-	hdr.Set(echo.HeaderContentType, "application/octet-stream")
-	hdr.Set(echo.HeaderContentLength, strconv.FormatUint(end-start, 10))
 	if c.Request().Method == http.MethodHead || end == start {
 		return c.NoContent(status)
 	}
