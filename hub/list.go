@@ -3,6 +3,7 @@ package hub
 import (
 	"errors"
 	"net/http"
+	"net/url"
 	"slices"
 	"sort"
 	"strconv"
@@ -49,79 +50,18 @@ const listPageSize = 1000
 
 func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		id := h.cfg.Principal(c)
 		q := c.QueryParams()
-		pageSize := listPageSize
-		if v := q.Get("limit"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 1 {
-				return badRequest("limit %q is not a positive whole number", v)
-			}
-			pageSize = min(n, listPageSize)
+		pageSize, start, err := listPage(q)
+		if err != nil {
+			return err
 		}
-		start := 0
-		if v := q.Get("cursor"); v != "" {
-			n, err := strconv.Atoi(v)
-			if err != nil || n < 0 {
-				return badRequest("bad cursor %q", v)
-			}
-			start = n
+		less, desc, err := listOrder(q)
+		if err != nil {
+			return err
 		}
-		desc := false
-		switch v := q.Get("direction"); v {
-		case "", "1":
-		case "-1":
-			desc = true
-		default:
-			return badRequest("direction %q is not -1 or 1", v)
-		}
-		less := func(a, b store.RepoSummary) bool { return a.RepoID.String() < b.RepoID.String() }
-		switch v := q.Get("sort"); v {
-		case "", "id", "downloads", "likes", "trendingScore", "trending_score":
-		case "lastModified", "last_modified":
-			less = func(a, b store.RepoSummary) bool { return a.Updated.Before(b.Updated) }
-			desc = q.Get("direction") != "1" // newest first unless asked otherwise, as the Hub does
-		case "createdAt", "created_at":
-			less = func(a, b store.RepoSummary) bool { return a.Created.Before(b.Created) }
-			desc = q.Get("direction") != "1"
-		default:
-			return badRequest("sort %q is not one of id, lastModified, createdAt, downloads, likes, trendingScore", v)
-		}
-
-		// The caller's own repos, and the repos other tenants shared
-		// (docs/sharing.md); an author narrows to one tenant's. A reader
-		// without a token lists the public repos.
-		ctx := c.Request().Context()
-		var all []store.RepoSummary
-		author := q.Get("author")
-		if !id.Anonymous && (author == "" || author == id.Tenant) {
-			own, err := h.store.Repos(ctx, id.Tenant, typ)
-			if err != nil {
-				return err
-			}
-			all = own
-		}
-		if id.Anonymous || author != id.Tenant {
-			shared, err := h.store.SharedRepos(ctx, typ, id.Tenant, author, id.Anonymous)
-			if err != nil {
-				return err
-			}
-			all = append(all, shared...)
-		}
-		// A mirrored repo is listed under the upstream's id, at the commit
-		// its main last resolved to (mirror.go).
-		local := map[store.RepoID]store.RepoID{}
-		for i := range all {
-			pub := h.shown(all[i].RepoID)
-			if pub != all[i].RepoID {
-				local[pub] = all[i].RepoID
-				if cm, err := h.store.Resolve(ctx, all[i].RepoID, mirrorMainRef); err == nil {
-					all[i].HeadSHA, all[i].Updated = cm.SHA, cm.Created
-				} else if !errors.Is(err, store.ErrNotFound) {
-					return err
-				}
-				all[i].RepoID = pub
-			}
+		all, local, err := h.listable(c, typ, q.Get("author"))
+		if err != nil {
+			return err
 		}
 		repos := filterRepos(all, q.Get("search"), len(q["filter"]) > 0 || q.Get("pipeline_tag") != "")
 		if g := q.Get("gated"); g == "true" || g == "false" {
@@ -150,20 +90,9 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 		for _, r := range repos[start:end] {
 			item := repoListItem(r)
 			if full {
-				var cm store.Commit
-				if r.HeadSHA != "" {
-					var err error
-					id := r.RepoID
-					if l, ok := local[id]; ok {
-						id = l
-					}
-					if cm, err = h.store.Resolve(c.Request().Context(), id, r.HeadSHA); err != nil {
-						return err
-					}
-				}
-				sib := make([]map[string]any, 0, len(cm.Tree))
-				for _, e := range cm.Tree {
-					sib = append(sib, map[string]any{"rfilename": e.Path})
+				sib, err := h.listSiblings(c, r, local)
+				if err != nil {
+					return err
 				}
 				item["siblings"] = sib
 			}
@@ -171,6 +100,107 @@ func (h *Hub) listRepos(typ string) echo.HandlerFunc {
 		}
 		return c.JSON(http.StatusOK, items)
 	}
+}
+
+// listPage reads a listing's page size (limit, at most listPageSize) and
+// its start (cursor).
+func listPage(q url.Values) (pageSize, start int, err error) {
+	pageSize = listPageSize
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, 0, badRequest("limit %q is not a positive whole number", v)
+		}
+		pageSize = min(n, listPageSize)
+	}
+	if v := q.Get("cursor"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, 0, badRequest("bad cursor %q", v)
+		}
+		start = n
+	}
+	return pageSize, start, nil
+}
+
+// listOrder reads a listing's order: sort and direction.
+func listOrder(q url.Values) (less func(a, b store.RepoSummary) bool, desc bool, err error) {
+	switch v := q.Get("direction"); v {
+	case "", "1":
+	case "-1":
+		desc = true
+	default:
+		return nil, false, badRequest("direction %q is not -1 or 1", v)
+	}
+	less = func(a, b store.RepoSummary) bool { return a.RepoID.String() < b.RepoID.String() }
+	switch v := q.Get("sort"); v {
+	case "", "id", "downloads", "likes", "trendingScore", "trending_score":
+	case "lastModified", "last_modified":
+		less = func(a, b store.RepoSummary) bool { return a.Updated.Before(b.Updated) }
+		desc = q.Get("direction") != "1" // newest first unless asked otherwise, as the Hub does
+	case "createdAt", "created_at":
+		less = func(a, b store.RepoSummary) bool { return a.Created.Before(b.Created) }
+		desc = q.Get("direction") != "1"
+	default:
+		return nil, false, badRequest("sort %q is not one of id, lastModified, createdAt, downloads, likes, trendingScore", v)
+	}
+	return less, desc, nil
+}
+
+// listable is the repos of typ a caller may list: its own, and the repos
+// other tenants shared (docs/sharing.md); an author narrows to one
+// tenant's. A reader without a token lists the public repos. A mirrored
+// repo is listed under the upstream's id, at the commit its main last
+// resolved to (mirror.go); local maps such an id back to the repo.
+func (h *Hub) listable(c echo.Context, typ, author string) (all []store.RepoSummary, local map[store.RepoID]store.RepoID, err error) {
+	id := h.cfg.Principal(c)
+	ctx := c.Request().Context()
+	if !id.Anonymous && (author == "" || author == id.Tenant) {
+		if all, err = h.store.Repos(ctx, id.Tenant, typ); err != nil {
+			return nil, nil, err
+		}
+	}
+	if id.Anonymous || author != id.Tenant {
+		shared, err := h.store.SharedRepos(ctx, typ, id.Tenant, author, id.Anonymous)
+		if err != nil {
+			return nil, nil, err
+		}
+		all = append(all, shared...)
+	}
+	local = map[store.RepoID]store.RepoID{}
+	for i := range all {
+		pub := h.shown(all[i].RepoID)
+		if pub != all[i].RepoID {
+			local[pub] = all[i].RepoID
+			if cm, err := h.store.Resolve(ctx, all[i].RepoID, mirrorMainRef); err == nil {
+				all[i].HeadSHA, all[i].Updated = cm.SHA, cm.Created
+			} else if !errors.Is(err, store.ErrNotFound) {
+				return nil, nil, err
+			}
+			all[i].RepoID = pub
+		}
+	}
+	return all, local, nil
+}
+
+// listSiblings is the files of a listed repo at its head.
+func (h *Hub) listSiblings(c echo.Context, r store.RepoSummary, local map[store.RepoID]store.RepoID) ([]map[string]any, error) {
+	var cm store.Commit
+	if r.HeadSHA != "" {
+		id := r.RepoID
+		if l, ok := local[id]; ok {
+			id = l
+		}
+		var err error
+		if cm, err = h.store.Resolve(c.Request().Context(), id, r.HeadSHA); err != nil {
+			return nil, err
+		}
+	}
+	sib := make([]map[string]any, 0, len(cm.Tree))
+	for _, e := range cm.Tree {
+		sib = append(sib, map[string]any{"rfilename": e.Path})
+	}
+	return sib, nil
 }
 
 // filterRepos keeps the repos whose id contains search (any case); none
