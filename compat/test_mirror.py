@@ -11,6 +11,7 @@ import json
 
 from conftest import HubClient, sha256_file, write_random
 from test_parity import run_py
+from test_sharing import push_tiny_bert
 
 READ_ALL = """
     import hashlib, json, os
@@ -37,23 +38,7 @@ def file_byte_requests(entries):
 def test_mirror_with_stock_clients(start_server, tmp_path):
     upstream = start_server()
     alice = HubClient(upstream.url, upstream.make_credential("alice"), tmp_path / "alice")
-    pushed = run_py(alice, """
-        import json
-        from tokenizers import Tokenizer, models, pre_tokenizers
-        from transformers import BertConfig, PreTrainedTokenizerFast
-        vocab = {"[UNK]": 0, "[PAD]": 1, "hello": 2, "openxet": 3}
-        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-        tok.pre_tokenizer = pre_tokenizers.Whitespace()
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
-        cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=4)
-        cfg.push_to_hub("alice/tiny")
-        fast.push_to_hub("alice/tiny")
-        print(json.dumps("ok"))
-    """)
-    assert pushed == "ok"
-    weights = tmp_path / "weights.bin"
-    write_random(weights, 6 << 20, seed=33)
-    alice.api("upload_file", path_or_fileobj=str(weights), path_in_repo="weights.bin", repo_id="alice/tiny")
+    weights = push_tiny_bert(alice, "alice/tiny", tmp_path, 6 << 20, seed=33)
     assert alice.api("update_repo_settings", repo_id="alice/tiny", visibility="internal") is None
     bot = upstream.make_credential("mirrorbot", "read")
 

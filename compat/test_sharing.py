@@ -42,28 +42,36 @@ READ_ALL = """
 """
 
 
+def push_tiny_bert(alice, repo_id, tmp_path, weights_bytes, seed):
+    """Pushes a tiny BERT config and tokenizer with transformers'
+    push_to_hub, then a random weights.bin of weights_bytes through hf_xet,
+    into repo_id as alice; returns the weights' path."""
+    pushed = run_py(alice, f"""
+        import json
+        from tokenizers import Tokenizer, models, pre_tokenizers
+        from transformers import BertConfig, PreTrainedTokenizerFast
+        vocab = {{"[UNK]": 0, "[PAD]": 1, "hello": 2, "openxet": 3}}
+        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
+        tok.pre_tokenizer = pre_tokenizers.Whitespace()
+        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
+        cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=4)
+        cfg.push_to_hub("{repo_id}")
+        fast.push_to_hub("{repo_id}")
+        print(json.dumps("ok"))
+    """)
+    assert pushed == "ok"
+    weights = tmp_path / "weights.bin"
+    write_random(weights, weights_bytes, seed=seed)
+    alice.api("upload_file", path_or_fileobj=str(weights), path_in_repo="weights.bin", repo_id=repo_id)
+    return weights
+
+
 def test_internal_repo_read_by_another_tenant_then_closed(server, tmp_path):
     alice = HubClient(server.url, server.make_credential("alice"), tmp_path / "alice")
     bob_token = server.make_credential("bob")
     bob = HubClient(server.url, bob_token, tmp_path / "bob")
 
-    pushed = run_py(alice, """
-        import json
-        from tokenizers import Tokenizer, models, pre_tokenizers
-        from transformers import BertConfig, PreTrainedTokenizerFast
-        vocab = {"[UNK]": 0, "[PAD]": 1, "hello": 2, "openxet": 3}
-        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-        tok.pre_tokenizer = pre_tokenizers.Whitespace()
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
-        cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=4)
-        cfg.push_to_hub("alice/shared")
-        fast.push_to_hub("alice/shared")
-        print(json.dumps("ok"))
-    """)
-    assert pushed == "ok"
-    weights = tmp_path / "weights.bin"
-    write_random(weights, 3 << 20, seed=32)
-    alice.api("upload_file", path_or_fileobj=str(weights), path_in_repo="weights.bin", repo_id="alice/shared")
+    weights = push_tiny_bert(alice, "alice/shared", tmp_path, 3 << 20, seed=32)
     # Made without a visibility, the repo is private: bob cannot see it.
     assert alice.api("model_info", repo_id="alice/shared")["private"] is True
     hidden = bob.api_call("model_info", repo_id="alice/shared")
@@ -103,23 +111,7 @@ def test_anonymous_reads_of_a_public_repo(start_server, tmp_path):
     and from_pretrained; her internal repo stays RepositoryNotFoundError."""
     server = start_server("--hub-anonymous-reads", "true")
     alice = HubClient(server.url, server.make_credential("alice"), tmp_path / "alice")
-    pushed = run_py(alice, """
-        import json
-        from tokenizers import Tokenizer, models, pre_tokenizers
-        from transformers import BertConfig, PreTrainedTokenizerFast
-        vocab = {"[UNK]": 0, "[PAD]": 1, "hello": 2, "openxet": 3}
-        tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="[UNK]"))
-        tok.pre_tokenizer = pre_tokenizers.Whitespace()
-        fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="[UNK]", pad_token="[PAD]")
-        cfg = BertConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=4, intermediate_size=64, vocab_size=4)
-        cfg.push_to_hub("alice/shared")
-        fast.push_to_hub("alice/shared")
-        print(json.dumps("ok"))
-    """)
-    assert pushed == "ok"
-    weights = tmp_path / "weights.bin"
-    write_random(weights, 3 << 20, seed=33)
-    alice.api("upload_file", path_or_fileobj=str(weights), path_in_repo="weights.bin", repo_id="alice/shared")
+    weights = push_tiny_bert(alice, "alice/shared", tmp_path, 3 << 20, seed=33)
 
     anon = HubClient(server.url, None, tmp_path / "anon")
     anon.extra_env["ROUND"] = "private"
