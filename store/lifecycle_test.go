@@ -20,15 +20,23 @@ import (
 	"openxet/xet"
 )
 
-// clock is a settable clock for stores under test; it starts at the real
-// time (file bucket modification times are real) and only moves forward
-// when told.
+// clock is a settable clock for stores under test; it only moves forward
+// when told. It starts clockLead ahead of the real time: a file bucket's
+// modification times are real, and a pass reads them as the time an
+// object settled, so the clock must never fall behind them, however slow
+// the machine. Started at the real time, a test that wrote objects for
+// more than a second and then advanced the clock by one saw its objects
+// settle "after" the pass and wait out a grace of zero.
 type clock struct {
 	mu sync.Mutex
 	t  time.Time
 }
 
-func newClock() *clock { return &clock{t: time.Now().Truncate(time.Second)} }
+// clockLead is longer than any store test runs and shorter than any grace
+// a test expects an object's modification time to keep it for.
+const clockLead = 10 * time.Minute
+
+func newClock() *clock { return &clock{t: time.Now().Add(clockLead).Truncate(time.Second)} }
 
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
