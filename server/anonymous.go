@@ -44,6 +44,10 @@ func (s *Server) guardPublic() echo.MiddlewareFunc {
 			if err := s.takeTurn(c, adm); err != nil {
 				return err
 			}
+			if s.anonBytes != nil {
+				w := c.Response()
+				w.Writer = &pacedWriter{ResponseWriter: w.Writer, ctx: c.Request().Context(), lim: s.anonBytes, now: s.now}
+			}
 			return next(c)
 		}
 	}

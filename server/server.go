@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -55,6 +57,12 @@ type Config struct {
 	// budget.MinShare to budget.MaxShare); 0 means
 	// DefaultAnonymousMemoryShare. It applies only with AnonymousReads.
 	AnonymousMemoryShare float64
+	// AnonymousPoolBytesPerSecond paces the bytes written to all anonymous
+	// readers' answers together (limits.anonymous_pool_bytes_per_second);
+	// 0: unpaced. AnonymousPoolBurstBytes is the bucket's depth; 0 means
+	// one second of the rate (at least anonymousPaceStepBytes).
+	AnonymousPoolBytesPerSecond float64
+	AnonymousPoolBurstBytes     int
 	// DefaultVisibility is the visibility of a repo created without one
 	// (hub.default_visibility): private (also for ""), internal or public.
 	DefaultVisibility string
@@ -164,6 +172,8 @@ type Server struct {
 	reg   *prometheus.Registry
 	now   func() time.Time
 	echo  *echo.Echo
+	// anonBytes paces anonymous answers (nil: unpaced).
+	anonBytes *rate.Limiter
 
 	signer    signer
 	creds     *credentialCache
@@ -252,6 +262,13 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 
 		shuttingDown: make(chan struct{}),
+	}
+	if cfg.AnonymousPoolBytesPerSecond > 0 {
+		burst := cfg.AnonymousPoolBurstBytes
+		if burst <= 0 {
+			burst = max(int(cfg.AnonymousPoolBytesPerSecond), anonymousPaceStepBytes)
+		}
+		s.anonBytes = rate.NewLimiter(rate.Limit(cfg.AnonymousPoolBytesPerSecond), burst)
 	}
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
