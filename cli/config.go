@@ -77,6 +77,7 @@ type Config struct {
 	AnonymousPoolBurst             int
 	AnonymousPoolMaxInFlight       int
 	AnonymousMemoryShare           float64
+	AnonymousPoolBytesPerSecond    int64
 
 	// GoMemoryLimit is the soft memory limit serve gives the Go runtime
 	// (runtime/debug.SetMemoryLimit): MemoryBudget + GoMemoryLimitOverhead,
@@ -318,6 +319,11 @@ var settings = []setting{
 	{"limits.anonymous_memory_share", "0.25", "fraction of the memory budget all readers without a token together may hold (0.01 to 1; with hub.anonymous_reads it must hold one maximum xorb)", func(c *Config, v string) error {
 		f, err := parseShare(v)
 		c.AnonymousMemoryShare = f
+		return err
+	}},
+	{"limits.anonymous_pool_bytes_per_second", "32MiB", "bytes per second all answers to readers without a token together may send while a tenant's request is in progress on this node (none is: unpaced); 0: never paced", func(c *Config, v string) error {
+		n, err := ParseSize(v)
+		c.AnonymousPoolBytesPerSecond = n
 		return err
 	}},
 

@@ -125,6 +125,7 @@ func TestInvalidValues(t *testing.T) {
 		"limits.anonymous_pool_burst":               "-1",
 		"limits.anonymous_pool_max_in_flight":       "none",
 		"limits.anonymous_memory_share":             "0.001",
+		"limits.anonymous_pool_bytes_per_second":    "fast",
 		"server.tls_cert":                           "/etc/openxet/cert.pem", // without server.tls_key
 		"server.tls_key":                            "/etc/openxet/key.pem",  // without server.tls_cert
 		"server.metrics_tenants":                    "1001",

@@ -44,10 +44,8 @@ func (s *Server) guardPublic() echo.MiddlewareFunc {
 			if err := s.takeTurn(c, adm); err != nil {
 				return err
 			}
-			if s.anonBytes != nil {
-				w := c.Response()
-				w.Writer = &pacedWriter{ResponseWriter: w.Writer, ctx: c.Request().Context(), lim: s.anonBytes, now: s.now}
-			}
+			w := c.Response()
+			w.Writer = s.anonPace.wrap(w.Writer, c.Request().Context())
 			return next(c)
 		}
 	}

@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
 	"net/netip"
 	"strings"
 	"sync"
@@ -179,6 +182,44 @@ func TestAnonymousInFlight(t *testing.T) {
 	}
 	if r := e.anonFrom("10.0.0.3", "GET", file); r.Status != 200 {
 		t.Errorf("after the downloads ended: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestClientGoneIsNotAnInternalError: an anonymous download the client
+// cancels while it waits for the pool's memory ends the handler with the
+// request's context error, which the log shows at debug level as the
+// client's doing, never as an internal error (a load run's cancelled
+// downloads filled the log with "internal error … context canceled").
+func TestClientGoneIsNotAnInternalError(t *testing.T) {
+	logs := &lockedBuffer{}
+	e := anonymousLimitsEnv(t, limits.Anonymous{
+		AddressRate: limits.Rate{PerSecond: 1000, Burst: 1000}, AddressMaxInFlight: 4,
+		PoolRate: limits.Rate{PerSecond: 1000, Burst: 1000}, PoolMaxInFlight: 8,
+	}, time.Minute)
+	e.srv.log = slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	defer e.holdPoolMemory()()
+	file := "/alice/pub/resolve/main/weights.bin"
+	ctx, cancel := context.WithCancel(t.Context())
+	req, _ := http.NewRequestWithContext(ctx, "GET", e.http.URL+file, nil)
+	req.Header.Set("X-Forwarded-For", "10.0.0.1")
+	errc := make(chan error, 1)
+	go func() {
+		res, err := http.DefaultClient.Do(req)
+		if err == nil {
+			_, err = io.ReadAll(res.Body)
+			res.Body.Close()
+		}
+		errc <- err
+	}()
+	waitFor(t, "the download waiting for memory", func() bool { return e.srv.budget.Stats().Waiting == 1 })
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the cancelled download: %v", err)
+	}
+	e.handlers.waitIdle()
+	out := logs.String()
+	if strings.Contains(out, `"level":"ERROR"`) || !strings.Contains(out, "request ended by the client") {
+		t.Errorf("log of a download its client cancelled:\n%s", out)
 	}
 }
 

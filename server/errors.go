@@ -394,7 +394,13 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	setRefusal(c, ae)
 	s.metrics.refusalCodes.WithLabelValues(ae.Code).Inc()
 	if ae.Status >= 500 && ae.Code == "internal" {
-		s.log.Error("internal error", "method", c.Request().Method, "path", c.Request().URL.Path, "request_id", requestIDOf(c), "err", err)
+		if gone := c.Request().Context().Err(); gone != nil && errors.Is(err, gone) {
+			// The client went away (cancelled, disconnected) before its
+			// answer ended: nothing failed on the server's side.
+			s.log.Debug("request ended by the client", "method", c.Request().Method, "path", c.Request().URL.Path, "request_id", requestIDOf(c), "err", err)
+		} else {
+			s.log.Error("internal error", "method", c.Request().Method, "path", c.Request().URL.Path, "request_id", requestIDOf(c), "err", err)
+		}
 	}
 	if c.Response().Committed {
 		return

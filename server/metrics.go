@@ -45,6 +45,9 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "openxet_index_lock_losses_total",
 		Help: "Times this node found its shared lock on a PostgreSQL index lost (the session holding it ended)."},
 		func() float64 { return float64(s.store.IndexLockLosses()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "openxet_anonymous_paced_seconds_total",
+		Help: "Seconds anonymous answers waited for limits.anonymous_pool_bytes_per_second while tenants' requests were in progress."},
+		s.anonPace.waitedSeconds))
 	st("openxet_paused_connections", "Keep-alive connections left unread after a request-rate refusal (limits.refusal_pause), now.", func() float64 { return float64(s.paused.Load()) })
 	st("openxet_memory_reserved_bytes", "Bytes of the memory budget reserved now.", func() float64 { return float64(s.budget.Stats().ReservedBytes) })
 	st("openxet_memory_reserved_high_water_bytes", "Highest reserved bytes seen.", func() float64 { return float64(s.budget.Stats().HighWaterBytes) })

@@ -75,6 +75,7 @@ func (s *Server) guardRated(scope string, rated, urlToken bool) echo.MiddlewareF
 				return err
 			}
 			defer s.gate.Done(adm)
+			defer s.anonPace.tenantStarted()()
 			stagesOf(c).since(stageAuth, start)
 			if err := s.takeTurn(c, adm); err != nil {
 				return err

@@ -16,8 +16,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -57,12 +55,11 @@ type Config struct {
 	// budget.MinShare to budget.MaxShare); 0 means
 	// DefaultAnonymousMemoryShare. It applies only with AnonymousReads.
 	AnonymousMemoryShare float64
-	// AnonymousPoolBytesPerSecond paces the bytes written to all anonymous
-	// readers' answers together (limits.anonymous_pool_bytes_per_second);
-	// 0: unpaced. AnonymousPoolBurstBytes is the bucket's depth; 0 means
-	// one second of the rate (at least anonymousPaceStepBytes).
+	// AnonymousPoolBytesPerSecond is the rate the bytes written to all
+	// anonymous answers together are paced to while a tenant's request is
+	// in progress (limits.anonymous_pool_bytes_per_second, anonpace.go);
+	// 0: never paced.
 	AnonymousPoolBytesPerSecond float64
-	AnonymousPoolBurstBytes     int
 	// DefaultVisibility is the visibility of a repo created without one
 	// (hub.default_visibility): private (also for ""), internal or public.
 	DefaultVisibility string
@@ -172,8 +169,9 @@ type Server struct {
 	reg   *prometheus.Registry
 	now   func() time.Time
 	echo  *echo.Echo
-	// anonBytes paces anonymous answers (nil: unpaced).
-	anonBytes *rate.Limiter
+	// anonPace paces anonymous answers beside tenants' requests (nil:
+	// never).
+	anonPace *anonPacer
 
 	signer    signer
 	creds     *credentialCache
@@ -263,13 +261,7 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 
 		shuttingDown: make(chan struct{}),
 	}
-	if cfg.AnonymousPoolBytesPerSecond > 0 {
-		burst := cfg.AnonymousPoolBurstBytes
-		if burst <= 0 {
-			burst = max(int(cfg.AnonymousPoolBytesPerSecond), anonymousPaceStepBytes)
-		}
-		s.anonBytes = rate.NewLimiter(rate.Limit(cfg.AnonymousPoolBytesPerSecond), burst)
-	}
+	s.anonPace = newAnonPacer(cfg.AnonymousPoolBytesPerSecond, func() time.Time { return s.now() })
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
