@@ -369,6 +369,7 @@ func (ru *runner) runPhase(ctx context.Context, name string, begin func()) {
 	srvBefore, _ := adm.clock(ctx)
 	before := schedSnapshot()
 	cpuBefore, cpuOK := selfCPU()
+	steal0, total0, hostOK := hostCPU()
 	p := phaseSpan{name: name, start: rec.since(time.Now())}
 	if begin != nil {
 		begin()
@@ -386,6 +387,7 @@ func (ru *runner) runPhase(ctx context.Context, name string, begin func()) {
 	p.end = rec.since(time.Now())
 	lag := schedBetween(before, schedSnapshot())
 	cpuAfter, cpuAfterOK := selfCPU()
+	steal1, total1, hostAfterOK := hostCPU()
 	srvAfter, _ := adm.clock(ctx)
 	ru.clocks = append(ru.clocks, phaseClocks{
 		loadLag:     lag,
@@ -393,6 +395,7 @@ func (ru *runner) runPhase(ctx context.Context, name string, begin func()) {
 		loadCPU:     counterDelta(cpuBefore, cpuAfter, cpuOK && cpuAfterOK),
 		serverCPU:   counterDelta(srvBefore.cpu, srvAfter.cpu, srvBefore.cpuOK && srvAfter.cpuOK),
 		serverTurns: counterDelta(srvBefore.turns, srvAfter.turns, srvBefore.turnsOK && srvAfter.turnsOK),
+		hostSteal:   stealShare(steal0, total0, hostOK, steal1, total1, hostAfterOK),
 	})
 	ru.phases = append(ru.phases, p)
 }
@@ -492,6 +495,9 @@ func (ru *runner) phaseReport(p phaseSpan, c phaseClocks, reqs []reqRecord, ops 
 	pr.ServerLag, pr.ServerLagMeanMs = c.serverLag.summary, c.serverLag.meanMs
 	pr.ServerCPUSeconds, pr.ServerBusy = cpuShare(c.serverCPU, pr.DurationSeconds)
 	pr.LoadCPUSeconds, pr.LoadBusy = cpuShare(c.loadCPU, pr.DurationSeconds)
+	if c.hostSteal >= 0 {
+		pr.HostSteal = &c.hostSteal
+	}
 	if c.serverTurns >= 0 {
 		n := int64(c.serverTurns)
 		pr.ServerTurns = &n
@@ -652,6 +658,7 @@ type phaseClocks struct {
 	serverLag          serverLag
 	loadCPU, serverCPU float64
 	serverTurns        float64 // -1: unknown
+	hostSteal          float64 // share of the host's CPU time stolen; -1: unknown
 }
 
 // counterDelta is a counter's increase between two readings (a process's

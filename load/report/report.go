@@ -167,6 +167,11 @@ type PhaseReport struct {
 	// CPUs busy makes its answers wait for it, as LoadLag shows.
 	LoadCPUSeconds float64 `json:"load_cpu_s,omitempty"`
 	LoadBusy       float64 `json:"load_busy,omitempty"`
+	// HostSteal is the share of the host's CPU time (all its CPUs) that
+	// the hypervisor gave to other guests during the phase (Linux's
+	// /proc/stat steal); nil where it cannot be read. On a shared VM a
+	// phase with a high steal measured the host more than the server.
+	HostSteal *float64 `json:"host_steal,omitempty"`
 	// ServerTurns is how many requests of busy tenants (more than the
 	// server's turns_above_in_flight in progress) waited for a turn on the
 	// server (the first node) in the phase, from its openxet_turns_total;

@@ -99,6 +99,9 @@ func (r *Report) textPhaseLines(b *strings.Builder) {
 		if p.LoadCPUSeconds > 0 {
 			fmt.Fprintf(b, "\n%s: the load generator used %.1f CPU seconds, %.0f %% of one CPU", p.Name, p.LoadCPUSeconds, 100*p.LoadBusy)
 		}
+		if p.HostSteal != nil {
+			fmt.Fprintf(b, "\n%s: the hypervisor gave %.0f %% of the host's CPU time to other guests (steal)", p.Name, 100**p.HostSteal)
+		}
 		if l := p.ServerLag; l != nil {
 			fmt.Fprintf(b, "\n%s: the server's goroutines waited for a CPU %d times, mean %.2f ms, p99 under %.1f ms", p.Name, l.Count, p.ServerLagMeanMs, l.P99ms)
 		}
