@@ -230,7 +230,8 @@ func (h *Hub) duplicateLFSFiles(c echo.Context) error {
 		return err
 	}
 	up := h.cfg.Uploads()
-	_, err = h.store.CopyFiles(ctx, src, id.Tenant, copies, store.CopyOptions{Own: !up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes})
+	_, err = h.store.CopyFiles(ctx, src, id.Tenant, copies, store.CopyOptions{Own: !up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes,
+		Reserve: func(n int64) (func(), error) { return h.cfg.Reserve(c, n) }})
 	if refused, ok := errors.AsType[*store.CopyRefusedError](err); ok {
 		for _, r := range refused.Refused {
 			failed = append(failed, duplicateFailure{r.File.SHA256, r.Reason})

@@ -67,6 +67,19 @@ type CopyOptions struct {
 	// DefaultQuotaBytes is the quota of a tenant without an override
 	// (Unlimited for none), as PutXorb takes it.
 	DefaultQuotaBytes int64
+	// Reserve, when not nil, takes the memory of each file's copy
+	// (CopyMemoryBytes of its term count) before its term list is read,
+	// once a revision of the source is found to name it; CopyFiles
+	// releases it all before it returns. An error of Reserve ends the copy
+	// with it, nothing changed.
+	Reserve func(bytes int64) (release func(), err error)
+}
+
+// CopyMemoryBytes is the most memory CopyFiles holds for a file of terms
+// terms while the copy runs: its term list as FileTerms reads it, and its
+// shard as built and serialized.
+func CopyMemoryBytes(terms int) int64 {
+	return FileTermListBytes(terms) + int64(terms+8)*xet.ShardEntryBytes
 }
 
 // CopyResult is what CopyFiles registered and charged.
@@ -106,7 +119,24 @@ func (s *Store) CopyFiles(ctx context.Context, from RepoID, to string, files []F
 	if err := ValidTenant(to); err != nil {
 		return CopyResult{}, err
 	}
-	shards, err := s.copyOffered(ctx, from, to, files)
+	var releases []func()
+	defer func() {
+		for _, release := range releases {
+			release()
+		}
+	}()
+	reserve := func(n int64) error {
+		if opt.Reserve == nil {
+			return nil
+		}
+		release, err := opt.Reserve(n)
+		if err != nil {
+			return err
+		}
+		releases = append(releases, release)
+		return nil
+	}
+	shards, err := s.copyOffered(ctx, from, to, files, reserve)
 	if err != nil {
 		return CopyResult{}, err
 	}
@@ -197,7 +227,7 @@ func (s *Store) CopyFiles(ctx context.Context, from RepoID, to string, files []F
 
 // copyOffered finds each file in from and builds the shard that registers
 // it for tenant to; a *CopyRefusedError lists those from does not offer.
-func (s *Store) copyOffered(ctx context.Context, from RepoID, to string, files []FileCopy) ([]copyShard, error) {
+func (s *Store) copyOffered(ctx context.Context, from RepoID, to string, files []FileCopy, reserve func(n int64) error) ([]copyShard, error) {
 	repo, err := s.Repo(ctx, from)
 	if err != nil {
 		return nil, err
@@ -219,7 +249,7 @@ func (s *Store) copyOffered(ctx context.Context, from RepoID, to string, files [
 			continue
 		}
 		seen[fc.Hash] = true
-		cs, reason, err := s.copyShardOf(ctx, from, named, fc)
+		cs, reason, err := s.copyShardOf(ctx, from, named, fc, reserve)
 		if err != nil {
 			return nil, err
 		}
@@ -237,7 +267,7 @@ func (s *Store) copyOffered(ctx context.Context, from RepoID, to string, files [
 
 // copyShardOf builds the shard of one file of a copy, or says why from
 // does not offer it.
-func (s *Store) copyShardOf(ctx context.Context, from RepoID, named map[string]bool, fc FileCopy) (copyShard, string, error) {
+func (s *Store) copyShardOf(ctx context.Context, from RepoID, named map[string]bool, fc FileCopy, reserve func(n int64) error) (copyShard, string, error) {
 	if !named[fc.Hash.String()] {
 		return copyShard{}, fmt.Sprintf("no revision of %s has a Xet file of hash %s", from, fc.Hash), nil
 	}
@@ -258,6 +288,9 @@ func (s *Store) copyShardOf(ctx context.Context, from RepoID, named map[string]b
 	sha, err := xet.ParseHash(f.SHA256) // hash byte order (xet.FileInfo.SHA256)
 	if err != nil {
 		return copyShard{}, "", fmt.Errorf("file %s: %w", fc.Hash, err)
+	}
+	if err := reserve(CopyMemoryBytes(f.TermCount)); err != nil {
+		return copyShard{}, "", err
 	}
 	terms, _, err := s.FileTerms(ctx, from.Tenant, fc.Hash, 0, f.SizeBytes)
 	if err != nil {

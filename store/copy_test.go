@@ -273,3 +273,41 @@ func sameButShards(a, b string) bool {
 	}
 	return strip(a) == strip(b)
 }
+
+// TestCopyFilesReservesMemory: a copy takes CopyMemoryBytes of each
+// file's term count through Reserve, only for files a revision of the
+// source names (a hash that is not offered costs no memory and so cannot
+// be told from one that does not exist), gives it all back, and a refusal
+// of Reserve ends the copy with nothing changed.
+func TestCopyFilesReservesMemory(t *testing.T) {
+	fx := newCopyFixture(t)
+	ctx := context.Background()
+	var asked []int64
+	released := 0
+	var refuse error
+	opt := CopyOptions{Own: true, DefaultQuotaBytes: Unlimited, Reserve: func(n int64) (func(), error) {
+		asked = append(asked, n)
+		if refuse != nil {
+			return nil, refuse
+		}
+		return func() { released++ }, nil
+	}}
+	if _, err := fx.s.CopyFiles(ctx, fx.repo, "bob", []FileCopy{copyOf(fx.hidden)}, opt); !errors.Is(err, ErrNotFound) || len(asked) != 0 {
+		t.Fatalf("a file not offered: %v, reserved %v", err, asked)
+	}
+	refuse = errors.New("memory busy")
+	before := fx.state(t)
+	if _, err := fx.s.CopyFiles(ctx, fx.repo, "bob", []FileCopy{copyOf(fx.named)}, opt); !errors.Is(err, refuse) {
+		t.Fatalf("reservation refused: %v", err)
+	}
+	if got := fx.state(t); got != before {
+		t.Fatalf("a copy whose memory was refused changed the store")
+	}
+	refuse, asked = nil, nil
+	if _, err := fx.s.CopyFiles(ctx, fx.repo, "bob", []FileCopy{copyOf(fx.named)}, opt); err != nil {
+		t.Fatal(err)
+	}
+	if len(asked) != 1 || asked[0] != CopyMemoryBytes(len(fx.named.Terms)) || released != 1 {
+		t.Fatalf("reserved %v (want [%d]), released %d", asked, CopyMemoryBytes(len(fx.named.Terms)), released)
+	}
+}
