@@ -166,3 +166,74 @@ def test_anonymous_load_dataset_of_a_public_dataset(start_server, tmp_path):
     for client, repo in [(anon, "alice/pub"), (bob, "alice/intern")]:
         client.extra_env.update(REPO=repo, ROUND="closed")
         assert run_py(client, LOAD) == "DatasetNotFoundError", repo
+
+
+COPY = """
+    import hashlib, json
+    from huggingface_hub import HfApi, CommitOperationCopy, hf_hub_download
+    from huggingface_hub.errors import RepositoryNotFoundError
+    api = HfApi()
+    def copy(src):
+        try:
+            api.create_commit(repo_id="bob/copydst", commit_message="copy from " + src, operations=[
+                CommitOperationCopy(src_repo_id=src, src_repo_type="model", src_path_in_repo="weights.bin", path_in_repo="copied.bin"),
+                CommitOperationCopy(src_repo_id=src, src_repo_type="model", src_path_in_repo="notes.txt", path_in_repo="notes.txt")])
+            return "ok"
+        except RepositoryNotFoundError:
+            return "RepositoryNotFoundError"
+        except Exception as e:
+            return type(e).__name__ + ": " + str(e)[:300]
+    out = {"internal": copy("alice/copysrc")}
+    out["sha"] = hashlib.sha256(open(hf_hub_download("bob/copydst", "copied.bin", cache_dir="dl"), "rb").read()).hexdigest()
+    out["notes"] = open(hf_hub_download("bob/copydst", "notes.txt", cache_dir="dl"), "rb").read().decode()
+    out["private"] = copy("alice/copypriv")
+    out["files"] = sorted(api.list_repo_files("bob/copydst"))
+    print(json.dumps(out))
+"""
+
+
+def test_copy_from_another_tenants_repo(server, tmp_path):
+    """Tenant bob's create_commit with CommitOperationCopy(src_repo_id=
+    alice's internal repo) copies her hf_xet-uploaded weights.bin (through
+    lfs-files/duplicate on her repo, then a commit naming it by its oid) and
+    a regular file (downloaded and committed inline); bob downloads the copy
+    as the same bytes. From her private repo the same copy fails as the
+    Hub's does for a repo the caller cannot see (RepositoryNotFoundError),
+    and so does a direct duplicate request; bob's repo is unchanged."""
+    alice = HubClient(server.url, server.make_credential("alice"), tmp_path / "alice")
+    bob = HubClient(server.url, server.make_credential("bob"), tmp_path / "bob")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("copied between tenants\n")
+    weights = tmp_path / "weights.bin"
+    write_random(weights, 3 << 20, seed=34)
+    for name, visibility in [("copysrc", "internal"), ("copypriv", "private")]:
+        alice.api("create_repo", repo_id="alice/" + name)
+        alice.api("update_repo_settings", repo_id="alice/" + name, visibility=visibility)
+        alice.api("upload_file", path_or_fileobj=str(weights), path_in_repo="weights.bin", repo_id="alice/" + name)
+        alice.api("upload_file", path_or_fileobj=str(notes), path_in_repo="notes.txt", repo_id="alice/" + name)
+    info = server.request("POST", "/api/models/alice/copysrc/paths-info/main", token=alice.token,
+                          headers={"Content-Type": "application/json"}, body=b'{"paths":["weights.bin"]}').json()
+    assert info[0].get("xetHash"), info  # uploaded through hf_xet
+    bob.api("create_repo", repo_id="bob/copydst")
+    alice_before = server.usage("alice")
+
+    mark = server.log_mark()
+    got = run_py(bob, COPY)
+    assert got["internal"] == "ok", got
+    assert got["sha"] == sha256_file(weights), got
+    assert got["notes"] == "copied between tenants\n", got
+    assert got["private"] == "RepositoryNotFoundError", got
+    assert got["files"] == [".gitattributes", "copied.bin", "notes.txt"], got
+    reqs = server.requests_since(mark)
+    dup = [e for e in reqs if e.get("path", "").endswith("/lfs-files/duplicate")]
+    assert [(e["path"], e["status"]) for e in dup] == [("/api/models/alice/copysrc/lfs-files/duplicate", "200")], dup
+    assert not [e for e in reqs if e.get("path", "").startswith("/v1/xorbs/")], "a copy uploads no xorb"
+    # server.dedup_scope is global here: bob's copy references alice's xorbs.
+    assert server.usage("alice") == alice_before
+
+    # The route itself, on the private repo, as huggingface_hub would send it.
+    body = json.dumps({"target": {"type": "model", "name": "bob/copydst"},
+                       "files": [{"xetHash": info[0]["xetHash"], "sha256": info[0]["lfs"]["oid"], "filename": "weights.bin"}]}).encode()
+    r = server.request("POST", "/api/models/alice/copypriv/lfs-files/duplicate", token=bob.token,
+                       headers={"Content-Type": "application/json"}, body=body)
+    assert r.status == 404 and r.headers.get("X-Error-Code") == "RepoNotFound", r

@@ -54,6 +54,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{store.ErrEntryNotFound, 404, "not_found"},
 		{store.ErrNoBranch, 404, "not_found"},
 		{&store.OverQuotaError{Tenant: "a", QuotaBytes: 10, UsageBytes: 9, SizeBytes: 2}, 403, "quota_exceeded"},
+		{&store.CopyRefusedError{From: store.RepoID{Tenant: "a", Type: "model", Name: "m"}, Refused: []store.CopyRefusal{{Reason: "no revision of a/m has a Xet file of hash 00"}}}, 404, "not_found"},
 		{&limits.QuotaError{Tenant: "a", Quota: 10, Usage: 9, Size: 2, Verdict: limits.QuotaExceeded}, 403, "quota_exceeded"},
 		{&limits.QuotaError{Tenant: "a", Quota: 10, Usage: 1, Pending: 8, Size: 2, Verdict: limits.QuotaPending}, 503, "quota_pending"},
 		{&limits.RateError{Limit: "tenant", Decision: limits.Decision{RetryAfter: 1500 * time.Millisecond}}, 429, "rate_limited"},

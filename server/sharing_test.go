@@ -105,7 +105,6 @@ func sharingWriteRoutes(name string) []hubRoute {
 		{"POST", api + "/super-squash/main", `{"message":"gone"}`},
 		{"PUT", api + "/settings", `{"visibility":"private"}`},
 		{"POST", api + "/duplicate", `{"repository":"bob/copy"}`},
-		{"POST", api + "/lfs-files/duplicate", `{"target":{"type":"model","name":"bob/copy"},"files":[]}`},
 		{"POST", "/alice/" + name + ".git/info/lfs/objects/batch", `{"operation":"upload","objects":[{"oid":"` + strings.Repeat("a", 64) + `","size":1}]}`},
 		{"DELETE", "/api/repos/delete", `{"name":"` + name + `","organization":"alice"}`},
 		{"POST", "/api/repos/move", `{"fromRepo":"alice/` + name + `","toRepo":"alice/moved"}`},

@@ -42,6 +42,11 @@
 // Xet (the Hub's LFS transfer, later the mirror): it chunks, dedups and
 // stores them as xorbs and a shard, through PutXorb and PutShard.
 //
+// CopyFiles (copy.go) gives a tenant files that a revision of a repo it may
+// read names (the Hub's lfs-files/duplicate): a shard of the tenant's own
+// over the stored xorbs, charged as an upload of the same bytes would be,
+// in one index transaction.
+//
 // Reads use a pool of connections; writes use one connection of their own,
 // so a writer waiting for the index's write lock never holds a connection
 // that a read needs. A wait past Config.BusyTimeout, or a bucket that fails in
