@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -178,7 +177,7 @@ func (s *Store) CopyFiles(ctx context.Context, from RepoID, to string, files []F
 			withdraw()
 			return CopyResult{}, fmt.Errorf("copy: shard of %s: %w", cs.file.Hash, err)
 		}
-		wrote, err := s.writeCopyShard(ctx, to, cs)
+		wrote, err := s.writeShardObjects(ctx, to, cs.hash, cs.body, s.now().Unix())
 		if err != nil {
 			withdraw()
 			return CopyResult{}, fmt.Errorf("copy: shard of %s: %w", cs.file.Hash, err)
@@ -265,11 +264,16 @@ func (s *Store) copyOffered(ctx context.Context, from RepoID, to string, files [
 	return shards, nil
 }
 
+// notNamed is the refusal of a file that no revision of from names.
+func notNamed(from RepoID, h xet.Hash) string {
+	return fmt.Sprintf("no revision of %s has a Xet file of hash %s", from, h)
+}
+
 // copyShardOf builds the shard of one file of a copy, or says why from
 // does not offer it.
 func (s *Store) copyShardOf(ctx context.Context, from RepoID, named map[string]bool, fc FileCopy, reserve func(n int64) error) (copyShard, string, error) {
 	if !named[fc.Hash.String()] {
-		return copyShard{}, fmt.Sprintf("no revision of %s has a Xet file of hash %s", from, fc.Hash), nil
+		return copyShard{}, notNamed(from, fc.Hash), nil
 	}
 	f, err := s.File(ctx, from.Tenant, fc.Hash)
 	if errors.Is(err, ErrNotFound) {
@@ -312,13 +316,15 @@ func (s *Store) copyShardOf(ctx context.Context, from RepoID, named map[string]b
 // defaultQuotaBytes). The index transaction checks again.
 func (s *Store) copyCharge(ctx context.Context, tenant string, shards []copyShard, defaultQuotaBytes int64) (map[string]int64, error) {
 	own := map[string]int64{}
+	checked := map[xet.Hash]bool{} // a file's terms name each xorb many times
 	var total int64
 	for _, cs := range shards {
 		for _, t := range cs.sh.Files[0].Terms {
-			x := t.Xorb.String()
-			if _, ok := own[x]; ok {
+			if checked[t.Xorb] {
 				continue
 			}
+			checked[t.Xorb] = true
+			x := t.Xorb.String()
 			owned, err := s.OwnsXorb(ctx, tenant, t.Xorb)
 			if err != nil {
 				return nil, err
@@ -340,9 +346,7 @@ func (s *Store) copyCharge(ctx context.Context, tenant string, shards []copyShar
 	if total == 0 {
 		return own, nil
 	}
-	var usage, quota int64
-	err := s.queryRow(s.lookupCtx(ctx), `SELECT COALESCE((SELECT usage_bytes FROM tenants WHERE name = ?1), 0),
-		COALESCE((SELECT quota_bytes FROM tenants WHERE name = ?1), ?2)`, tenant, defaultQuotaBytes).Scan(&usage, &quota)
+	usage, quota, err := s.usageAndQuota(s.lookupCtx(ctx), tenant, defaultQuotaBytes)
 	if err != nil {
 		return nil, fmt.Errorf("quota of %s: %w", tenant, err)
 	}
@@ -350,31 +354,6 @@ func (s *Store) copyCharge(ctx context.Context, tenant string, shards []copyShar
 		return nil, &OverQuotaError{Tenant: tenant, QuotaBytes: quota, UsageBytes: usage, SizeBytes: total}
 	}
 	return own, nil
-}
-
-// writeCopyShard stores a copy's shard object (when not stored yet) and
-// tenant's owner record of it, and reports whether it wrote the record.
-func (s *Store) writeCopyShard(ctx context.Context, tenant string, cs copyShard) (bool, error) {
-	exists, err := s.bucket.Exists(ctx, shardKey(cs.hash))
-	if err != nil {
-		return false, bucketErr(err)
-	}
-	if !exists {
-		if _, err := s.writeObject(ctx, shardKey(cs.hash), cs.body, typeBinary, false); err != nil {
-			return false, err
-		}
-	}
-	ownerKey := shardOwnerKey(cs.hash, tenant)
-	if ok, err := s.bucket.Exists(ctx, ownerKey); err != nil {
-		return false, bucketErr(err)
-	} else if ok {
-		return false, nil
-	}
-	rec, _ := json.Marshal(shardOwnerRecord{Tenant: tenant, Created: s.now().Unix()})
-	if _, err := s.writeObject(ctx, ownerKey, rec, typeJSON, false); err != nil {
-		return false, err
-	}
-	return true, nil
 }
 
 // withdrawShardOwnerRecord removes the shard owner record a failed copy
@@ -410,7 +389,7 @@ func copySourceStill(ctx context.Context, tx *sql.Tx, from RepoID, to string, sh
 	var refused []CopyRefusal
 	for _, cs := range shards {
 		if !named[cs.file.Hash.String()] {
-			refused = append(refused, CopyRefusal{File: cs.file, Reason: fmt.Sprintf("no revision of %s has a Xet file of hash %s", from, cs.file.Hash)})
+			refused = append(refused, CopyRefusal{File: cs.file, Reason: notNamed(from, cs.file.Hash)})
 		}
 	}
 	if len(refused) > 0 {

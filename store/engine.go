@@ -456,9 +456,8 @@ func (s *Store) pgRecordUpload(ctx context.Context, tenant, h string, x xorbReco
 			h, x.size, x.chunks, tenant, defaultQuotaBytes, s.now().Unix()).Scan(&rec.size, &rec.chunks, &ownerNew)
 	})
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == pgOverQuota {
-		var usage, quota int64
-		if err := s.queryRow(ctx, `SELECT COALESCE((SELECT usage_bytes FROM tenants WHERE name = ?1), 0),
-			COALESCE((SELECT quota_bytes FROM tenants WHERE name = ?1), ?2)`, tenant, defaultQuotaBytes).Scan(&usage, &quota); err != nil {
+		usage, quota, err := s.usageAndQuota(ctx, tenant, defaultQuotaBytes)
+		if err != nil {
 			usage, quota = 0, defaultQuotaBytes
 		}
 		return false, rec, &OverQuotaError{Tenant: tenant, QuotaBytes: quota, UsageBytes: usage, SizeBytes: rec.size}

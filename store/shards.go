@@ -108,24 +108,9 @@ func (s *Store) PutShard(ctx context.Context, tenant string, body []byte, sh *xe
 	if err != nil {
 		return false, fmt.Errorf("put shard %s: %w", h, err)
 	}
-	exists, err := s.bucket.Exists(ctx, shardKey(h))
-	if err != nil {
-		return false, fmt.Errorf("put shard %s: %w", h, bucketErr(err))
-	}
-	if !exists {
-		if _, err := s.writeObject(ctx, shardKey(h), body, typeBinary, false); err != nil {
-			return false, fmt.Errorf("put shard %s: %w", h, err)
-		}
-	}
 	now := s.now().Unix()
-	ownerKey := shardOwnerKey(h, tenant)
-	if ok, err := s.bucket.Exists(ctx, ownerKey); err != nil {
-		return false, fmt.Errorf("put shard owner %s: %w", h, bucketErr(err))
-	} else if !ok {
-		rec, _ := json.Marshal(shardOwnerRecord{Tenant: tenant, Created: now})
-		if _, err := s.writeObject(ctx, ownerKey, rec, typeJSON, false); err != nil {
-			return false, fmt.Errorf("put shard owner %s: %w", h, err)
-		}
+	if _, err := s.writeShardObjects(ctx, tenant, h, body, now); err != nil {
+		return false, fmt.Errorf("put shard %s: %w", h, err)
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := prep.apply(ctx, tx, now); err != nil {
@@ -136,6 +121,33 @@ func (s *Store) PutShard(ctx context.Context, tenant string, body []byte, sh *xe
 		return e
 	})
 	return inserted, err
+}
+
+// writeShardObjects stores shard h's object (when not stored yet) and
+// tenant's owner record of it (when it has none), created at now: what
+// the index will say is there, before it says so. It reports whether it
+// wrote the owner record.
+func (s *Store) writeShardObjects(ctx context.Context, tenant, h string, body []byte, now int64) (wroteOwner bool, err error) {
+	exists, err := s.bucket.Exists(ctx, shardKey(h))
+	if err != nil {
+		return false, bucketErr(err)
+	}
+	if !exists {
+		if _, err := s.writeObject(ctx, shardKey(h), body, typeBinary, false); err != nil {
+			return false, err
+		}
+	}
+	ownerKey := shardOwnerKey(h, tenant)
+	if ok, err := s.bucket.Exists(ctx, ownerKey); err != nil {
+		return false, fmt.Errorf("owner record: %w", bucketErr(err))
+	} else if ok {
+		return false, nil
+	}
+	rec, _ := json.Marshal(shardOwnerRecord{Tenant: tenant, Created: now})
+	if _, err := s.writeObject(ctx, ownerKey, rec, typeJSON, false); err != nil {
+		return false, fmt.Errorf("owner record: %w", err)
+	}
+	return true, nil
 }
 
 func recordShard(ctx context.Context, tx *sql.Tx, tenant, h string, size int64, sh *xet.Shard, now int64) (bool, error) {

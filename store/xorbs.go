@@ -298,6 +298,14 @@ func (s *Store) OpenXorbRange(ctx context.Context, h xet.Hash, offset, length in
 	return r, nil
 }
 
+// usageAndQuota is tenant's usage and its effective quota (its override,
+// else defaultQuotaBytes), for the sentence of an *OverQuotaError.
+func (s *Store) usageAndQuota(ctx context.Context, tenant string, defaultQuotaBytes int64) (usage, quota int64, err error) {
+	err = s.queryRow(ctx, `SELECT COALESCE((SELECT usage_bytes FROM tenants WHERE name = ?1), 0),
+		COALESCE((SELECT quota_bytes FROM tenants WHERE name = ?1), ?2)`, tenant, defaultQuotaBytes).Scan(&usage, &quota)
+	return usage, quota, err
+}
+
 // Usage returns a tenant's stored bytes (0 for an unknown tenant).
 func (s *Store) Usage(ctx context.Context, tenant string) (int64, error) {
 	var usage int64
