@@ -58,7 +58,7 @@ type Config struct {
 	// AnonymousPoolBytesPerSecond is the rate the bytes written to all
 	// anonymous answers together are paced to while a tenant's request is
 	// in progress (limits.anonymous_pool_bytes_per_second, anonpace.go);
-	// 0: never paced.
+	// 0: never paced. It applies only with AnonymousReads.
 	AnonymousPoolBytesPerSecond float64
 	// DefaultVisibility is the visibility of a repo created without one
 	// (hub.default_visibility): private (also for ""), internal or public.
@@ -170,7 +170,7 @@ type Server struct {
 	now   func() time.Time
 	echo  *echo.Echo
 	// anonPace paces anonymous answers beside tenants' requests (nil:
-	// never).
+	// never, also with anonymous reads off).
 	anonPace *anonPacer
 
 	signer    signer
@@ -261,7 +261,9 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 
 		shuttingDown: make(chan struct{}),
 	}
-	s.anonPace = newAnonPacer(cfg.AnonymousPoolBytesPerSecond, func() time.Time { return s.now() })
+	if cfg.AnonymousReads { // no anonymous answer to pace: tenants' requests go uncounted
+		s.anonPace = newAnonPacer(cfg.AnonymousPoolBytesPerSecond, func() time.Time { return s.now() })
+	}
 	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
