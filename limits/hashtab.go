@@ -26,9 +26,11 @@ func (t *tatTable) home(h uint64) int {
 	return int((h * 0x9E3779B97F4A7C15) >> t.shift)
 }
 
-// find returns the index of h, or -1.
+// find returns the index of h, or -1. Hash 0 is never found: it marks an
+// empty entry, and a probe for it would return one (an Admission of a
+// refused request names hash 0, and its Done must change nothing).
 func (t *tatTable) find(h uint64) int {
-	if t.n == 0 {
+	if t.n == 0 || h == 0 {
 		return -1
 	}
 	mask := len(t.entries) - 1

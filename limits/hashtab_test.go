@@ -5,6 +5,32 @@ import (
 	"testing"
 )
 
+// TestTatTableNeverFindsZero: hash 0 marks an empty entry, so a probe for
+// it must not return the first empty slot it meets. Before the guard,
+// InFlight.releaseHash(0) (the Done of a refused admission) "released" an
+// empty slot and shifted a live neighbour out of its probe run, so another
+// credential's count read 0 (TestGateRefusalSpendsNothingElse failed about
+// one run in seventy, by the random seed).
+func TestTatTableNeverFindsZero(t *testing.T) {
+	var tab tatTable
+	for h := uint64(1); h <= 5; h++ {
+		tab.insert(h<<60, int64(h))
+	}
+	if i := tab.find(0); i != -1 {
+		t.Fatalf("find(0) = %d (entry %+v), want -1", i, tab.entries[i])
+	}
+	f := NewInFlight()
+	if !f.Acquire("c", 2) || !f.Acquire("c", 2) {
+		t.Fatal("acquire")
+	}
+	for range 100 {
+		f.releaseHash(0)
+	}
+	if n, st := f.Count("c"), f.Stats(); n != 2 || st.InFlight != 2 {
+		t.Fatalf("after releases of hash 0: c has %d, total %d; want 2 and 2", n, st.InFlight)
+	}
+}
+
 // TestTatTableModel runs random inserts, updates and removals against a Go
 // map, with hashes drawn from a small set so that probe runs collide,
 // wrap around the end and get shifted back on removal.
