@@ -139,66 +139,98 @@ func (s *Store) CopyFiles(ctx context.Context, from RepoID, to string, files []F
 	if err != nil {
 		return CopyResult{}, err
 	}
-	var own map[string]int64 // xorb → stored size, those to does not own yet
+	w := copyWrites{s: s, to: to}
 	if opt.Own {
-		if own, err = s.copyCharge(ctx, to, shards, opt.DefaultQuotaBytes); err != nil {
+		if w.own, err = s.copyCharge(ctx, to, shards, opt.DefaultQuotaBytes); err != nil {
 			return CopyResult{}, err
 		}
 	}
 	// The bucket first: what the index will say is there before it says so.
-	var ownerKeys, shardOwnerKeys []string
-	withdraw := func() {
-		ctx := context.WithoutCancel(ctx)
-		for _, x := range ownerKeys {
-			h, _ := xet.ParseHash(x)
-			s.withdrawOwnerRecord(ctx, to, h, own[x])
-		}
-		for _, sh := range shardOwnerKeys {
-			s.withdrawShardOwnerRecord(ctx, to, sh)
-		}
+	preps, err := w.write(ctx, shards)
+	if err == nil {
+		err = s.step("copy: written")
 	}
-	for _, x := range sortedKeys(own) {
-		key := xorbOwnerKey(x, to)
-		if ok, err := s.bucket.Exists(ctx, key); err != nil {
-			withdraw()
-			return CopyResult{}, fmt.Errorf("copy: xorb owner %s: %w", x, bucketErr(err))
+	if err != nil {
+		w.withdraw(ctx)
+		return CopyResult{}, err
+	}
+	res, err := s.copyRecord(ctx, from, to, shards, preps, w.own, opt.DefaultQuotaBytes)
+	if err != nil {
+		w.withdraw(ctx)
+		return CopyResult{}, fmt.Errorf("copy from %s: %w", from, err)
+	}
+	return res, nil
+}
+
+// copyWrites is what a copy wrote to the bucket before its transaction, so
+// that a refusal can withdraw it: the xorb owner records it made (of own,
+// xorb → stored size, the xorbs the tenant does not own yet) and the shard
+// owner records.
+type copyWrites struct {
+	s                         *Store
+	to                        string
+	own                       map[string]int64
+	ownerKeys, shardOwnerKeys []string
+}
+
+// write makes the tenant's xorb owner records, then each file's shard object
+// and shard owner record, and returns each shard's preparation for the
+// transaction.
+func (w *copyWrites) write(ctx context.Context, shards []copyShard) ([]*shardPrep, error) {
+	s, to := w.s, w.to
+	for _, x := range sortedKeys(w.own) {
+		if ok, err := s.bucket.Exists(ctx, xorbOwnerKey(x, to)); err != nil {
+			return nil, fmt.Errorf("copy: xorb owner %s: %w", x, bucketErr(err))
 		} else if ok {
 			continue // a record without its row: this copy completes it
 		}
-		if err := s.writeOwnerRecord(ctx, to, x, own[x]); err != nil {
-			withdraw()
-			return CopyResult{}, fmt.Errorf("copy: %w", err)
+		if err := s.writeOwnerRecord(ctx, to, x, w.own[x]); err != nil {
+			return nil, fmt.Errorf("copy: %w", err)
 		}
-		ownerKeys = append(ownerKeys, x)
+		w.ownerKeys = append(w.ownerKeys, x)
 	}
 	preps := make([]*shardPrep, len(shards))
 	for i, cs := range shards {
+		var err error
 		if preps[i], err = s.prepareShard(ctx, to, cs.hash, cs.sh); err != nil {
-			withdraw()
-			return CopyResult{}, fmt.Errorf("copy: shard of %s: %w", cs.file.Hash, err)
+			return nil, fmt.Errorf("copy: shard of %s: %w", cs.file.Hash, err)
 		}
 		wrote, err := s.writeShardObjects(ctx, to, cs.hash, cs.body, s.now().Unix())
 		if err != nil {
-			withdraw()
-			return CopyResult{}, fmt.Errorf("copy: shard of %s: %w", cs.file.Hash, err)
+			return nil, fmt.Errorf("copy: shard of %s: %w", cs.file.Hash, err)
 		}
 		if wrote {
-			shardOwnerKeys = append(shardOwnerKeys, cs.hash)
+			w.shardOwnerKeys = append(w.shardOwnerKeys, cs.hash)
 		}
 	}
-	if err := s.step("copy: written"); err != nil {
-		withdraw()
-		return CopyResult{}, err
+	return preps, nil
+}
+
+// withdraw removes the owner records write made, even after ctx ended.
+func (w *copyWrites) withdraw(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	for _, x := range w.ownerKeys {
+		h, _ := xet.ParseHash(x)
+		w.s.withdrawOwnerRecord(ctx, w.to, h, w.own[x])
 	}
+	for _, sh := range w.shardOwnerKeys {
+		w.s.withdrawShardOwnerRecord(ctx, w.to, sh)
+	}
+}
+
+// copyRecord is a copy's one index transaction: the source still offers
+// every file, the tenant owns the xorbs of own (charging only the new ones,
+// refused past the quota), and the files are registered.
+func (s *Store) copyRecord(ctx context.Context, from RepoID, to string, shards []copyShard, preps []*shardPrep, own map[string]int64, defaultQuota int64) (CopyResult, error) {
 	var res CopyResult
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		res = CopyResult{Files: len(shards)}
 		now := s.now().Unix()
 		if err := copySourceStill(ctx, tx, from, to, shards); err != nil {
 			return err
 		}
 		for _, x := range sortedKeys(own) {
-			inserted, size, err := ownCopiedXorb(ctx, tx, to, x, opt.DefaultQuotaBytes, now)
+			inserted, size, err := ownCopiedXorb(ctx, tx, to, x, defaultQuota, now)
 			if err != nil {
 				return err
 			}
@@ -217,11 +249,7 @@ func (s *Store) CopyFiles(ctx context.Context, from RepoID, to string, files []F
 		}
 		return nil
 	})
-	if err != nil {
-		withdraw()
-		return CopyResult{}, fmt.Errorf("copy from %s: %w", from, err)
-	}
-	return res, nil
+	return res, err
 }
 
 // copyOffered finds each file in from and builds the shard that registers
