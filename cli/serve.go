@@ -19,6 +19,7 @@ import (
 	"openxet/limits"
 	"openxet/server"
 	"openxet/store"
+	"openxet/xet"
 	"openxet/work"
 )
 
@@ -203,7 +204,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		defer debug.SetMemoryLimit(prev)
 	}
 	log.Info("openxet serving", "version", Version, "addr", listenerScheme(cfg)+"://"+ln.Addr().String(), "data_dir", cfg.DataDir,
-		"memory_budget", limits.FormatBytes(cfg.MemoryBudget), "go_memory_limit", limits.FormatBytes(debug.SetMemoryLimit(-1)))
+		"memory_budget", limits.FormatBytes(cfg.MemoryBudget), "go_memory_limit", limits.FormatBytes(debug.SetMemoryLimit(-1)), "hash_kernel", xet.HashKernel())
 	err = srv.Serve(ctx, ln)
 	log.Info("openxet stopped")
 	if err != nil && !errors.Is(err, http.ErrServerClosed) {

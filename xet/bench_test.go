@@ -86,7 +86,7 @@ func BenchmarkChunkHashers(b *testing.B) {
 		for _, wide := range []bool{false, true} {
 			name := set.name + "/zeebo"
 			if wide {
-				if !wideBLAKE3 {
+				if !canWide {
 					continue
 				}
 				name = set.name + "/wide"

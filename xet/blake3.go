@@ -2,18 +2,77 @@ package xet
 
 import (
 	"encoding/binary"
+	"sync"
+	"time"
 
 	"github.com/zeebo/blake3"
 	"golang.org/x/sys/cpu"
 	"lukechampine.com/blake3/guts"
 )
 
+// canWide reports whether the CPU runs guts' AVX-512 kernel at all.
+var canWide = cpu.X86.HasAVX512F
+
 // wideBLAKE3 reports whether keyed hashes go through guts' AVX-512 kernel,
-// which hashes 16 BLAKE3 chunks (16 KiB) at once: 1.4–1.5× zeebo/blake3's
-// AVX2 on 64 KiB chunks, 1.1–1.3× on the stock client's chunk sizes
-// (BENCHMARKS.md, "Ingest"). Without AVX-512
-// the hashes go through zeebo/blake3. Set once, from the CPU.
-var wideBLAKE3 = cpu.X86.HasAVX512F
+// which hashes 16 BLAKE3 chunks (16 KiB) at once, rather than through
+// zeebo/blake3's AVX2 code. The CPU flag alone does not say which is
+// faster: on an Intel Xeon the wide kernel is 1.4–1.5× AVX2 on 64 KiB
+// chunks, on an AMD EPYC with AVX-512 it is 0.69× (BENCHMARKS.md,
+// "Ingest"). So the choice is measured, once per process, on the first
+// hash: both kernels over the same chunks, the best of several rounds of
+// each.
+var wideBLAKE3 = sync.OnceValue(func() bool {
+	return canWide && wideIsFaster(timeKernel)
+})
+
+// HashKernel names the BLAKE3 code this process hashes chunks with, for
+// the serving log line.
+func HashKernel() string {
+	if wideBLAKE3() {
+		return "avx512 (lukechampine.com/blake3/guts)"
+	}
+	return "zeebo/blake3"
+}
+
+// calibrationRounds is how many timings of each kernel wideIsFaster takes;
+// it keeps the fastest of each, so that a round the scheduler interrupted
+// does not decide.
+const calibrationRounds = 7
+
+// wideIsFaster reports whether the wide kernel beat zeebo/blake3 by at
+// least 10 % in the best of calibrationRounds alternating timings. measure
+// reports how long one kernel took over the calibration chunks.
+func wideIsFaster(measure func(wide bool) time.Duration) bool {
+	best := [2]time.Duration{}
+	for r := range 2 * calibrationRounds {
+		wide := r%2 == 1
+		d := measure(wide)
+		i := 0
+		if wide {
+			i = 1
+		}
+		if best[i] == 0 || d < best[i] {
+			best[i] = d
+		}
+	}
+	return best[1]*11 < best[0]*10
+}
+
+// timeKernel hashes four 64 KiB chunks (the most common xorb chunk size,
+// about a millisecond of work) with one kernel and reports how long it took.
+func timeKernel(wide bool) time.Duration {
+	var data [4][64 << 10]byte
+	for i := range data {
+		data[i][0] = byte(i)
+	}
+	key := [32]byte{}
+	k := newKeyedHasherWide(&key, wide)
+	start := time.Now()
+	for i := range data {
+		k.sum(data[i][:])
+	}
+	return time.Since(start)
+}
 
 // wideMinBytes is the shortest input the wide kernel hashes: it always
 // hashes a whole group, which costs about what zeebo/blake3 spends on
@@ -29,7 +88,7 @@ const groupBytes = guts.MaxSIMD * guts.ChunkSize
 // concurrent use; each call of an exported function makes its own.
 type keyedHasher struct {
 	h    *blake3.Hasher // streaming writes (h.Write), and sum of short inputs
-	wide *wideKeyed     // with wideBLAKE3: sum of inputs of wideMinBytes or more
+	wide *wideKeyed     // with wideBLAKE3(): sum of inputs of wideMinBytes or more
 }
 
 // wideKeyed hashes whole inputs with guts' 16-chunk kernel.
@@ -41,7 +100,7 @@ type wideKeyed struct {
 }
 
 func newKeyedHasher(key *[32]byte) keyedHasher {
-	return newKeyedHasherWide(key, wideBLAKE3)
+	return newKeyedHasherWide(key, wideBLAKE3())
 }
 
 func newKeyedHasherWide(key *[32]byte, wide bool) keyedHasher {

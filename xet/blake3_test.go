@@ -2,6 +2,7 @@ package xet
 
 import (
 	"testing"
+	"time"
 )
 
 // wideAndNarrow hashes data with the 16-chunk kernel and with zeebo/blake3
@@ -25,7 +26,7 @@ func wideAndNarrow(t testing.TB, key *[32]byte, data []byte) {
 // buffer too, so that bytes after the slice's end (which the kernel must
 // not read as input) are there and differ.
 func TestWideBLAKE3MatchesReference(t *testing.T) {
-	if !wideBLAKE3 {
+	if !canWide {
 		t.Log("this CPU has no AVX-512: keyed hashes go through zeebo/blake3; comparing guts' portable code instead")
 	}
 	const k = 1024
@@ -66,4 +67,52 @@ func FuzzWideBLAKE3(f *testing.F) {
 		n = n%(40*groupBytes) + 1025
 		wideAndNarrow(t, &dataKey, randBytes(uint64(seed), int(n)))
 	})
+}
+
+// The kernel choice follows the best timing of each kernel, needs a clear
+// margin, and is not decided by one interrupted round.
+func TestWideIsFasterTakesTheBestRounds(t *testing.T) {
+	us := time.Microsecond
+	timings := func(zeebo, wide time.Duration, slowRound int) func(bool) time.Duration {
+		n := 0
+		return func(w bool) time.Duration {
+			n++
+			d := zeebo
+			if w {
+				d = wide
+			}
+			if n == slowRound {
+				d *= 50 // the scheduler took the core for this round
+			}
+			return d
+		}
+	}
+	for _, c := range []struct {
+		name        string
+		zeebo, wide time.Duration
+		slowRound   int
+		want        bool
+	}{
+		{"wide 1.45x (Intel Xeon)", 690 * us, 475 * us, 0, true},
+		{"wide 0.69x (AMD EPYC)", 690 * us, 1000 * us, 0, false},
+		{"a 5 % difference is not enough", 690 * us, 657 * us, 0, false},
+		{"equal", 690 * us, 690 * us, 0, false},
+		{"an interrupted zeebo round", 690 * us, 1000 * us, 1, false},
+		{"an interrupted wide round", 690 * us, 475 * us, 2, true},
+	} {
+		if got := wideIsFaster(timings(c.zeebo, c.wide, c.slowRound)); got != c.want {
+			t.Errorf("%s: wideIsFaster = %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// Calibration times real work with both kernels.
+func TestTimeKernelMeasures(t *testing.T) {
+	if timeKernel(false) <= 0 {
+		t.Fatal("zeebo/blake3 timed at zero")
+	}
+	if canWide && timeKernel(true) <= 0 {
+		t.Fatal("wide kernel timed at zero")
+	}
+	t.Logf("this process hashes with %s", HashKernel())
 }
