@@ -1,0 +1,107 @@
+"""The mirror's figures with the stock client (issue 33, docs/mirror.md):
+an upstream `openxet serve` and a mirror in front of it on loopback, one
+random file per run pushed to the upstream, then, each with a fresh client
+cache, hf_hub_download of it
+
+  direct    from the upstream itself,
+  first     through the mirror, which pulls it from the upstream meanwhile,
+  mirrored  through the mirror again (no upstream bytes),
+  local     from a repo a tenant of the mirror pushed the same bytes to.
+
+Prints the median seconds of each and the ratios the issue names: first
+against direct (goal >= 0.8, a speed ratio: direct's time over first's)
+and mirrored against local (goal >= 0.95).
+
+    .venv/bin/python compat/bench_mirror.py [--mib 256] [--runs 3] [--binary PATH]
+
+The clients, both servers and the loopback share the machine's cores, so the
+ratios are what to read; the MB/s follow the host.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from conftest import REPO_ROOT, HubClient, OpenxetServer, write_random  # noqa: E402
+from test_parity import run_py  # noqa: E402
+
+TIMED = """
+    import json, time
+    from huggingface_hub import hf_hub_download
+    t = time.monotonic()
+    hf_hub_download("{repo}", "big.bin", cache_dir="dl")
+    print(json.dumps(time.monotonic() - t))
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mib", type=int, default=256)
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--binary")
+    a = ap.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
+    binary = a.binary
+    if not binary:
+        binary = str(work / "openxet")
+        subprocess.run(["go", "build", "-o", binary, "."], cwd=REPO_ROOT, check=True)
+
+    upstream = OpenxetServer(binary, work / "upstream", ["--log-level", "warn"]).start()
+    alice = HubClient(upstream.url, upstream.make_credential("alice"), work / "alice")
+    bob_up = upstream.make_credential("bob", "read")
+    bot = upstream.make_credential("mirrorbot", "read")
+    mirror = OpenxetServer(binary, work / "mirror", ["--log-level", "warn", "--mirror-upstream", upstream.url,
+                                                     "--mirror-upstream-token", bot]).start()
+    bob = mirror.make_credential("bob", "read")
+    carol = HubClient(mirror.url, mirror.make_credential("carol"), work / "carol")
+
+    size = a.mib << 20
+    times = {k: [] for k in ("direct", "first", "mirrored", "local")}
+    try:
+        for run in range(a.runs):
+            src = work / f"big-{run}.bin"
+            write_random(src, size, seed=3300 + run)
+            repo = f"alice/big-{run}"
+            alice.api("create_repo", repo_id=repo)
+            alice.api("upload_file", path_or_fileobj=str(src), path_in_repo="big.bin", repo_id=repo)
+            alice.api("update_repo_settings", repo_id=repo, visibility="internal")
+            local = f"carol/big-{run}"
+            carol.api("create_repo", repo_id=local)
+            carol.api("upload_file", path_or_fileobj=str(src), path_in_repo="big.bin", repo_id=local)
+            src.unlink()
+
+            def timed(name, endpoint, token, repo_id):
+                t = run_py(HubClient(endpoint, token, work / f"{name}-{run}"), TIMED.format(repo=repo_id), timeout=900)
+                times[name].append(t)
+
+            timed("direct", upstream.url, bob_up, repo)
+            timed("first", mirror.url, bob, repo)
+            timed("mirrored", mirror.url, bob, repo)
+            timed("local", mirror.url, carol.token, local)
+            print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
+    finally:
+        mirror.stop()
+        upstream.stop()
+
+    med = {k: statistics.median(v) for k, v in times.items()}
+    mbs = {k: size / 1e6 / v for k, v in med.items()}
+    out = {
+        "mib": a.mib, "runs": a.runs, "seconds": times,
+        "median_mb_s": {k: round(v, 1) for k, v in mbs.items()},
+        "first_vs_direct": round(med["direct"] / med["first"], 2),
+        "mirrored_vs_local": round(med["local"] / med["mirrored"], 2),
+    }
+    print(f"{a.mib} MiB, median of {a.runs}: " + ", ".join(f"{k} {v:.1f} MB/s" for k, v in mbs.items()))
+    print(f"first through the mirror / direct: {out['first_vs_direct']} (goal >= 0.8); "
+          f"mirrored / local: {out['mirrored_vs_local']} (goal >= 0.95)")
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()
