@@ -44,9 +44,6 @@ func TestHubRefusalsFollowTheHubConvention(t *testing.T) {
 	if r := e.do("POST", "/api/repos/create", alice, []byte(`{"name":"m"}`)); r.Status != 200 {
 		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
-	preupload := func(token string) response {
-		return e.do("POST", "/api/models/alice/m/preupload/main", token, []byte(`{"files":[{"path":"big.bin","size":100000,"sample":""}]}`))
-	}
 
 	t.Run("missing scope", func(t *testing.T) {
 		r := e.commitLines(reader, "alice/m", regularFileLine("a.txt", []byte("a")))
@@ -57,25 +54,7 @@ func TestHubRefusalsFollowTheHubConvention(t *testing.T) {
 		}
 	})
 
-	t.Run("quota_exceeded", func(t *testing.T) {
-		e.putLimits("alice", map[string]any{"quota_bytes": 1000})
-		before := e.snapshot()
-		m := hubRefusal(t, "preupload over quota", preupload(alice), 403, "quota_exceeded", "quota_exceeded",
-			"tenant alice: this upload of 97.7 KiB would pass the storage quota of 1000 B (0 B stored). Delete files or repos you no longer need, or ask an operator to raise the quota: openxet limits set --tenant alice --quota <size>")
-		if m["quota"] != 1000.0 || m["usage"] != 0.0 || m["size"] != 100000.0 || !strings.HasPrefix(m["hint"].(string), "Delete files or repos") {
-			t.Errorf("fields: %v", m)
-		}
-		if after := e.snapshot(); len(after.Objects) != len(before.Objects) {
-			t.Errorf("a refused preupload changed the bucket")
-		}
-		// The same refusal on the CAS route keeps the CAS shape.
-		r := e.do("POST", "/v1/xorbs/default/"+strings.Repeat("ab", 32), alice, make([]byte, 5000))
-		wantError(t, r, 403, "quota_exceeded")
-		if r.Header.Get("X-Error-Message") != "" || r.json(t)["code"] != nil || r.json(t)["request_id"] != r.Header.Get("X-Request-Id") {
-			t.Errorf("CAS refusal: X-Error-Message %q, body %s", r.Header.Get("X-Error-Message"), r.Body)
-		}
-		e.putLimits("alice", map[string]any{"quota_bytes": -1})
-	})
+	t.Run("quota_exceeded", func(t *testing.T) { hubQuotaExceeded(t, e, alice) })
 
 	t.Run("memory_busy", func(t *testing.T) {
 		// Another tenant holds the whole budget; alice's commit waits
@@ -99,28 +78,7 @@ func TestHubRefusalsFollowTheHubConvention(t *testing.T) {
 		}
 	})
 
-	t.Run("rate_limited", func(t *testing.T) {
-		e.putLimits("alice", map[string]any{"tenant_requests_per_second": 0.001, "tenant_burst": 1})
-		clk.Add(time.Second) // what the earlier requests spent has refilled
-		var r response
-		for range 2 {
-			if r = e.do("GET", "/api/models/alice/m", alice, nil); r.Status == 429 {
-				break
-			}
-		}
-		m := hubRefusal(t, "repo info over rate", r, 429, "rate_limited", "rate_limited",
-			"tenant rate limit reached. Slow down and retry in 1000 s (Retry-After)")
-		if m["limit"] != "tenant" || r.Header.Get("RateLimit") != `"tenant";r=0;t=1000` {
-			t.Errorf("limit %v, RateLimit %q", m["limit"], r.Header.Get("RateLimit"))
-		}
-		// HEAD gets the headers only.
-		h := e.do("HEAD", "/alice/m/resolve/main/x", alice, nil)
-		if h.Status != 429 || len(h.Body) != 0 || h.Header.Get("X-Error-Code") != "rate_limited" || !strings.HasPrefix(h.Header.Get("X-Error-Message"), "tenant rate limit reached") {
-			t.Errorf("HEAD: %d %q %v", h.Status, h.Body, h.Header)
-		}
-		e.putLimits("alice", map[string]any{"tenant_requests_per_second": 2000, "tenant_burst": 4000})
-		clk.Add(time.Hour)
-	})
+	t.Run("rate_limited", func(t *testing.T) { hubRateLimited(t, e, clk, alice) })
 
 	t.Run("not found keeps the Hub's X-Error-Code", func(t *testing.T) {
 		hubRefusal(t, "unknown repo", e.do("GET", "/api/models/alice/nope", alice, nil), 404, "not_found", "RepoNotFound",
@@ -149,6 +107,56 @@ func TestHubRefusalsFollowTheHubConvention(t *testing.T) {
 			t.Errorf("admin refusal in the Hub shape: %v %s", r.Header, r.Body)
 		}
 	})
+}
+
+// hubQuotaExceeded checks the quota refusal of a preupload in the Hub shape,
+// and of a xorb upload in the CAS shape.
+func hubQuotaExceeded(t *testing.T, e *testEnv, alice string) {
+	preupload := func(token string) response {
+		return e.do("POST", "/api/models/alice/m/preupload/main", token, []byte(`{"files":[{"path":"big.bin","size":100000,"sample":""}]}`))
+	}
+	e.putLimits("alice", map[string]any{"quota_bytes": 1000})
+	before := e.snapshot()
+	m := hubRefusal(t, "preupload over quota", preupload(alice), 403, "quota_exceeded", "quota_exceeded",
+		"tenant alice: this upload of 97.7 KiB would pass the storage quota of 1000 B (0 B stored). Delete files or repos you no longer need, or ask an operator to raise the quota: openxet limits set --tenant alice --quota <size>")
+	if m["quota"] != 1000.0 || m["usage"] != 0.0 || m["size"] != 100000.0 || !strings.HasPrefix(m["hint"].(string), "Delete files or repos") {
+		t.Errorf("fields: %v", m)
+	}
+	if after := e.snapshot(); len(after.Objects) != len(before.Objects) {
+		t.Errorf("a refused preupload changed the bucket")
+	}
+	// The same refusal on the CAS route keeps the CAS shape.
+	r := e.do("POST", "/v1/xorbs/default/"+strings.Repeat("ab", 32), alice, make([]byte, 5000))
+	wantError(t, r, 403, "quota_exceeded")
+	if r.Header.Get("X-Error-Message") != "" || r.json(t)["code"] != nil || r.json(t)["request_id"] != r.Header.Get("X-Request-Id") {
+		t.Errorf("CAS refusal: X-Error-Message %q, body %s", r.Header.Get("X-Error-Message"), r.Body)
+	}
+	e.putLimits("alice", map[string]any{"quota_bytes": -1})
+}
+
+// hubRateLimited checks the rate-limit refusal of a Hub GET, and of a HEAD
+// (headers only).
+func hubRateLimited(t *testing.T, e *testEnv, clk *fakeClock, alice string) {
+	e.putLimits("alice", map[string]any{"tenant_requests_per_second": 0.001, "tenant_burst": 1})
+	clk.Add(time.Second) // what the earlier requests spent has refilled
+	var r response
+	for range 2 {
+		if r = e.do("GET", "/api/models/alice/m", alice, nil); r.Status == 429 {
+			break
+		}
+	}
+	m := hubRefusal(t, "repo info over rate", r, 429, "rate_limited", "rate_limited",
+		"tenant rate limit reached. Slow down and retry in 1000 s (Retry-After)")
+	if m["limit"] != "tenant" || r.Header.Get("RateLimit") != `"tenant";r=0;t=1000` {
+		t.Errorf("limit %v, RateLimit %q", m["limit"], r.Header.Get("RateLimit"))
+	}
+	// HEAD gets the headers only.
+	h := e.do("HEAD", "/alice/m/resolve/main/x", alice, nil)
+	if h.Status != 429 || len(h.Body) != 0 || h.Header.Get("X-Error-Code") != "rate_limited" || !strings.HasPrefix(h.Header.Get("X-Error-Message"), "tenant rate limit reached") {
+		t.Errorf("HEAD: %d %q %v", h.Status, h.Body, h.Header)
+	}
+	e.putLimits("alice", map[string]any{"tenant_requests_per_second": 2000, "tenant_burst": 4000})
+	clk.Add(time.Hour)
 }
 
 func mustHead(t *testing.T, e *testEnv, token, repo string) string {

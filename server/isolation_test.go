@@ -98,6 +98,59 @@ func TestFetchURLAlteredInAnyFieldIs403(t *testing.T) {
 	u, _ := url.Parse(good)
 	base := u.Scheme + "://" + u.Host
 	q := u.Query()
+	cases := alteredFetchURLs(u)
+	xorb := strings.TrimPrefix(u.Path, "/v1/fetch/")
+	other := signer{key: bytes.Repeat([]byte{9}, 32)}
+	aliceID, _, _ := parseTok(alice)
+	g, err := e.srv.signer.parseFetchURL(xorb, q, clk.Now())
+	if err != nil || g.CredentialID != aliceID {
+		t.Fatalf("parse the good URL: %+v %v", g, err)
+	}
+	cases["signed with another key"] = other.fetchURL(base, g)
+	for name, target := range cases {
+		if target == good {
+			t.Fatalf("%s: not altered", name)
+		}
+		if r := e.fetch(target, ""); r.Status != 403 || !strings.Contains(string(r.Body), `"forbidden"`) {
+			t.Errorf("%s: %d %s", name, r.Status, r.Body)
+		}
+	}
+	t.Logf("%d altered fetch URLs refused", len(cases))
+
+	// A Range header inside the URL narrows it; one outside is refused.
+	if r := e.fetch(good, fmt.Sprintf("bytes=%d-%d", g.Start+1, g.End)); r.Status != 206 {
+		t.Fatalf("narrowed: %d %s", r.Status, r.Body)
+	}
+	for _, rng := range []string{fmt.Sprintf("bytes=%d-%d", g.Start-1, g.End), fmt.Sprintf("bytes=%d-", g.End+1), "bytes=0-0,5-6", "bytes=x-y"} {
+		wantError(t, e.fetch(good, rng), 403, "forbidden")
+	}
+	// Expiry: valid a moment before, refused at it.
+	clk.Add(time.Unix(g.Expiry, 0).Sub(clk.Now()) - time.Second)
+	if r := e.fetch(good, ""); r.Status != 206 {
+		t.Fatalf("a second before expiry: %d %s", r.Status, r.Body)
+	}
+	clk.Add(time.Second)
+	wantError(t, e.fetch(good, ""), 403, "forbidden")
+	// A fresh URL works until its credential is revoked, at once.
+	r = e.do("GET", "/v1/reconstructions/"+f.Hash.String(), alice, nil)
+	json.Unmarshal(r.Body, &rec)
+	fresh := rec.FetchInfo[info.Hash.String()][0].URL
+	if r := e.fetch(fresh, ""); r.Status != 206 {
+		t.Fatalf("fresh URL: %d", r.Status)
+	}
+	if r := e.do("DELETE", "/api/openxet/v1/admin/credentials/"+aliceID, e.admin, nil); r.Status != 200 {
+		t.Fatalf("revoke: %d %s", r.Status, r.Body)
+	}
+	wantError(t, e.fetch(fresh, ""), 403, "forbidden")
+	wantError(t, e.do("GET", "/v1/reconstructions/"+f.Hash.String(), alice, nil), 401, "unauthorized")
+}
+
+// alteredFetchURLs names the variants of the fetch URL u with one field
+// altered: each query value changed, appended to, truncated, emptied,
+// removed or given twice, and the xorb hash changed or in upper case.
+func alteredFetchURLs(u *url.URL) map[string]string {
+	base := u.Scheme + "://" + u.Host
+	q := u.Query()
 	build := func(path string, vals url.Values) string { return base + path + "?" + vals.Encode() }
 	cases := map[string]string{}
 	for _, k := range []string{"r", "c", "t", "x", "s"} {
@@ -146,49 +199,7 @@ func TestFetchURLAlteredInAnyFieldIs403(t *testing.T) {
 		cases[fmt.Sprintf("xorb[%d] changed", i)] = build("/v1/fetch/"+string(b), q)
 	}
 	cases["xorb in upper case"] = build("/v1/fetch/"+strings.ToUpper(xorb), q)
-	other := signer{key: bytes.Repeat([]byte{9}, 32)}
-	aliceID, _, _ := parseTok(alice)
-	g, err := e.srv.signer.parseFetchURL(xorb, q, clk.Now())
-	if err != nil || g.CredentialID != aliceID {
-		t.Fatalf("parse the good URL: %+v %v", g, err)
-	}
-	cases["signed with another key"] = other.fetchURL(base, g)
-	for name, target := range cases {
-		if target == good {
-			t.Fatalf("%s: not altered", name)
-		}
-		if r := e.fetch(target, ""); r.Status != 403 || !strings.Contains(string(r.Body), `"forbidden"`) {
-			t.Errorf("%s: %d %s", name, r.Status, r.Body)
-		}
-	}
-	t.Logf("%d altered fetch URLs refused", len(cases))
-
-	// A Range header inside the URL narrows it; one outside is refused.
-	if r := e.fetch(good, fmt.Sprintf("bytes=%d-%d", g.Start+1, g.End)); r.Status != 206 {
-		t.Fatalf("narrowed: %d %s", r.Status, r.Body)
-	}
-	for _, rng := range []string{fmt.Sprintf("bytes=%d-%d", g.Start-1, g.End), fmt.Sprintf("bytes=%d-", g.End+1), "bytes=0-0,5-6", "bytes=x-y"} {
-		wantError(t, e.fetch(good, rng), 403, "forbidden")
-	}
-	// Expiry: valid a moment before, refused at it.
-	clk.Add(time.Unix(g.Expiry, 0).Sub(clk.Now()) - time.Second)
-	if r := e.fetch(good, ""); r.Status != 206 {
-		t.Fatalf("a second before expiry: %d %s", r.Status, r.Body)
-	}
-	clk.Add(time.Second)
-	wantError(t, e.fetch(good, ""), 403, "forbidden")
-	// A fresh URL works until its credential is revoked, at once.
-	r = e.do("GET", "/v1/reconstructions/"+f.Hash.String(), alice, nil)
-	json.Unmarshal(r.Body, &rec)
-	fresh := rec.FetchInfo[info.Hash.String()][0].URL
-	if r := e.fetch(fresh, ""); r.Status != 206 {
-		t.Fatalf("fresh URL: %d", r.Status)
-	}
-	if r := e.do("DELETE", "/api/openxet/v1/admin/credentials/"+aliceID, e.admin, nil); r.Status != 200 {
-		t.Fatalf("revoke: %d %s", r.Status, r.Body)
-	}
-	wantError(t, e.fetch(fresh, ""), 403, "forbidden")
-	wantError(t, e.do("GET", "/v1/reconstructions/"+f.Hash.String(), alice, nil), 401, "unauthorized")
+	return cases
 }
 
 func btoi(b bool) int {

@@ -255,6 +255,32 @@ func TestSlowBodyOnOtherRoutes(t *testing.T) {
 	}
 }
 
+// openConns opens idle connections that send nothing, then stalled ones
+// that send a request line and one header and stop.
+func openConns(t *testing.T, e *testEnv, tok string, idle, stalled int) []net.Conn {
+	t.Helper()
+	var conns []net.Conn
+	t.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	for i := 0; i < idle+stalled; i++ {
+		c, err := net.Dial("tcp", e.http.Listener.Addr().String())
+		if err != nil {
+			if errors.Is(err, syscall.EMFILE) {
+				t.Skipf("out of file descriptors after %d connections", i)
+			}
+			t.Fatal(err)
+		}
+		if i >= idle {
+			fmt.Fprintf(c, "POST /v1/shards HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n", tok)
+		}
+		conns = append(conns, c)
+	}
+	return conns
+}
+
 // TestIdleConnectionsDoNotStopService: a thousand connections that never
 // send a request, and a hundred that stalled in their headers, do not slow
 // other clients down; the server closes them all after ReadHeaderTimeout,
@@ -271,29 +297,6 @@ func TestIdleConnectionsDoNotStopService(t *testing.T) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < 2*(idle+stalled)+200 {
 		t.Skipf("open-file limit %d is too low for %d connections at both ends", lim.Cur, idle+stalled)
 	}
-	open := func(t *testing.T, e *testEnv, tok string) []net.Conn {
-		t.Helper()
-		var conns []net.Conn
-		t.Cleanup(func() {
-			for _, c := range conns {
-				c.Close()
-			}
-		})
-		for i := 0; i < idle+stalled; i++ {
-			c, err := net.Dial("tcp", e.http.Listener.Addr().String())
-			if err != nil {
-				if errors.Is(err, syscall.EMFILE) {
-					t.Skipf("out of file descriptors after %d connections", i)
-				}
-				t.Fatal(err)
-			}
-			if i >= idle {
-				fmt.Fprintf(c, "POST /v1/shards HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n", tok)
-			}
-			conns = append(conns, c)
-		}
-		return conns
-	}
 
 	t.Run("service", func(t *testing.T) {
 		e := newLiveEnv(t, func(c *Config) {
@@ -301,7 +304,7 @@ func TestIdleConnectionsDoNotStopService(t *testing.T) {
 			c.ShutdownTimeout = time.Second
 		})
 		tok := e.credential("alice", "write")
-		conns := open(t, e, tok)
+		conns := openConns(t, e, tok, idle, stalled)
 		// Service to another client: upload a file and read it back.
 		start := time.Now()
 		x1, _ := xet.BuildXorb(randomChunks(61, 3, 20_000), true)
@@ -329,7 +332,7 @@ func TestIdleConnectionsDoNotStopService(t *testing.T) {
 		})
 		tok := e.credential("alice", "write")
 		opened := time.Now()
-		conns := open(t, e, tok)
+		conns := openConns(t, e, tok, idle, stalled)
 		// The server closes every one of them after the header timeout.
 		deadline := time.Now().Add(slowHeaderTimeout + slowBound)
 		buf := make([]byte, 1)

@@ -42,49 +42,54 @@ func series(t *testing.T, body string) map[string]float64 {
 	return out
 }
 
+// scrapeMetrics reads the admin's /metrics, which must answer 200.
+func scrapeMetrics(t *testing.T, e *testEnv) map[string]float64 {
+	t.Helper()
+	r := e.do("GET", "/metrics", e.admin, nil)
+	if r.Status != 200 {
+		t.Fatalf("metrics: %d %s", r.Status, r.Body)
+	}
+	return series(t, string(r.Body))
+}
+
+// wantSeries checks that each wanted series is present with its value.
+func wantSeries(t *testing.T, step string, got map[string]float64, want map[string]int) {
+	t.Helper()
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != float64(v) {
+			t.Errorf("%s: %s = %v (present %v), want %d", step, k, g, ok, v)
+		}
+	}
+}
+
+// postSeededXorb uploads the xorb of two chunks of seed and returns its size.
+func postSeededXorb(t *testing.T, e *testEnv, token string, seed uint64) int {
+	t.Helper()
+	body, info := xet.BuildXorb(randomChunks(seed, 2, 20_000), false)
+	if r := e.postXorb(token, body, info.Hash); r.Status != 200 {
+		t.Fatalf("upload: %d %s", r.Status, r.Body)
+	}
+	return len(body)
+}
+
 // TestMetricsStoredBytes: /metrics shows the stored xorb bytes and the
 // charged total; per-tenant usage and quota only when asked for, only for
 // that many tenants (nearest their quota first), quota only where there is
 // one; figures are read again once the refresh interval has passed.
 func TestMetricsStoredBytes(t *testing.T) {
-	scrape := func(t *testing.T, e *testEnv) map[string]float64 {
-		t.Helper()
-		r := e.do("GET", "/metrics", e.admin, nil)
-		if r.Status != 200 {
-			t.Fatalf("metrics: %d %s", r.Status, r.Body)
-		}
-		return series(t, string(r.Body))
-	}
-	check := func(t *testing.T, step string, got map[string]float64, want map[string]int) {
-		t.Helper()
-		for k, v := range want {
-			if g, ok := got[k]; !ok || g != float64(v) {
-				t.Errorf("%s: %s = %v (present %v), want %d", step, k, g, ok, v)
-			}
-		}
-	}
-	upload := func(t *testing.T, e *testEnv, token string, seed uint64) int {
-		t.Helper()
-		body, info := xet.BuildXorb(randomChunks(seed, 2, 20_000), false)
-		if r := e.postXorb(token, body, info.Hash); r.Status != 200 {
-			t.Fatalf("upload: %d %s", r.Status, r.Body)
-		}
-		return len(body)
-	}
-
 	t.Run("opt-in, bounded", func(t *testing.T) {
 		e := newTestEnv(t, func(c *Config) { c.MetricsTenants = 2; c.Limits.QuotaBytes = 10 << 20 })
 		clk := e.setClock()
 		alice, bob, carol := e.credential("alice", "write"), e.credential("bob", "write"), e.credential("carol", "write")
-		a := upload(t, e, alice, 1)
-		b := upload(t, e, bob, 2)
-		upload(t, e, bob, 1) // alice's xorb, charged to bob too
-		c := upload(t, e, carol, 3)
+		a := postSeededXorb(t, e, alice, 1)
+		b := postSeededXorb(t, e, bob, 2)
+		postSeededXorb(t, e, bob, 1) // alice's xorb, charged to bob too
+		c := postSeededXorb(t, e, carol, 3)
 		e.putLimits("bob", map[string]any{"quota_bytes": 2 * (a + b)}) // bob at 50 %
 		e.putLimits("carol", map[string]any{"quota_bytes": -1})        // carol unlimited
 
-		got := scrape(t, e)
-		check(t, "first scrape", got, map[string]int{
+		got := scrapeMetrics(t, e)
+		wantSeries(t, "first scrape", got, map[string]int{
 			"openxet_stored_xorb_bytes":                  a + b + c,
 			"openxet_tenants_usage_bytes":                a + b + a + c,
 			`openxet_tenant_usage_bytes{tenant="bob"}`:   a + b,
@@ -101,11 +106,11 @@ func TestMetricsStoredBytes(t *testing.T) {
 		}
 
 		// A new upload shows once the refresh interval has passed, not before.
-		d := upload(t, e, alice, 4)
+		d := postSeededXorb(t, e, alice, 4)
 		clk.Add(storeMetricsRefresh - time.Second)
-		check(t, "before the refresh", scrape(t, e), map[string]int{"openxet_stored_xorb_bytes": a + b + c})
+		wantSeries(t, "before the refresh", scrapeMetrics(t, e), map[string]int{"openxet_stored_xorb_bytes": a + b + c})
 		clk.Add(time.Second)
-		check(t, "after the refresh", scrape(t, e), map[string]int{
+		wantSeries(t, "after the refresh", scrapeMetrics(t, e), map[string]int{
 			"openxet_stored_xorb_bytes":                  a + b + c + d,
 			`openxet_tenant_usage_bytes{tenant="alice"}`: a + d,
 		})
@@ -114,8 +119,8 @@ func TestMetricsStoredBytes(t *testing.T) {
 	t.Run("readiness", func(t *testing.T) {
 		e := newTestEnv(t)
 		clk := e.setClock()
-		a := upload(t, e, e.credential("alice", "write"), 1)
-		check(t, "ready", scrape(t, e), map[string]int{"openxet_ready": 1, "openxet_stored_xorb_bytes": a})
+		a := postSeededXorb(t, e, e.credential("alice", "write"), 1)
+		wantSeries(t, "ready", scrapeMetrics(t, e), map[string]int{"openxet_ready": 1, "openxet_stored_xorb_bytes": a})
 		// With the index closed, the unauthenticated metrics handler (of
 		// server.metrics_listen) says not ready and leaves the figures out.
 		e.st.Close()
@@ -124,11 +129,11 @@ func TestMetricsStoredBytes(t *testing.T) {
 			e.srv.MetricsHandler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 			return series(t, rec.Body.String())
 		}
-		check(t, "index closed, figures still fresh", unauthenticated(), map[string]int{
+		wantSeries(t, "index closed, figures still fresh", unauthenticated(), map[string]int{
 			"openxet_ready": 0, "openxet_store_metrics_errors_total": 0, "openxet_stored_xorb_bytes": a})
 		clk.Add(storeMetricsRefresh)
 		got := unauthenticated()
-		check(t, "index closed, figures due", got, map[string]int{"openxet_ready": 0, "openxet_store_metrics_errors_total": 1})
+		wantSeries(t, "index closed, figures due", got, map[string]int{"openxet_ready": 0, "openxet_store_metrics_errors_total": 1})
 		if _, ok := got["openxet_stored_xorb_bytes"]; ok {
 			t.Errorf("stored bytes shown though the index could not be read")
 		}
@@ -137,9 +142,9 @@ func TestMetricsStoredBytes(t *testing.T) {
 	t.Run("off by default", func(t *testing.T) {
 		e := newTestEnv(t)
 		alice := e.credential("alice", "write")
-		a := upload(t, e, alice, 1)
-		got := scrape(t, e)
-		check(t, "default", got, map[string]int{"openxet_stored_xorb_bytes": a, "openxet_tenants_usage_bytes": a})
+		a := postSeededXorb(t, e, alice, 1)
+		got := scrapeMetrics(t, e)
+		wantSeries(t, "default", got, map[string]int{"openxet_stored_xorb_bytes": a, "openxet_tenants_usage_bytes": a})
 		for k := range got {
 			if strings.HasPrefix(k, "openxet_tenant_") {
 				t.Errorf("%s without server.metrics_tenants", k)
