@@ -148,100 +148,28 @@ func TestCrashCommitsRacingPasses(t *testing.T) {
 	if testing.Short() {
 		t.Skip("crash harness skipped in -short mode")
 	}
-	const rounds, commitsPerRound = 4, 30
+	const rounds = 4
 	dir := t.TempDir()
 	h := &crashHarness{t: t, dir: dir}
 	admin := h.offlineCredential("admin", "admin")
 	alice := h.offlineCredential("alice", "write")
 	env := []string{"OPENXET_GC_GRACE=0s"}
 	h.p = startServeEnv(t, dir, env)
-	if code, body := request(t, "POST", h.p.url+"/api/repos/create", alice, strings.NewReader(`{"name":"m"}`)); code != 200 {
-		t.Fatalf("create repo: %d %s", code, body)
-	}
-	want := map[string]string{} // path → content of every acknowledged file
-	var first []string
-	for i := range 31 {
-		p := fmt.Sprintf("small-%02d.txt", i)
-		want[p] = fmt.Sprintf("small file %d of the repo nobody changed for a month", i)
-		first = append(first, p)
-	}
-	if code, body := crashCommit(h.p.url, alice, want, first...); code != 200 {
-		t.Fatalf("first commit: %d %s", code, body)
-	}
+	want := racedRepo(t, h.p.url, alice)
 	for round := 1; round <= rounds; round++ {
 		h.cycle = round
 		kill := round == rounds
-		var mu sync.Mutex
-		acked := 0
-		enough := make(chan struct{})
-		stopped := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(2)
-		go func() { // the committer
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stopped:
-					return
-				default:
-				}
-				p := fmt.Sprintf("raced-%d-%d.txt", round, i)
-				files := map[string]string{p: fmt.Sprintf("raced file %d of round %d", i, round)}
-				code, body := crashCommit(h.p.url, alice, files, p)
-				switch code {
-				case 200:
-					mu.Lock()
-					want[p] = files[p]
-					acked++
-					if acked == commitsPerRound {
-						close(enough)
-					}
-					mu.Unlock()
-				case 503: // the collector is deleting something it named: retry
-				case 0:
-					return // the server is gone; the commit stays in flight
-				default:
-					t.Errorf("round %d: commit %s: %d %s", round, p, code, body)
-					return
-				}
-			}
-		}()
-		go func() { // the collector
-			defer wg.Done()
-			for {
-				select {
-				case <-stopped:
-					return
-				default:
-				}
-				code, body := crashPost(h.p.url+"/api/openxet/v1/admin/gc", admin, "")
-				if code == 0 {
-					return
-				}
-				if code != 200 && code != 409 {
-					t.Errorf("round %d: pass: %d %s", round, code, body)
-					return
-				}
-			}
-		}()
-		<-enough
-		if kill {
-			h.p.cmd.Process.Kill() // SIGKILL in the middle of the race
-		}
-		close(stopped)
-		wg.Wait()
+		raceCommitsAndPasses(t, h.p, admin, alice, round, want, kill)
 		if kill {
 			h.kill()
 			h.p = startServeEnv(t, dir, env)
 		}
-		mu.Lock()
 		for p, content := range want {
 			code, body := crashGet(h.p.url+"/alice/m/resolve/main/"+p, alice)
 			if code != 200 || string(body) != content {
 				t.Errorf("round %d: %s answers %d %q, want %q", round, p, code, body, content)
 			}
 		}
-		mu.Unlock()
 		if t.Failed() {
 			t.Fatalf("round %d lost files", round)
 		}
@@ -254,6 +182,94 @@ func TestCrashCommitsRacingPasses(t *testing.T) {
 		}
 	}
 	h.kill()
+}
+
+// racedRepo creates alice/m on the server at base with 31 small files in
+// one commit and returns them (path → content).
+func racedRepo(t *testing.T, base, alice string) map[string]string {
+	t.Helper()
+	if code, body := request(t, "POST", base+"/api/repos/create", alice, strings.NewReader(`{"name":"m"}`)); code != 200 {
+		t.Fatalf("create repo: %d %s", code, body)
+	}
+	want := map[string]string{} // path → content of every acknowledged file
+	var first []string
+	for i := range 31 {
+		p := fmt.Sprintf("small-%02d.txt", i)
+		want[p] = fmt.Sprintf("small file %d of the repo nobody changed for a month", i)
+		first = append(first, p)
+	}
+	if code, body := crashCommit(base, alice, want, first...); code != 200 {
+		t.Fatalf("first commit: %d %s", code, body)
+	}
+	return want
+}
+
+// raceCommitsAndPasses races commits of new files to alice/m against
+// collection passes (POST /api/openxet/v1/admin/gc) on p until 30 commits
+// are acknowledged, adding each acknowledged file to want; with kill, it
+// kills p with SIGKILL in the middle of the race. It returns once both
+// have stopped.
+func raceCommitsAndPasses(t *testing.T, p *proc, admin, alice string, round int, want map[string]string, kill bool) {
+	const commitsPerRound = 30
+	var mu sync.Mutex
+	acked := 0
+	enough := make(chan struct{})
+	stopped := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { // the committer
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stopped:
+				return
+			default:
+			}
+			path := fmt.Sprintf("raced-%d-%d.txt", round, i)
+			files := map[string]string{path: fmt.Sprintf("raced file %d of round %d", i, round)}
+			code, body := crashCommit(p.url, alice, files, path)
+			switch code {
+			case 200:
+				mu.Lock()
+				want[path] = files[path]
+				acked++
+				if acked == commitsPerRound {
+					close(enough)
+				}
+				mu.Unlock()
+			case 503: // the collector is deleting something it named: retry
+			case 0:
+				return // the server is gone; the commit stays in flight
+			default:
+				t.Errorf("round %d: commit %s: %d %s", round, path, code, body)
+				return
+			}
+		}
+	}()
+	go func() { // the collector
+		defer wg.Done()
+		for {
+			select {
+			case <-stopped:
+				return
+			default:
+			}
+			code, body := crashPost(p.url+"/api/openxet/v1/admin/gc", admin, "")
+			if code == 0 {
+				return
+			}
+			if code != 200 && code != 409 {
+				t.Errorf("round %d: pass: %d %s", round, code, body)
+				return
+			}
+		}
+	}()
+	<-enough
+	if kill {
+		p.cmd.Process.Kill() // SIGKILL in the middle of the race
+	}
+	close(stopped)
+	wg.Wait()
 }
 
 // crashCommit commits files (path → content) as regular files to alice/m

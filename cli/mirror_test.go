@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"openxet/store"
+	"openxet/xet"
 )
 
 // TestMirrorKilledMidPull runs two `openxet serve` processes, an upstream
@@ -29,15 +30,40 @@ func TestMirrorKilledMidPull(t *testing.T) {
 	if testing.Short() {
 		t.Skip("process test skipped in -short mode")
 	}
-	ctx := context.Background()
 	upDir, mirDir := t.TempDir(), t.TempDir()
 	data := make([]byte, 48<<20)
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := range data {
 		data[i] = byte(rng.Uint32())
 	}
-	// The upstream's repo and credential, made before it starts.
-	st, err := store.Open(ctx, store.DirConfig(upDir))
+	upTok, hash := mirrorUpstreamRepo(t, upDir, data)
+	readTok, adminTok := mirrorReaders(t, mirDir)
+
+	up := startServe(t, upDir)
+	env := []string{"OPENXET_MIRROR_UPSTREAM=" + up.url, "OPENXET_MIRROR_UPSTREAM_TOKEN=" + upTok}
+	mir := startServeEnv(t, mirDir, env)
+	killMidPull(t, mir, readTok, data)
+	checkNothingPulled(t, mirDir, hash)
+
+	mir = startServeEnv(t, mirDir, env)
+	code, body := request(t, "GET", mir.url+"/alice/m/resolve/main/w.bin", readTok, nil)
+	if code != 200 || !bytes.Equal(body, data) {
+		t.Fatalf("download after the restart: %d, %d bytes, equal %v", code, len(body), bytes.Equal(body, data))
+	}
+	checkMirrorCommands(t, env, mir.url, adminTok, int64(len(data)))
+	mir.stop()
+	if code, out, errOut := mirrorCLI(nil, "reindex", "--check", "--data-dir", mirDir); code != 0 {
+		t.Errorf("reindex --check after the resumed pull: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// mirrorUpstreamRepo makes, in the data directory dir of an upstream not
+// started yet, repo alice/m holding data as w.bin and a read credential;
+// it returns the credential's token and the file's Xet hash.
+func mirrorUpstreamRepo(t *testing.T, dir string, data []byte) (string, xet.Hash) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.DirConfig(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,25 +87,35 @@ func TestMirrorKilledMidPull(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Close()
-	// The mirror's reader, made before it starts.
-	st, err = store.Open(ctx, store.DirConfig(mirDir))
+	return upTok, f.Hash
+}
+
+// mirrorReaders makes, in the data directory dir of a mirror not started
+// yet, a read and an admin credential, and returns their tokens.
+func mirrorReaders(t *testing.T, dir string) (readTok, adminTok string) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.DirConfig(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, readTok, err := st.CreateCredential(ctx, "ci", []string{"read"})
+	_, readTok, err = st.CreateCredential(ctx, "ci", []string{"read"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, adminTok, err := st.CreateCredential(ctx, "admin", []string{store.ScopeAdmin})
+	_, adminTok, err = st.CreateCredential(ctx, "admin", []string{store.ScopeAdmin})
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.Close()
+	return readTok, adminTok
+}
 
-	up := startServe(t, upDir)
-	env := []string{"OPENXET_MIRROR_UPSTREAM=" + up.url, "OPENXET_MIRROR_UPSTREAM_TOKEN=" + upTok}
-	mir := startServeEnv(t, mirDir, env)
-
+// killMidPull starts a download of w.bin through mir, reads the first MiB
+// of the answer (which streams while the file is stored), and kills mir
+// with SIGKILL.
+func killMidPull(t *testing.T, mir *proc, readTok string, data []byte) {
+	t.Helper()
 	req, _ := http.NewRequest("GET", mir.url+"/alice/m/resolve/main/w.bin", nil)
 	req.Header.Set("Authorization", "Bearer "+readTok)
 	res, err := http.DefaultClient.Do(req)
@@ -99,34 +135,42 @@ func TestMirrorKilledMidPull(t *testing.T) {
 	mir.cmd.Process.Kill()
 	mir.cmd.Wait()
 	res.Body.Close()
+}
 
-	st, err = store.Open(ctx, store.DirConfig(mirDir))
+// checkNothingPulled checks that the killed mirror of data directory dir
+// registered no file of the hash and that `reindex --check` finds at most
+// what the bucket got before the index.
+func checkNothingPulled(t *testing.T, dir string, hash xet.Hash) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Open(ctx, store.DirConfig(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.File(ctx, "mirror", f.Hash); !errors.Is(err, store.ErrNotFound) {
+	if _, err := st.File(ctx, "mirror", hash); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("after SIGKILL mid-pull the file is registered: %v", err)
 	}
 	st.Close()
 
 	// At most what the bucket got before the index (a xorb of the pull):
 	// never a registered file or a row the bucket lacks.
-	_, check, _ := mirrorCLI(nil, "reindex", "--check", "--data-dir", mirDir)
+	_, check, _ := mirrorCLI(nil, "reindex", "--check", "--data-dir", dir)
 	for _, line := range strings.Split(strings.TrimSpace(check), "\n") {
 		if m := crashDiffLine.FindStringSubmatch(line); m != nil && (m[3] != `""` || m[1] == "files") {
 			t.Errorf("reindex --check after SIGKILL mid-pull: %s", line)
 		}
 	}
+}
 
-	mir = startServeEnv(t, mirDir, env)
-	code, body := request(t, "GET", mir.url+"/alice/m/resolve/main/w.bin", readTok, nil)
-	if code != 200 || !bytes.Equal(body, data) {
-		t.Fatalf("download after the restart: %d, %d bytes, equal %v", code, len(body), bytes.Equal(body, data))
-	}
-	if code, out, errOut := mirrorCLI(env, "mirror", "pull", "--server", mir.url, "--token", adminTok, "--json", "alice/m@main"); code != 0 || !strings.Contains(out, `"pulled_files": 1`) {
+// checkMirrorCommands checks that `openxet mirror pull` and `openxet mirror
+// ls` work through the admin API of the mirror at url, which has pulled
+// one file of size bytes.
+func checkMirrorCommands(t *testing.T, env []string, url, adminTok string, size int64) {
+	t.Helper()
+	if code, out, errOut := mirrorCLI(env, "mirror", "pull", "--server", url, "--token", adminTok, "--json", "alice/m@main"); code != 0 || !strings.Contains(out, `"pulled_files": 1`) {
 		t.Errorf("mirror pull: exit %d\n%s%s", code, out, errOut)
 	}
-	code, out, errOut := mirrorCLI(env, "mirror", "ls", "--server", mir.url, "--token", adminTok, "--json")
+	code, out, errOut := mirrorCLI(env, "mirror", "ls", "--server", url, "--token", adminTok, "--json")
 	var ls struct {
 		Revisions []struct {
 			Repo        string `json:"repo"`
@@ -134,12 +178,8 @@ func TestMirrorKilledMidPull(t *testing.T) {
 			PulledBytes int64  `json:"pulled_bytes"`
 		}
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &ls) != nil || len(ls.Revisions) != 1 || ls.Revisions[0].PulledBytes != int64(len(data)) {
+	if code != 0 || json.Unmarshal([]byte(out), &ls) != nil || len(ls.Revisions) != 1 || ls.Revisions[0].PulledBytes != size {
 		t.Errorf("mirror ls: exit %d %+v\n%s%s", code, ls, out, errOut)
-	}
-	mir.stop()
-	if code, out, errOut := mirrorCLI(nil, "reindex", "--check", "--data-dir", mirDir); code != 0 {
-		t.Errorf("reindex --check after the resumed pull: exit %d\n%s%s", code, out, errOut)
 	}
 }
 

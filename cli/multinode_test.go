@@ -42,7 +42,30 @@ func TestThreeNodesOnPostgresAndS3(t *testing.T) {
 	checkDownloads(t, b.url, c.url, admin, files)
 	checkDownloads(t, c.url, a.url, admin, files)
 
-	// The quota, exact across nodes.
+	checkQuotaAcrossNodes(t, nodes, admin)
+	checkChangesAcrossNodes(t, nodes, admin, ttl)
+
+	// Kill C after it acknowledged an upload: every file is served by A
+	// and B, and the bucket and the index agree.
+	more := uploadFixture(t, c.url, admin, "small")
+	c.cmd.Process.Kill()
+	c.cmd.Wait()
+	checkDownloads(t, a.url, b.url, admin, more)
+	checkDownloads(t, b.url, a.url, admin, files)
+	code, out, errOut := run(t, nil, append([]string{"reindex", "--check"}, flags[:4]...)...)
+	if code != 0 || !strings.Contains(out, "index matches the bucket") {
+		t.Fatalf("reindex --check: exit %d\n%s%s", code, out, errOut)
+	}
+	a.stop()
+	b.stop()
+}
+
+// checkQuotaAcrossNodes uploads xorbs of one tenant through all nodes at
+// once, against a quota that admits exactly 7 of them, and checks that 7
+// are stored and that every node reports their usage.
+func checkQuotaAcrossNodes(t *testing.T, nodes []*proc, admin string) {
+	t.Helper()
+	a := nodes[0]
 	tok := newCredential(t, a.url, admin, "quota", "write")
 	const each, admitted = 6, 7
 	var xorbs [][]byte
@@ -86,9 +109,14 @@ func TestThreeNodesOnPostgresAndS3(t *testing.T) {
 			t.Fatalf("usage via %s: %d %s, want %d", p.url, code, body, admitted*size)
 		}
 	}
+}
 
-	// A revocation and an override made on A hold on B and C once the
-	// cache lifetime has passed since they were made.
+// checkChangesAcrossNodes checks that a revocation and an override made on
+// the first node hold on the others once the cache lifetime ttl has passed
+// since they were made.
+func checkChangesAcrossNodes(t *testing.T, nodes []*proc, admin string, ttl time.Duration) {
+	t.Helper()
+	a, b := nodes[0], nodes[1]
 	victim := newCredential(t, a.url, admin, "victim", "read")
 	suspended := newCredential(t, a.url, admin, "paused", "read")
 	for _, p := range nodes[1:] { // the others cache both credentials and limits
@@ -115,20 +143,6 @@ func TestThreeNodesOnPostgresAndS3(t *testing.T) {
 			t.Fatalf("suspended tenant via %s after %v: %d %s", p.url, ttl, code, body)
 		}
 	}
-
-	// Kill C after it acknowledged an upload: every file is served by A
-	// and B, and the bucket and the index agree.
-	more := uploadFixture(t, c.url, admin, "small")
-	c.cmd.Process.Kill()
-	c.cmd.Wait()
-	checkDownloads(t, a.url, b.url, admin, more)
-	checkDownloads(t, b.url, a.url, admin, files)
-	code, out, errOut := run(t, nil, append([]string{"reindex", "--check"}, flags[:4]...)...)
-	if code != 0 || !strings.Contains(out, "index matches the bucket") {
-		t.Fatalf("reindex --check: exit %d\n%s%s", code, out, errOut)
-	}
-	a.stop()
-	b.stop()
 }
 
 // newCredential creates a credential of tenant with one scope through the

@@ -260,18 +260,11 @@ func TestAbuseInProcess(t *testing.T) {
 	})
 }
 
+// testAbuse runs the Abuse scenario with the attacks in the load process
+// (command nil) or in the child process command starts, and checks the
+// report and that the run cleaned up after itself.
 func testAbuse(t *testing.T, command func(context.Context) *exec.Cmd) {
-	const authFailuresPerMinute = 3
-	// Turns for any tenant with more than one request in progress: two held
-	// reads make the abuser busy.
-	ts := startServer(t, nil, func(c *server.Config) { c.AuthFailuresPerMinute, c.TurnsAboveInFlight = authFailuresPerMinute, 1 })
-	cfg := tinyConfig(ts, Abuse)
-	a := &cfg.Abuser
-	a.CredentialRequestsPerSecond, a.CredentialBurst = 1, 4
-	a.AuthFailuresPerMinute = authFailuresPerMinute
-	a.SprayWorkers = 1 // one sprayer makes the auth-failure envelope exact
-	a.QuotaHeadroomBytes = 1
-	cfg.AbuserCommand = command
+	ts, cfg := abuseConfig(t, command)
 	// The abuser finishes only once the honest tenants stop, as a process
 	// at the lowest CPU priority may: the run must stop them first rather
 	// than wait for it with them running (it hung so once, for 14 minutes).
@@ -282,13 +275,6 @@ func testAbuse(t *testing.T, command func(context.Context) *exec.Cmd) {
 		case <-time.After(time.Minute):
 			abuserWaited = true // and ends, lest the run never stop them
 		}
-	}
-	cfg.holdPhase = func(p phaseSpan, _ *recorder, ab *abuser) bool {
-		if p.name != "abuse" {
-			return true
-		}
-		return allOver(ab.floodEnvelopes()) && (ab.spray == nil || allOver(ab.sprayEnvelopes())) &&
-			ab.quotaReached.Load() > 0 && ab.heldPeak.Load() > 1
 	}
 	r, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -307,10 +293,45 @@ func testAbuse(t *testing.T, command func(context.Context) *exec.Cmd) {
 	if len(r.Phases) != 2 || r.Comparison == nil || r.Abuser == nil {
 		t.Fatalf("phases %d, comparison %v, abuser %v", len(r.Phases), r.Comparison != nil, r.Abuser != nil)
 	}
-	ar := r.Abuser
-	if ar.Spray == nil {
+	if r.Abuser.Spray == nil {
 		t.Fatalf("the sprayer did not run: %v", r.Notes)
 	}
+	checkAbuseRefused(t, r, command != nil)
+	checkCleanedUp(t, ts, r.Abuser.Tenant)
+}
+
+// abuseConfig starts the server of testAbuse and returns it with the
+// configuration of its run: the abuser's limits low, and the abuse phase
+// held until every attack went over its limit.
+func abuseConfig(t *testing.T, command func(context.Context) *exec.Cmd) (testServer, Config) {
+	t.Helper()
+	const authFailuresPerMinute = 3
+	// Turns for any tenant with more than one request in progress: two held
+	// reads make the abuser busy.
+	ts := startServer(t, nil, func(c *server.Config) { c.AuthFailuresPerMinute, c.TurnsAboveInFlight = authFailuresPerMinute, 1 })
+	cfg := tinyConfig(ts, Abuse)
+	a := &cfg.Abuser
+	a.CredentialRequestsPerSecond, a.CredentialBurst = 1, 4
+	a.AuthFailuresPerMinute = authFailuresPerMinute
+	a.SprayWorkers = 1 // one sprayer makes the auth-failure envelope exact
+	a.QuotaHeadroomBytes = 1
+	cfg.AbuserCommand = command
+	cfg.holdPhase = func(p phaseSpan, _ *recorder, ab *abuser) bool {
+		if p.name != "abuse" {
+			return true
+		}
+		return allOver(ab.floodEnvelopes()) && (ab.spray == nil || allOver(ab.sprayEnvelopes())) &&
+			ab.quotaReached.Load() > 0 && ab.heldPeak.Load() > 1
+	}
+	return ts, cfg
+}
+
+// checkAbuseRefused checks that r's abuser was refused each way it
+// attacked, that the server's turns are reported, and that the layout names
+// the abuser's own process when it ran in one (ownProcess).
+func checkAbuseRefused(t *testing.T, r *Report, ownProcess bool) {
+	t.Helper()
+	ar := r.Abuser
 	attacks := map[string]AttackReport{}
 	for _, at := range ar.Attacks {
 		attacks[at.Attack] = at
@@ -353,14 +374,18 @@ func testAbuse(t *testing.T, command func(context.Context) *exec.Cmd) {
 			t.Errorf("no request of the %s attack in the report", at)
 		}
 	}
-	if wantOwn := command != nil; strings.HasPrefix(r.Layout.Abuser, "own process: pid ") != wantOwn {
-		t.Errorf("layout says the abuser ran %q; want its own process: %v", r.Layout.Abuser, wantOwn)
+	if strings.HasPrefix(r.Layout.Abuser, "own process: pid ") != ownProcess {
+		t.Errorf("layout says the abuser ran %q; want its own process: %v", r.Layout.Abuser, ownProcess)
 	}
-	// The run cleaned up after itself (Config.KeepTenants false): every
-	// credential it made is revoked and the abuser's limits record, the
-	// only one it set, is gone.
+}
+
+// checkCleanedUp checks that the run cleaned up after itself
+// (Config.KeepTenants false): every credential it made is revoked and the
+// limits record of abuserTenant, the only one it set, is gone.
+func checkCleanedUp(t *testing.T, ts testServer, abuserTenant string) {
+	t.Helper()
 	adm := &admin{base: ts.url, token: ts.admin, hc: http.DefaultClient}
-	if lim, err := adm.limits(context.Background(), ar.Tenant); err != nil || lim.QuotaBytes != -1 {
+	if lim, err := adm.limits(context.Background(), abuserTenant); err != nil || lim.QuotaBytes != -1 {
 		t.Errorf("after the run the abuser's quota is %d (%v); want the default (-1): its limits record removed", lim.QuotaBytes, err)
 	}
 	var creds struct {

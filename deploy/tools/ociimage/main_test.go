@@ -93,7 +93,41 @@ func TestImage(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	idx, err := layout.ImageIndexFromPath(layoutDir)
+	idx, img := layoutImage(t, layoutDir)
+	checkConfig(t, img, o)
+	files := layerFiles(t, img)
+	checkLayer(t, files, o)
+	checkStatic(t, files["usr/local/bin/openxet"].body, version, dir)
+
+	// The docker archive holds the same image under openxet:<version>.
+	tag, _ := name.NewTag("openxet:1.2.3")
+	fromTar, err := tarball.ImageFromPath(tarPath, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d1, _ := img.ConfigName()
+	d2, _ := fromTar.ConfigName()
+	if d1 != d2 {
+		t.Errorf("archive config %s, layout config %s", d2, d1)
+	}
+
+	// Reproducible: the same inputs give the same digest.
+	if err := Build(o, filepath.Join(dir, "oci2"), ""); err != nil {
+		t.Fatal(err)
+	}
+	idx2, _ := layout.ImageIndexFromPath(filepath.Join(dir, "oci2"))
+	h1, _ := idx.Digest()
+	h2, _ := idx2.Digest()
+	if h1 != h2 {
+		t.Errorf("two builds of the same inputs: %s and %s", h1, h2)
+	}
+}
+
+// layoutImage reads the OCI layout in dir, checks that its index names one
+// linux image of this architecture tagged 1.2.3, and returns both.
+func layoutImage(t *testing.T, dir string) (v1.ImageIndex, v1.Image) {
+	t.Helper()
+	idx, err := layout.ImageIndexFromPath(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,6 +143,14 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return idx, img
+}
+
+// checkConfig checks the media types of img's manifest and config and what
+// its config sets: platform, user, entrypoint, env, volume, port, health
+// check, labels, creation time and stop signal.
+func checkConfig(t *testing.T, img v1.Image, o Options) {
+	t.Helper()
 	if mt, _ := img.MediaType(); mt != types.OCIManifestSchema1 {
 		t.Errorf("manifest media type %s", mt)
 	}
@@ -143,8 +185,12 @@ func TestImage(t *testing.T) {
 			t.Errorf("config: %s: %+v", ch.name, cf)
 		}
 	}
+}
 
-	files := layerFiles(t, img)
+// checkLayer checks the type, mode, owner, time and content of each file
+// the layer must hold, and that it holds nothing else.
+func checkLayer(t *testing.T, files map[string]entry, o Options) {
+	t.Helper()
 	want := []struct {
 		path      string
 		typ       byte
@@ -183,9 +229,13 @@ func TestImage(t *testing.T) {
 			}
 		}))
 	}
+}
 
-	// The binary is static: no program interpreter, no shared libraries.
-	binBytes := files["usr/local/bin/openxet"].body
+// checkStatic checks that the image's binary is static (no program
+// interpreter, no shared libraries) and, when it was built here and this is
+// linux, that it answers `version` with version; dir holds its copy.
+func checkStatic(t *testing.T, binBytes []byte, version, dir string) {
+	t.Helper()
 	ef, err := elf.NewFile(bytes.NewReader(binBytes))
 	if err != nil {
 		t.Fatalf("binary is not ELF: %v", err)
@@ -205,29 +255,6 @@ func TestImage(t *testing.T) {
 		if err != nil || !strings.HasPrefix(string(out), "openxet "+version) {
 			t.Errorf("openxet version from the image: %q %v", out, err)
 		}
-	}
-
-	// The docker archive holds the same image under openxet:<version>.
-	tag, _ := name.NewTag("openxet:1.2.3")
-	fromTar, err := tarball.ImageFromPath(tarPath, &tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d1, _ := img.ConfigName()
-	d2, _ := fromTar.ConfigName()
-	if d1 != d2 {
-		t.Errorf("archive config %s, layout config %s", d2, d1)
-	}
-
-	// Reproducible: the same inputs give the same digest.
-	if err := Build(o, filepath.Join(dir, "oci2"), ""); err != nil {
-		t.Fatal(err)
-	}
-	idx2, _ := layout.ImageIndexFromPath(filepath.Join(dir, "oci2"))
-	h1, _ := idx.Digest()
-	h2, _ := idx2.Digest()
-	if h1 != h2 {
-		t.Errorf("two builds of the same inputs: %s and %s", h1, h2)
 	}
 }
 
