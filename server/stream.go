@@ -97,17 +97,10 @@ func (s *Server) termBytes(c echo.Context, id *identity, t xet.ReconTerm) ([]byt
 		return nil, err
 	}
 	defer r.Close()
-	stream, err := io.ReadAll(r)
-	if err != nil {
+	stream := make([]byte, to-from)
+	if _, err := io.ReadFull(r, stream); err != nil {
 		return nil, err
 	}
-	parts, err := xet.DecodeChunks(stream)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]byte, 0, t.UnpackedLength)
-	for _, p := range parts {
-		out = append(out, p...)
-	}
-	return out, nil
+	out, _, err := xet.AppendChunks(make([]byte, 0, t.UnpackedLength), stream)
+	return out, err
 }

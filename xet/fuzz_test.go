@@ -69,6 +69,7 @@ func fuzzXorb(t *testing.T, body []byte) {
 	{
 		var chunks [][]byte
 		info, err := parseXorb(body, func(_ int, d []byte) { chunks = append(chunks, slices.Clone(d)) })
+		checkDecoders(t, body, chunks, err)
 		if err != nil {
 			wantOneOf(t, err, ErrInvalidXorb, ErrTooLarge)
 			if _, err2 := ParseXorb(body, Hash{}); err2 == nil || errors.Is(err2, ErrHashMismatch) {
@@ -124,6 +125,31 @@ func fuzzXorb(t *testing.T, body []byte) {
 				t.Fatalf("rebuilt (compress=%v): %v", compress, err)
 			}
 		}
+	}
+}
+
+// checkDecoders: DecodeChunks and AppendChunks, which hash nothing, accept
+// exactly the streams parseXorb accepts (err is its answer) and give the
+// chunks it gives.
+func checkDecoders(t *testing.T, body []byte, chunks [][]byte, err error) {
+	t.Helper()
+	decoded, derr := DecodeChunks(body)
+	prefix := []byte("kept")
+	joined, n, aerr := AppendChunks(prefix, body)
+	if (derr == nil) != (err == nil) || (aerr == nil) != (err == nil) {
+		t.Fatalf("parseXorb: %v; DecodeChunks: %v; AppendChunks: %v", err, derr, aerr)
+	}
+	if err != nil {
+		if !bytes.Equal(joined, prefix) || n != 0 {
+			t.Fatalf("a refused AppendChunks gave %q, %d chunks", joined, n)
+		}
+		return
+	}
+	if !slices.EqualFunc(chunks, decoded, bytes.Equal) {
+		t.Fatalf("DecodeChunks gives %d chunks, not parseXorb's %d", len(decoded), len(chunks))
+	}
+	if want := append(bytes.Clone(prefix), bytes.Join(chunks, nil)...); !bytes.Equal(joined, want) || n != len(chunks) {
+		t.Fatalf("AppendChunks: %d bytes, %d chunks; want %d bytes, %d chunks", len(joined), n, len(want), len(chunks))
 	}
 }
 

@@ -129,6 +129,13 @@ func ParseXorb(body []byte, want Hash) (XorbInfo, error) {
 // If each is not nil it is called with every chunk's uncompressed data (which
 // is only valid during the call).
 func parseXorb(body []byte, each func(i int, data []byte)) (XorbInfo, error) {
+	return walkXorb(body, each, true)
+}
+
+// walkXorb is parseXorb; with hashed false it checks the format and
+// decodes every chunk as parseXorb does but computes no hash and no
+// CRC32: the XorbInfo's hashes and StreamCRC32 are zero.
+func walkXorb(body []byte, each func(i int, data []byte), hashed bool) (XorbInfo, error) {
 	if len(body) > MaxXorbBytes {
 		return XorbInfo{}, formatErr(ErrTooLarge, -1,
 			"xorb body is "+strconv.Itoa(len(body))+" bytes, limit "+strconv.Itoa(MaxXorbBytes))
@@ -209,9 +216,12 @@ func parseXorb(body []byte, each func(i int, data []byte)) (XorbInfo, error) {
 		chunkOff := off
 		off = dataOff + csize
 		unpacked += uint64(usize)
-		h := kh.sum(data)
-		info.StreamCRC32 = crc32.Update(info.StreamCRC32, crc32.IEEETable, body[chunkOff:off])
-		agg.Add(Leaf{Hash: h, Size: uint64(usize)})
+		var h Hash
+		if hashed {
+			h = kh.sum(data)
+			info.StreamCRC32 = crc32.Update(info.StreamCRC32, crc32.IEEETable, body[chunkOff:off])
+			agg.Add(Leaf{Hash: h, Size: uint64(usize)})
+		}
 		if len(chunks) == MaxXorbChunks {
 			return XorbInfo{}, xorbErr(off, "more than "+strconv.Itoa(MaxXorbChunks)+" chunks")
 		}
@@ -225,7 +235,9 @@ func parseXorb(body []byte, each func(i int, data []byte)) (XorbInfo, error) {
 	if len(chunks) == 0 {
 		return XorbInfo{}, xorbErr(0, "xorb has no chunks")
 	}
-	info.Hash = agg.Sum()
+	if hashed {
+		info.Hash = agg.Sum()
+	}
 	info.Chunks = chunks
 	info.StreamLen = int64(chunks[len(chunks)-1].SerializedEnd)
 	return info, nil

@@ -517,31 +517,23 @@ func (s *xetStream) readChunks(most uint32) ([]byte, uint32, error) {
 		}
 		count++
 	}
-	chunks, err := xet.DecodeChunks(s.raw)
+	// s.out is given out before the next batch is read: its buffer is
+	// reused.
+	if cap(s.outBuf) < decodeBatchBytes+xet.MaxChunkBytes {
+		s.outBuf = make([]byte, 0, decodeBatchBytes+xet.MaxChunkBytes)
+	}
+	out, decoded, err := xet.AppendChunks(s.outBuf[:0], s.raw)
 	if err != nil {
 		return nil, 0, &Error{Kind: mirror.ErrBadAnswer, Op: "fetch", URL: strip(e.URL), Message: "chunks do not decode", Err: err}
 	}
-	if uint32(len(chunks)) != count {
-		return nil, 0, badAnswer("fetch", e.URL, 0, "%d chunks decoded, %d read", len(chunks), count)
+	s.outBuf = out
+	if uint32(decoded) != count {
+		return nil, 0, badAnswer("fetch", e.URL, 0, "%d chunks decoded, %d read", decoded, count)
 	}
 	s.fetchChunk += count
 	if s.fetchChunk == e.End && s.fetchLeft != 0 {
 		return nil, 0, badAnswer("fetch", e.URL, 0, "%d bytes after the last chunk of the range", s.fetchLeft)
 	}
-	size := 0
-	for _, ch := range chunks {
-		size += len(ch)
-	}
-	// s.out is given out before the next batch is read: its buffer is
-	// reused.
-	out := s.outBuf[:0]
-	if cap(out) < size {
-		out = make([]byte, 0, max(size, decodeBatchBytes+xet.MaxChunkBytes))
-	}
-	for _, ch := range chunks {
-		out = append(out, ch...)
-	}
-	s.outBuf = out
 	return out, count, nil
 }
 
