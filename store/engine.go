@@ -416,6 +416,30 @@ func checkpoint(ctx context.Context, index string, db *sql.DB) error {
 // pgRecordUpload's statement calls to abort itself.
 const pgOverQuota = "OXQ01"
 
+// pgRecordUploadSQL is pgRecordUpload's statement: $1 the xorb's hash,
+// $2 its stream length, $3 its chunk layout, $4 the tenant, $5 the default
+// quota, $6 the time (Unix seconds).
+var pgRecordUploadSQL = `WITH ins AS (
+		INSERT INTO xorbs(hash, stream_len, chunks) VALUES ($1::text, $2::bigint, $3::bytea)
+		ON CONFLICT DO NOTHING RETURNING stream_len, chunks
+	), x AS (
+		SELECT stream_len, chunks FROM ins
+		UNION ALL
+		SELECT stream_len, chunks FROM xorbs WHERE hash = $1::text AND NOT EXISTS (SELECT 1 FROM ins)
+	), own AS (
+		INSERT INTO xorb_owners(xorb, tenant, size, created) SELECT $1::text, $4::text, stream_len, $6::bigint FROM x
+		ON CONFLICT DO NOTHING RETURNING size
+	), charge AS (
+		INSERT INTO tenants AS t (name, usage_bytes) SELECT $4::text, size FROM own
+		WHERE EXISTS (SELECT 1 FROM tenants WHERE name = $4::text) OR ` + fitsQuotaSQL("$5::bigint", "0", "size") + `
+		ON CONFLICT (name) DO UPDATE SET usage_bytes = t.usage_bytes + excluded.usage_bytes
+		WHERE ` + fitsQuotaSQL(effectiveQuotaSQL("t.quota_bytes", "$5::bigint"), "t.usage_bytes", "excluded.usage_bytes") + `
+		RETURNING 1
+	)
+	SELECT x.stream_len, x.chunks, EXISTS (SELECT 1 FROM own)
+	FROM x
+	WHERE CASE WHEN NOT EXISTS (SELECT 1 FROM own) OR EXISTS (SELECT 1 FROM charge) THEN true ELSE over_quota() END`
+
 // pgRecordUpload is the owner transaction of an upload on PostgreSQL
 // (recordUpload), where every statement is a round trip to the server:
 // the xorb row (if absent), the owner row and, only when the owner row is
@@ -433,26 +457,7 @@ func (s *Store) pgRecordUpload(ctx context.Context, tenant, h string, x xorbReco
 	var ownerNew bool
 	err := s.pgStatement(ctx, func(conn *sql.Conn) error {
 		rec = x
-		return conn.QueryRowContext(ctx, `WITH ins AS (
-			INSERT INTO xorbs(hash, stream_len, chunks) VALUES ($1::text, $2::bigint, $3::bytea)
-			ON CONFLICT DO NOTHING RETURNING stream_len, chunks
-		), x AS (
-			SELECT stream_len, chunks FROM ins
-			UNION ALL
-			SELECT stream_len, chunks FROM xorbs WHERE hash = $1::text AND NOT EXISTS (SELECT 1 FROM ins)
-		), own AS (
-			INSERT INTO xorb_owners(xorb, tenant, size, created) SELECT $1::text, $4::text, stream_len, $6::bigint FROM x
-			ON CONFLICT DO NOTHING RETURNING size
-		), charge AS (
-			INSERT INTO tenants AS t (name, usage_bytes) SELECT $4::text, size FROM own
-			WHERE EXISTS (SELECT 1 FROM tenants WHERE name = $4::text) OR $5::bigint < 0 OR size <= $5::bigint
-			ON CONFLICT (name) DO UPDATE SET usage_bytes = t.usage_bytes + excluded.usage_bytes
-			WHERE COALESCE(t.quota_bytes, $5::bigint) < 0 OR t.usage_bytes + excluded.usage_bytes <= COALESCE(t.quota_bytes, $5::bigint)
-			RETURNING 1
-		)
-		SELECT x.stream_len, x.chunks, EXISTS (SELECT 1 FROM own)
-		FROM x
-		WHERE CASE WHEN NOT EXISTS (SELECT 1 FROM own) OR EXISTS (SELECT 1 FROM charge) THEN true ELSE over_quota() END`,
+		return conn.QueryRowContext(ctx, pgRecordUploadSQL,
 			h, x.size, x.chunks, tenant, defaultQuotaBytes, s.now().Unix()).Scan(&rec.size, &rec.chunks, &ownerNew)
 	})
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == pgOverQuota {

@@ -227,18 +227,22 @@ func recordXorbOwner(ctx context.Context, tx *sql.Tx, tenant, h string, x xorbRe
 		}
 		return true, x, nil
 	}
-	res, err = tx.ExecContext(ctx, `UPDATE tenants SET usage_bytes = usage_bytes + ?1
-		WHERE name = ?2 AND (COALESCE(quota_bytes, ?3) < 0 OR usage_bytes + ?1 <= COALESCE(quota_bytes, ?3))`, x.size, tenant, defaultQuotaBytes)
+	res, err = tx.ExecContext(ctx, chargeWithinQuota, x.size, tenant, defaultQuotaBytes)
 	if err != nil {
 		return false, x, fmt.Errorf("update usage: %w", err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
 		var usage, quota int64
-		tx.QueryRowContext(ctx, `SELECT usage_bytes, COALESCE(quota_bytes, ?) FROM tenants WHERE name = ?`, defaultQuotaBytes, tenant).Scan(&usage, &quota)
+		tx.QueryRowContext(ctx, `SELECT usage_bytes, `+effectiveQuotaSQL("quota_bytes", "?1")+` FROM tenants WHERE name = ?2`, defaultQuotaBytes, tenant).Scan(&usage, &quota)
 		return false, x, &OverQuotaError{Tenant: tenant, QuotaBytes: quota, UsageBytes: usage, SizeBytes: x.size}
 	}
 	return true, x, nil
 }
+
+// chargeWithinQuota charges ?1 bytes to tenant ?2 when they fit its quota
+// (?3 the default quota).
+var chargeWithinQuota = `UPDATE tenants SET usage_bytes = usage_bytes + ?1
+	WHERE name = ?2 AND ` + fitsQuotaSQL(effectiveQuotaSQL("quota_bytes", "?3"), "usage_bytes", "?1")
 
 // recordUpload is the owner transaction of an upload: recordXorbOwner
 // with enforceQuota at the time now, in a transaction of its own; on
@@ -302,7 +306,7 @@ func (s *Store) OpenXorbRange(ctx context.Context, h xet.Hash, offset, length in
 // else defaultQuotaBytes), for the sentence of an *OverQuotaError.
 func (s *Store) usageAndQuota(ctx context.Context, tenant string, defaultQuotaBytes int64) (usage, quota int64, err error) {
 	err = s.queryRow(ctx, `SELECT COALESCE((SELECT usage_bytes FROM tenants WHERE name = ?1), 0),
-		COALESCE((SELECT quota_bytes FROM tenants WHERE name = ?1), ?2)`, tenant, defaultQuotaBytes).Scan(&usage, &quota)
+		`+effectiveQuotaSQL("(SELECT quota_bytes FROM tenants WHERE name = ?1)", "?2"), tenant, defaultQuotaBytes).Scan(&usage, &quota)
 	return usage, quota, err
 }
 
