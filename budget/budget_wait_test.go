@@ -95,24 +95,30 @@ func TestCancelledBeforeWaiting(t *testing.T) {
 	})
 }
 
+// The times of TestLargeWaiterNotStarved: a small reservation arrives every
+// streamEvery and holds for streamHold; the large one asks at largeAt.
+const (
+	streamEvery = 10 * time.Millisecond
+	streamHold  = 45 * time.Millisecond
+	largeAt     = 500*time.Millisecond + 7*time.Millisecond
+)
+
+// starveCase is a case of TestLargeWaiterNotStarved.
+type starveCase struct {
+	name   string
+	small  func(i int) Key // the key of the i-th small reservation
+	smallN int64
+	large  Key
+	largeN int64
+}
+
 func TestLargeWaiterNotStarved(t *testing.T) {
 	// A stream of small reservations arrives every 10 ms (at whole multiples of
 	// it) and holds for 45 ms (releasing at 5 ms past), so whatever limits them
 	// stays nearly full. Without the no-barging rule the large reservation,
 	// asking at 507 ms, would never see room: each release is taken by the next
 	// small arrival.
-	const (
-		every   = 10 * time.Millisecond
-		hold    = 45 * time.Millisecond
-		largeAt = 500*time.Millisecond + 7*time.Millisecond
-	)
-	tests := []struct {
-		name   string
-		small  func(i int) Key // the key of the i-th small reservation
-		smallN int64
-		large  Key
-		largeN int64
-	}{
+	tests := []starveCase{
 		// A credential holds 20-25 of its 25 bytes; the large one needs 20.
 		{name: "same credential", small: func(int) Key { return key("a", "A") }, smallN: 5,
 			large: key("a", "A"), largeN: 20},
@@ -126,75 +132,100 @@ func TestLargeWaiterNotStarved(t *testing.T) {
 			large: key("big", "BIG"), largeN: 25},
 	}
 	for _, tt := range tests {
-		bubble(t, tt.name, func(t *testing.T) {
-			b := hundred(time.Minute)
-			start := time.Now()
-			type small struct{ arrived, granted time.Duration }
-			var (
-				mu     sync.Mutex
-				smalls []small
-				stop   = make(chan struct{})
-				wg     sync.WaitGroup
-			)
-			stopStream := sync.OnceFunc(func() {
-				close(stop)
-				wg.Wait()
-			})
-			defer stopStream() // also when the test fails early
-			wg.Go(func() {
-				for i := 0; ; i++ {
-					select {
-					case <-stop:
-						return
-					case <-time.After(every):
-					}
-					wg.Go(func() {
-						arrived := time.Since(start)
-						r, err := b.Reserve(t.Context(), tt.small(i), tt.smallN)
-						if err != nil {
-							t.Errorf("small %d: %v", i, err)
-							return
-						}
-						mu.Lock()
-						smalls = append(smalls, small{arrived, time.Since(start)})
-						mu.Unlock()
-						advance(hold)
-						r.Release()
-					})
+		bubble(t, tt.name, func(t *testing.T) { checkLargeNotStarved(t, tt) })
+	}
+}
+
+// checkLargeNotStarved runs tt (in a synctest bubble): the large
+// reservation, asked for amid the stream of small ones, is granted within
+// one hold, before every small one that arrives after it.
+func checkLargeNotStarved(t *testing.T, tt starveCase) {
+	b := hundred(time.Minute)
+	stream := startSmalls(t, b, tt, time.Now())
+	defer stream.stop() // also when the test fails early
+	advance(largeAt)
+	if s := b.Stats(); s.Waiting != 0 {
+		t.Fatalf("small reservations wait before the large one comes: %+v", s)
+	}
+	o := <-reserveAsync(t.Context(), b, tt.large, tt.largeN)
+	if o.err != nil {
+		t.Fatalf("large = %v", o.err)
+	}
+	if o.elapsed == 0 || o.elapsed > streamHold {
+		t.Errorf("large waited %v, want more than 0 and at most one hold (%v)", o.elapsed, streamHold)
+	}
+	grantedAt := largeAt + o.elapsed
+	advance(streamHold)
+	o.r.Release()
+	stream.stop()
+	stream.mu.Lock()
+	defer stream.mu.Unlock()
+	checkNoBarging(t, stream.smalls, grantedAt)
+	checkDrained(t, b)
+}
+
+// smallGrant is when a small reservation arrived and when it was granted,
+// from the start of its stream.
+type smallGrant struct{ arrived, granted time.Duration }
+
+// smallStream is a stream of small reservations under way.
+type smallStream struct {
+	mu     sync.Mutex
+	smalls []smallGrant // the granted ones, under mu
+	done   chan struct{}
+	wg     sync.WaitGroup
+	stop   func() // ends the stream and waits until every reservation is released
+}
+
+// startSmalls starts tt's stream of small reservations on b: one every
+// streamEvery after start, each held for streamHold.
+func startSmalls(t *testing.T, b *Budget, tt starveCase, start time.Time) *smallStream {
+	st := &smallStream{done: make(chan struct{})}
+	st.stop = sync.OnceFunc(func() {
+		close(st.done)
+		st.wg.Wait()
+	})
+	st.wg.Go(func() {
+		for i := 0; ; i++ {
+			select {
+			case <-st.done:
+				return
+			case <-time.After(streamEvery):
+			}
+			st.wg.Go(func() {
+				arrived := time.Since(start)
+				r, err := b.Reserve(t.Context(), tt.small(i), tt.smallN)
+				if err != nil {
+					t.Errorf("small %d: %v", i, err)
+					return
 				}
+				st.mu.Lock()
+				st.smalls = append(st.smalls, smallGrant{arrived, time.Since(start)})
+				st.mu.Unlock()
+				advance(streamHold)
+				r.Release()
 			})
-			advance(largeAt)
-			if s := b.Stats(); s.Waiting != 0 {
-				t.Fatalf("small reservations wait before the large one comes: %+v", s)
+		}
+	})
+	return st
+}
+
+// checkNoBarging checks that some small reservation arrived after the large
+// one (at largeAt, granted at grantedAt) and none of those was granted before it.
+func checkNoBarging(t *testing.T, smalls []smallGrant, grantedAt time.Duration) {
+	t.Helper()
+	var after int
+	for _, s := range smalls {
+		if s.arrived > largeAt {
+			after++
+			if s.granted < grantedAt {
+				t.Errorf("small arriving at %v was granted at %v, before the large one that arrived at %v (granted at %v)",
+					s.arrived, s.granted, largeAt, grantedAt)
 			}
-			o := <-reserveAsync(t.Context(), b, tt.large, tt.largeN)
-			if o.err != nil {
-				t.Fatalf("large = %v", o.err)
-			}
-			if o.elapsed == 0 || o.elapsed > hold {
-				t.Errorf("large waited %v, want more than 0 and at most one hold (%v)", o.elapsed, hold)
-			}
-			grantedAt := largeAt + o.elapsed
-			advance(hold)
-			o.r.Release()
-			stopStream()
-			mu.Lock()
-			defer mu.Unlock()
-			var after int
-			for _, s := range smalls {
-				if s.arrived > largeAt {
-					after++
-					if s.granted < grantedAt {
-						t.Errorf("small arriving at %v was granted at %v, before the large one that arrived at %v (granted at %v)",
-							s.arrived, s.granted, largeAt, grantedAt)
-					}
-				}
-			}
-			if after == 0 {
-				t.Errorf("no small reservation arrived after the large one")
-			}
-			checkDrained(t, b)
-		})
+		}
+	}
+	if after == 0 {
+		t.Errorf("no small reservation arrived after the large one")
 	}
 }
 

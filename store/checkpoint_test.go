@@ -146,8 +146,7 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			type span struct{ from, to time.Time }
-			var ckpts []span
+			var ckpts []timeSpan
 			logMax := 0 // the most pages of log a checkpoint found
 			stop, done := make(chan struct{}), make(chan struct{})
 			go func() {
@@ -168,11 +167,11 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 							b.Error(err)
 						}
 						logMax = max(logMax, c.LogPages)
-						ckpts = append(ckpts, span{from, time.Now()})
+						ckpts = append(ckpts, timeSpan{from, time.Now()})
 					}
 				}
 			}()
-			ups := make([]span, 0, b.N)
+			ups := make([]timeSpan, 0, b.N)
 			i := uint64(0)
 			for b.Loop() {
 				i++
@@ -181,51 +180,69 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 				if _, err := s.PutXorb(ctx, "bench", info, body[:info.StreamLen], Unlimited); err != nil {
 					b.Fatal(err)
 				}
-				ups = append(ups, span{from, time.Now()})
+				ups = append(ups, timeSpan{from, time.Now()})
 			}
 			close(stop)
 			<-done
-			lat := make([]time.Duration, len(ups))
-			for k, u := range ups {
-				lat[k] = u.to.Sub(u.from)
-			}
-			slices.Sort(lat)
-			at := func(q float64) time.Duration { return lat[min(int(q*float64(len(lat))), len(lat)-1)] }
-			pauses := 0
-			for _, d := range lat {
-				if d > 10*at(0.5) {
-					pauses++
-				}
-			}
-			ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-			b.ReportMetric(ms(at(0.5)), "p50-ms")
-			b.ReportMetric(ms(at(0.99)), "p99-ms")
-			b.ReportMetric(ms(at(0.999)), "p99.9-ms")
-			b.ReportMetric(ms(lat[len(lat)-1]), "max-ms")
-			b.ReportMetric(float64(pauses), "pauses")
+			reportUploads(b, ups)
 			if mode == "background" {
-				var longest, busy, overlap, other time.Duration
-				for _, c := range ckpts {
-					longest = max(longest, c.to.Sub(c.from))
-					busy += c.to.Sub(c.from)
-				}
-				k := 0 // ups and ckpts are in time order
-				for _, u := range ups {
-					for k < len(ckpts) && !ckpts[k].to.After(u.from) {
-						k++
-					}
-					if k < len(ckpts) && ckpts[k].from.Before(u.to) {
-						overlap = max(overlap, u.to.Sub(u.from))
-					} else {
-						other = max(other, u.to.Sub(u.from))
-					}
-				}
-				b.ReportMetric(ms(longest), "ckpt-max-ms")
-				b.ReportMetric(float64(logMax), "log-max-pages")
-				b.ReportMetric(ms(overlap), "overlap-max-ms")
-				b.ReportMetric(ms(other), "other-max-ms")
-				b.ReportMetric(100*float64(busy)/float64(ups[len(ups)-1].to.Sub(ups[0].from)), "ckpt-time-%")
+				reportCheckpoints(b, ups, ckpts, logMax)
 			}
 		})
 	}
+}
+
+// timeSpan is when an upload or a checkpoint began and ended.
+type timeSpan struct{ from, to time.Time }
+
+// millis is d in milliseconds.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// reportUploads reports BenchmarkCheckpointPauses's metrics of the
+// uploads' latencies: median, p99, p99.9, maximum and pauses.
+func reportUploads(b *testing.B, ups []timeSpan) {
+	lat := make([]time.Duration, len(ups))
+	for k, u := range ups {
+		lat[k] = u.to.Sub(u.from)
+	}
+	slices.Sort(lat)
+	at := func(q float64) time.Duration { return lat[min(int(q*float64(len(lat))), len(lat)-1)] }
+	pauses := 0
+	for _, d := range lat {
+		if d > 10*at(0.5) {
+			pauses++
+		}
+	}
+	b.ReportMetric(millis(at(0.5)), "p50-ms")
+	b.ReportMetric(millis(at(0.99)), "p99-ms")
+	b.ReportMetric(millis(at(0.999)), "p99.9-ms")
+	b.ReportMetric(millis(lat[len(lat)-1]), "max-ms")
+	b.ReportMetric(float64(pauses), "pauses")
+}
+
+// reportCheckpoints reports BenchmarkCheckpointPauses's metrics of the
+// checkpoints of background mode and the uploads they overlapped; logMax
+// is the longest log a checkpoint found.
+func reportCheckpoints(b *testing.B, ups, ckpts []timeSpan, logMax int) {
+	var longest, busy, overlap, other time.Duration
+	for _, c := range ckpts {
+		longest = max(longest, c.to.Sub(c.from))
+		busy += c.to.Sub(c.from)
+	}
+	k := 0 // ups and ckpts are in time order
+	for _, u := range ups {
+		for k < len(ckpts) && !ckpts[k].to.After(u.from) {
+			k++
+		}
+		if k < len(ckpts) && ckpts[k].from.Before(u.to) {
+			overlap = max(overlap, u.to.Sub(u.from))
+		} else {
+			other = max(other, u.to.Sub(u.from))
+		}
+	}
+	b.ReportMetric(millis(longest), "ckpt-max-ms")
+	b.ReportMetric(float64(logMax), "log-max-pages")
+	b.ReportMetric(millis(overlap), "overlap-max-ms")
+	b.ReportMetric(millis(other), "other-max-ms")
+	b.ReportMetric(100*float64(busy)/float64(ups[len(ups)-1].to.Sub(ups[0].from)), "ckpt-time-%")
 }

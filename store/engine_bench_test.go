@@ -52,7 +52,6 @@ func BenchmarkIndex(b *testing.B) {
 			if engine != "sqlite" {
 				if srv == nil {
 					srv = pgtest.StartDurable(parent) // one server for both runs
-
 				}
 				newIndex = func(string) string {
 					u := srv.NewIndex(b)
@@ -62,108 +61,126 @@ func BenchmarkIndex(b *testing.B) {
 					return u
 				}
 			}
-			dir := b.TempDir()
-			index := newIndex(dir)
-			// A context that can end, as a request's: what the routes pass.
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			l := &lc{tb: b, dir: dir, index: index, clock: newClock()}
-			l.s = l.open()
-			f := buildFile(chunkSet(1), append(chunkSet(2), eligibleChunk()))
-			l.upload("alice", f)
-			chunk := f.xorbs[1].Chunks[3].Hash
-
-			b.Run("put_xorb", func(b *testing.B) {
-				s := mustOpenIndex(b, newIndex(b.TempDir()), "mem://")
-				xorbs := make([]xet.XorbInfo, b.N)
-				bodies := make([][]byte, b.N)
-				for i := range b.N {
-					body, info := xet.BuildXorb([][]byte{fmt.Appendf(nil, "bench %s %d", b.Name(), i)}, false)
-					xorbs[i], bodies[i] = info, body[:info.StreamLen]
-				}
-				b.ResetTimer()
-				for i := range b.N {
-					if _, err := s.PutXorb(ctx, "bench", xorbs[i], bodies[i], Unlimited); err != nil {
-						b.Fatal(err)
-					}
-				}
-			})
-			for _, statements := range []bool{false, true} {
-				if statements && engine == "sqlite" {
-					continue
-				}
-				name := "owner_tx"
-				if statements {
-					name = "owner_tx_statements"
-				}
-				b.Run(name, func(b *testing.B) {
-					s := mustOpenIndex(b, newIndex(b.TempDir()), "mem://")
-					recs := make([]xorbRecord, b.N)
-					hashes := make([]string, b.N)
-					for i := range b.N {
-						_, info := xet.BuildXorb([][]byte{fmt.Appendf(nil, "bench %s %d", b.Name(), i)}, false)
-						recs[i], hashes[i] = xorbRecord{size: info.StreamLen, chunks: encodeChunks(info.Chunks)}, info.Hash.String()
-					}
-					b.ResetTimer()
-					for i := range b.N {
-						var err error
-						if statements {
-							err = s.inTx(ctx, func(tx *sql.Tx) error {
-								_, _, err := recordXorbOwner(ctx, tx, "bench", hashes[i], recs[i], enforceQuota, Unlimited, 1)
-								return err
-							})
-						} else {
-							_, _, err = s.recordUpload(ctx, "bench", hashes[i], recs[i], Unlimited)
-						}
-						if err != nil {
-							b.Fatal(err)
-						}
-					}
-				})
-			}
-			b.Run("dedup", func(b *testing.B) {
-				for b.Loop() {
-					if got, err := l.s.DedupAnswer(ctx, "alice", chunk, false, 8); err != nil || len(got) == 0 {
-						b.Fatalf("%v %v", got, err)
-					}
-				}
-			})
-			reconstruct := func(b *testing.B) {
-				file, err := l.s.File(ctx, "alice", f.hash())
-				if err != nil {
-					b.Fatal(err)
-				}
-				if terms, _, err := l.s.FileTerms(ctx, "alice", file.Hash, 0, uint64(file.SizeBytes)); err != nil || len(terms) != 2 {
-					b.Fatalf("%v %v", terms, err)
-				}
-			}
-			b.Run("reconstruction", func(b *testing.B) {
-				for b.Loop() {
-					reconstruct(b)
-				}
-			})
-			for _, write := range []bool{false, true} {
-				name := "reconstruction_after_pause"
-				if write {
-					name = "reconstruction_after_write"
-				}
-				b.Run(name, func(b *testing.B) {
-					i := 0
-					for b.Loop() {
-						b.StopTimer()
-						body, info := xet.BuildXorb([][]byte{fmt.Appendf(nil, "write %s %d", b.Name(), i)}, false)
-						i++
-						if write {
-							if _, err := l.s.PutXorb(ctx, "bob", info, body[:info.StreamLen], Unlimited); err != nil {
-								b.Fatal(err)
-							}
-						}
-						b.StartTimer()
-						reconstruct(b)
-					}
-				})
-			}
+			benchIndexOn(b, engine, newIndex)
 		})
+	}
+}
+
+// benchIndexOn runs BenchmarkIndex's requests on engine, where newIndex
+// makes a new index (in dir for SQLite).
+func benchIndexOn(b *testing.B, engine string, newIndex func(dir string) string) {
+	dir := b.TempDir()
+	index := newIndex(dir)
+	// A context that can end, as a request's: what the routes pass.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l := &lc{tb: b, dir: dir, index: index, clock: newClock()}
+	l.s = l.open()
+	f := buildFile(chunkSet(1), append(chunkSet(2), eligibleChunk()))
+	l.upload("alice", f)
+	chunk := f.xorbs[1].Chunks[3].Hash
+
+	b.Run("put_xorb", func(b *testing.B) { benchPutXorb(b, ctx, newIndex) })
+	for _, statements := range []bool{false, true} {
+		if statements && engine == "sqlite" {
+			continue
+		}
+		name := "owner_tx"
+		if statements {
+			name = "owner_tx_statements"
+		}
+		b.Run(name, func(b *testing.B) { benchOwnerTx(b, ctx, newIndex, statements) })
+	}
+	b.Run("dedup", func(b *testing.B) {
+		for b.Loop() {
+			if got, err := l.s.DedupAnswer(ctx, "alice", chunk, false, 8); err != nil || len(got) == 0 {
+				b.Fatalf("%v %v", got, err)
+			}
+		}
+	})
+	reconstruct := func(b *testing.B) {
+		file, err := l.s.File(ctx, "alice", f.hash())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if terms, _, err := l.s.FileTerms(ctx, "alice", file.Hash, 0, uint64(file.SizeBytes)); err != nil || len(terms) != 2 {
+			b.Fatalf("%v %v", terms, err)
+		}
+	}
+	b.Run("reconstruction", func(b *testing.B) {
+		for b.Loop() {
+			reconstruct(b)
+		}
+	})
+	for _, write := range []bool{false, true} {
+		name := "reconstruction_after_pause"
+		if write {
+			name = "reconstruction_after_write"
+		}
+		b.Run(name, func(b *testing.B) { benchReadAfter(b, ctx, l.s, write, reconstruct) })
+	}
+}
+
+// benchPutXorb is BenchmarkIndex's put_xorb, on a new index of newIndex.
+func benchPutXorb(b *testing.B, ctx context.Context, newIndex func(dir string) string) {
+	s := mustOpenIndex(b, newIndex(b.TempDir()), "mem://")
+	xorbs := make([]xet.XorbInfo, b.N)
+	bodies := make([][]byte, b.N)
+	for i := range b.N {
+		body, info := xet.BuildXorb([][]byte{fmt.Appendf(nil, "bench %s %d", b.Name(), i)}, false)
+		xorbs[i], bodies[i] = info, body[:info.StreamLen]
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		if _, err := s.PutXorb(ctx, "bench", xorbs[i], bodies[i], Unlimited); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchOwnerTx is BenchmarkIndex's owner_tx, or with statements its
+// owner_tx_statements, on a new index of newIndex.
+func benchOwnerTx(b *testing.B, ctx context.Context, newIndex func(dir string) string, statements bool) {
+	s := mustOpenIndex(b, newIndex(b.TempDir()), "mem://")
+	recs := make([]xorbRecord, b.N)
+	hashes := make([]string, b.N)
+	for i := range b.N {
+		_, info := xet.BuildXorb([][]byte{fmt.Appendf(nil, "bench %s %d", b.Name(), i)}, false)
+		recs[i], hashes[i] = xorbRecord{size: info.StreamLen, chunks: encodeChunks(info.Chunks)}, info.Hash.String()
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		var err error
+		if statements {
+			err = s.inTx(ctx, func(tx *sql.Tx) error {
+				_, _, err := recordXorbOwner(ctx, tx, "bench", hashes[i], recs[i], enforceQuota, Unlimited, 1)
+				return err
+			})
+		} else {
+			_, _, err = s.recordUpload(ctx, "bench", hashes[i], recs[i], Unlimited)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchReadAfter is BenchmarkIndex's reconstruction_after_write, or
+// without write its reconstruction_after_pause: reconstruct on s, timed,
+// after untimed work that with write puts a xorb of another tenant.
+func benchReadAfter(b *testing.B, ctx context.Context, s *Store, write bool, reconstruct func(b *testing.B)) {
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		body, info := xet.BuildXorb([][]byte{fmt.Appendf(nil, "write %s %d", b.Name(), i)}, false)
+		i++
+		if write {
+			if _, err := s.PutXorb(ctx, "bob", info, body[:info.StreamLen], Unlimited); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		reconstruct(b)
 	}
 }
 

@@ -148,50 +148,18 @@ func TestLastChanges(t *testing.T) {
 	c5 := commit("c5") // changes nothing
 
 	// c4's tree again in another text, as a commit c6 on top.
-	var tree []byte
-	if err := s.queryRow(ctx, `SELECT tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`, id.Tenant, id.Type, id.Name, c5).Scan(&tree); err != nil {
-		t.Fatal(err)
-	}
-	var entries []TreeEntry
-	json.Unmarshal(tree, &entries)
-	var other []string
-	for _, e := range entries {
-		other = append(other, fmt.Sprintf(`{"git_oid": %q, "sha256": %q, "size": %d, "path": %q}`, e.GitOID, e.SHA256, e.SizeBytes, e.Path))
-	}
-	c6 := Commit{Parent: c5, Summary: "c6", Created: head.Created.Add(time.Second), Tree: entries}
-	c6.SHA = commitSHA(c6)
-	if err := s.exec(ctx, `INSERT INTO commits(tenant, type, name, sha, parent, summary, description, created, tree) VALUES (?, ?, ?, ?, ?, ?, '', ?, ?)`,
-		id.Tenant, id.Type, id.Name, c6.SHA, c5, "c6", c6.Created.UnixNano(), []byte("[ "+strings.Join(other, ", ")+" ]")); err != nil {
-		t.Fatal(err)
-	}
+	c6 := commitRetexted(t, ctx, s, id, c5, head.Created.Add(time.Second))
 
 	for _, c := range []struct {
 		at   string
 		want map[string]string
 	}{
-		{c6.SHA, map[string]string{"a.txt": c1, "d": c4, "d/x.txt": c2, "d2": c3, "d2/z.txt": c3, "b.txt": c3, `q"uote<&>.txt`: c1}},
+		{c6, map[string]string{"a.txt": c1, "d": c4, "d/x.txt": c2, "d2": c3, "d2/z.txt": c3, "b.txt": c3, `q"uote<&>.txt`: c1}},
 		{c5, map[string]string{"a.txt": c1, "d": c4, "d/x.txt": c2, "d2": c3, "b.txt": c3}},
 		{c3, map[string]string{"d": c2, "d/y.txt": c1, "b.txt": c3}},
 		{c1, map[string]string{"a.txt": c1, "d": c1}},
 	} {
-		paths := []string{"nope", "d/y"}
-		for p := range c.want {
-			paths = append(paths, p)
-		}
-		got, err := s.LastChanges(ctx, id, c.at, paths)
-		if err != nil {
-			t.Fatal(err)
-		}
-		shas := map[string]string{}
-		for p, cm := range got {
-			shas[p] = cm.SHA
-			if cm.Tree != nil || cm.Summary == "" {
-				t.Errorf("at %s, %s: %+v; want a commit with its summary, without a tree", c.at, p, cm)
-			}
-		}
-		if !cmp.Equal(shas, c.want) {
-			t.Errorf("LastChanges at %s: %v\nwant %v", c.at, shas, c.want)
-		}
+		checkLastChanges(t, ctx, s, id, c.at, c.want)
 	}
 	// After a squash the one commit left is every path's.
 	sq, err := s.SquashHistory(ctx, id, "main", "squashed")
@@ -201,6 +169,54 @@ func TestLastChanges(t *testing.T) {
 	got, err := s.LastChanges(ctx, id, sq.SHA, []string{"a.txt", "d"})
 	if err != nil || got["a.txt"].SHA != sq.SHA || got["d"].SHA != sq.SHA {
 		t.Errorf("LastChanges after a squash: %v (%v); want the squashed commit for both", got, err)
+	}
+}
+
+// commitRetexted writes into the index a commit "c6" on parent, created at
+// created, of parent's tree stored in another text (other member order,
+// spaces), and returns its SHA.
+func commitRetexted(t *testing.T, ctx context.Context, s *Store, id RepoID, parent string, created time.Time) string {
+	t.Helper()
+	var tree []byte
+	if err := s.queryRow(ctx, `SELECT tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`, id.Tenant, id.Type, id.Name, parent).Scan(&tree); err != nil {
+		t.Fatal(err)
+	}
+	var entries []TreeEntry
+	json.Unmarshal(tree, &entries)
+	var other []string
+	for _, e := range entries {
+		other = append(other, fmt.Sprintf(`{"git_oid": %q, "sha256": %q, "size": %d, "path": %q}`, e.GitOID, e.SHA256, e.SizeBytes, e.Path))
+	}
+	c := Commit{Parent: parent, Summary: "c6", Created: created, Tree: entries}
+	c.SHA = commitSHA(c)
+	if err := s.exec(ctx, `INSERT INTO commits(tenant, type, name, sha, parent, summary, description, created, tree) VALUES (?, ?, ?, ?, ?, ?, '', ?, ?)`,
+		id.Tenant, id.Type, id.Name, c.SHA, parent, "c6", c.Created.UnixNano(), []byte("[ "+strings.Join(other, ", ")+" ]")); err != nil {
+		t.Fatal(err)
+	}
+	return c.SHA
+}
+
+// checkLastChanges checks LastChanges at commit at, for the paths of want
+// and two it must leave out, against want (path to commit SHA).
+func checkLastChanges(t *testing.T, ctx context.Context, s *Store, id RepoID, at string, want map[string]string) {
+	t.Helper()
+	paths := []string{"nope", "d/y"}
+	for p := range want {
+		paths = append(paths, p)
+	}
+	got, err := s.LastChanges(ctx, id, at, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shas := map[string]string{}
+	for p, cm := range got {
+		shas[p] = cm.SHA
+		if cm.Tree != nil || cm.Summary == "" {
+			t.Errorf("at %s, %s: %+v; want a commit with its summary, without a tree", at, p, cm)
+		}
+	}
+	if !cmp.Equal(shas, want) {
+		t.Errorf("LastChanges at %s: %v\nwant %v", at, shas, want)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"reflect"
 	"testing"
+
+	"openxet/xet"
 )
 
 // TestRepoSettingsMoveAndDuplicate: settings are stored and survive a
@@ -13,33 +15,69 @@ import (
 // move, and it outlives the deletion of its source. Bad input changes
 // nothing. The bucket agrees with the index after each step.
 func TestRepoSettingsMoveAndDuplicate(t *testing.T) {
+	m := newMovesFixture(t)
+	b := RepoID{Tenant: "alice", Type: "model", Name: "b"}
+	d := RepoID{Tenant: "alice", Type: "model", Name: "d"}
+	m.settings()
+	m.checkBucket("settings")
+	m.move(b)
+	m.checkBucket("move")
+	m.duplicate(b, d)
+	m.checkBucket("duplicate")
+	m.deleteSource(b, d)
+	m.checkBucket("delete source")
+	m.moveChain()
+}
+
+// movesFixture is the store TestRepoSettingsMoveAndDuplicate works on.
+type movesFixture struct {
+	t      *testing.T
+	ctx    context.Context
+	s      *Store
+	bucket string
+	a      RepoID       // alice's repo, as first created
+	f      xet.FileInfo // the one file of a
+	c1     Commit       // a's commit of f, on main and tagged v1
+	usage  int64        // alice's usage with a committed
+}
+
+// newMovesFixture opens a store and commits and tags one file in repo a.
+func newMovesFixture(t *testing.T) *movesFixture {
+	t.Helper()
 	dir := t.TempDir()
-	bucket := fileBucket(dir)
-	s := mustOpen(t, dir, bucket)
-	ctx := context.Background()
-	checkBucket := func(step string) {
-		t.Helper()
-		diffs, err := CheckIndex(ctx, ReindexConfig{IndexPath: s.cfg.IndexPath, BucketURL: bucket})
-		if err != nil || len(diffs) != 0 {
-			t.Fatalf("%s: the bucket disagrees with the index: %v %v", step, diffs, err)
-		}
-	}
-	a := RepoID{Tenant: "alice", Type: "model", Name: "a"}
-	if _, err := s.CreateRepo(ctx, a, false); err != nil {
+	m := &movesFixture{t: t, ctx: context.Background(), bucket: fileBucket(dir)}
+	m.s = mustOpen(t, dir, m.bucket)
+	s, ctx := m.s, m.ctx
+	m.a = RepoID{Tenant: "alice", Type: "model", Name: "a"}
+	if _, err := s.CreateRepo(ctx, m.a, false); err != nil {
 		t.Fatal(err)
 	}
-	f := putFile(t, s, "alice", -1, chunksOf(7, 3, 5000))
-	head, _ := s.Resolve(ctx, a, "main")
-	c1, err := commitTree(ctx, s, a, "main", head.SHA, "weights", "", []TreeEntry{{Path: "w.bin", SizeBytes: int64(f.Size()), XetHash: f.Hash.String(), SHA256: f.SHA256.String(), GitOID: "g"}})
+	m.f = putFile(t, s, "alice", -1, chunksOf(7, 3, 5000))
+	head, _ := s.Resolve(ctx, m.a, "main")
+	c1, err := commitTree(ctx, s, m.a, "main", head.SHA, "weights", "", []TreeEntry{{Path: "w.bin", SizeBytes: int64(m.f.Size()), XetHash: m.f.Hash.String(), SHA256: m.f.SHA256.String(), GitOID: "g"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.CreateTag(ctx, a, "v1", c1); err != nil {
+	if err := s.CreateTag(ctx, m.a, "v1", c1); err != nil {
 		t.Fatal(err)
 	}
-	usage, _ := s.Usage(ctx, "alice")
+	m.c1 = c1
+	m.usage, _ = s.Usage(ctx, "alice")
+	return m
+}
 
-	// Settings.
+// checkBucket fails the test if a rebuild from the bucket differs from the index.
+func (m *movesFixture) checkBucket(step string) {
+	m.t.Helper()
+	diffs, err := CheckIndex(m.ctx, ReindexConfig{IndexPath: m.s.cfg.IndexPath, BucketURL: m.bucket})
+	if err != nil || len(diffs) != 0 {
+		m.t.Fatalf("%s: the bucket disagrees with the index: %v %v", step, diffs, err)
+	}
+}
+
+// settings sets a's visibility and gating, then tries bad settings.
+func (m *movesFixture) settings() {
+	t, s, ctx, a := m.t, m.s, m.ctx, m.a
 	pub, manual, bad := "public", "manual", "everyone"
 	r, err := s.SetRepoSettings(ctx, a, RepoSettings{Visibility: &pub, Gated: &manual})
 	if err != nil || r.VisibilityOf() != "public" || r.Private || r.Gated != "manual" {
@@ -57,10 +95,11 @@ func TestRepoSettingsMoveAndDuplicate(t *testing.T) {
 	if got.VisibilityOf() != "public" || got.Gated != "manual" {
 		t.Errorf("after bad settings: %+v", got)
 	}
-	checkBucket("settings")
+}
 
-	// Move.
-	b := RepoID{Tenant: "alice", Type: "model", Name: "b"}
+// move tries bad moves of a, then moves it to b.
+func (m *movesFixture) move(b RepoID) {
+	t, s, ctx, a, c1 := m.t, m.s, m.ctx, m.a, m.c1
 	for _, c := range []struct {
 		to   RepoID
 		want error
@@ -96,10 +135,11 @@ func TestRepoSettingsMoveAndDuplicate(t *testing.T) {
 	if _, err := s.MovedTo(ctx, b); !errors.Is(err, ErrNotFound) {
 		t.Errorf("MovedTo of a name never moved: %v", err)
 	}
-	checkBucket("move")
+}
 
-	// Duplicate.
-	d := RepoID{Tenant: "alice", Type: "model", Name: "d"}
+// duplicate tries bad duplicates of b, then duplicates it to d.
+func (m *movesFixture) duplicate(b, d RepoID) {
+	t, s, ctx := m.t, m.s, m.ctx
 	if _, err := s.DuplicateRepo(ctx, b, RepoID{Tenant: "bob", Type: "model", Name: "d"}, ""); !errors.Is(err, ErrBadRepoName) {
 		t.Errorf("duplicate to another tenant: %v", err)
 	}
@@ -113,28 +153,35 @@ func TestRepoSettingsMoveAndDuplicate(t *testing.T) {
 	if err != nil || !dup.Private || dup.VisibilityOf() != "private" || dup.Gated != "manual" {
 		t.Fatalf("duplicate: %+v %v", dup, err)
 	}
-	if u, _ := s.Usage(ctx, "alice"); u != usage {
-		t.Errorf("usage %d after the duplicate, want %d", u, usage)
+	if u, _ := s.Usage(ctx, "alice"); u != m.usage {
+		t.Errorf("usage %d after the duplicate, want %d", u, m.usage)
 	}
-	checkBucket("duplicate")
+}
+
+// deleteSource deletes b and checks that its duplicate d keeps its
+// history and file.
+func (m *movesFixture) deleteSource(b, d RepoID) {
+	t, s, ctx := m.t, m.s, m.ctx
 	if err := s.DeleteRepo(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	for _, rev := range []string{"main", "v1"} {
-		if cm, err := s.Resolve(ctx, d, rev); err != nil || cm.SHA != c1.SHA {
+		if cm, err := s.Resolve(ctx, d, rev); err != nil || cm.SHA != m.c1.SHA {
 			t.Errorf("duplicate at %s after the source is deleted: %s %v", rev, cm.SHA, err)
 		}
 	}
-	if _, err := s.FileBySHA256(ctx, "alice", f.SHA256.String()); err != nil {
+	if _, err := s.FileBySHA256(ctx, "alice", m.f.SHA256.String()); err != nil {
 		t.Errorf("the duplicate's file after the source is deleted: %v", err)
 	}
-	if _, err := s.MovedTo(ctx, a); !errors.Is(err, ErrNotFound) {
+	if _, err := s.MovedTo(ctx, m.a); !errors.Is(err, ErrNotFound) {
 		t.Errorf("MovedTo(a) once its repo is deleted: %v", err)
 	}
-	checkBucket("delete source")
+}
 
-	// A chain of moves leads to where the repo is now, until a repo takes
-	// the old name again.
+// moveChain: a chain of moves leads to where the repo is now, until a repo
+// takes the old name again.
+func (m *movesFixture) moveChain() {
+	t, s, ctx := m.t, m.s, m.ctx
 	x, y, z := RepoID{"alice", "model", "x"}, RepoID{"alice", "model", "y"}, RepoID{"alice", "model", "z"}
 	if _, err := s.CreateRepo(ctx, x, false); err != nil {
 		t.Fatal(err)
@@ -149,19 +196,19 @@ func TestRepoSettingsMoveAndDuplicate(t *testing.T) {
 			t.Errorf("MovedTo(%s) = %v, %v; want %v", from.Name, got, err, z)
 		}
 	}
-	checkBucket("two moves")
+	m.checkBucket("two moves")
 	if _, err := s.CreateRepo(ctx, x, false); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.MovedTo(ctx, x); !errors.Is(err, ErrNotFound) {
 		t.Errorf("MovedTo(x) once x is taken again: %v", err)
 	}
-	checkBucket("old name taken again")
+	m.checkBucket("old name taken again")
 	if _, err := s.DeleteTenant(ctx, "alice"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.MovedTo(ctx, y); !errors.Is(err, ErrNotFound) {
 		t.Errorf("MovedTo(y) after the tenant is deleted: %v", err)
 	}
-	checkBucket("tenant deleted")
+	m.checkBucket("tenant deleted")
 }
