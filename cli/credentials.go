@@ -32,26 +32,7 @@ func credentialsCommand(env Env) *cli.Command {
 					&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 				}, common...),
 				Action: func(c *cli.Context) error {
-					var view server.CredentialView
-					if err := remoteOrLocal(c, env, func(a *adminClient) error {
-						return a.do(c.Context, "POST", "/credentials", map[string]any{"tenant": c.String("tenant"), "scopes": c.StringSlice("scope")}, &view)
-					}, func(st *store.Store, _ Config) error {
-						cred, tok, err := st.CreateCredential(c.Context, c.String("tenant"), c.StringSlice("scope"))
-						if err != nil {
-							return cli.Exit(err.Error(), 2)
-						}
-						view = credentialView(cred)
-						view.Token = tok
-						return nil
-					}); err != nil {
-						return err
-					}
-					if c.Bool("json") {
-						return printJSON(c.App.Writer, view)
-					}
-					fmt.Fprintf(c.App.Writer, "id:     %s\ntenant: %s\nscopes: %s\ntoken:  %s\n(the token is shown once; store it now)\n",
-						view.ID, view.Tenant, strings.Join(view.Scopes, ","), view.Token)
-					return nil
+					return credentialsCreate(c, env)
 				},
 			},
 			{
@@ -63,46 +44,7 @@ func credentialsCommand(env Env) *cli.Command {
 					&cli.BoolFlag{Name: "json", Usage: "print JSON"},
 				}, common...),
 				Action: func(c *cli.Context) error {
-					var views []server.CredentialView
-					if err := remoteOrLocal(c, env, func(a *adminClient) error {
-						var out struct{ Credentials []server.CredentialView }
-						path := "/credentials"
-						if t := c.String("tenant"); t != "" {
-							path += "?tenant=" + t
-						}
-						if err := a.do(c.Context, "GET", path, nil, &out); err != nil {
-							return err
-						}
-						views = out.Credentials
-						return nil
-					}, func(st *store.Store, _ Config) error {
-						cs, err := st.Credentials(c.Context, c.String("tenant"))
-						if err != nil {
-							return err
-						}
-						for _, cr := range cs {
-							views = append(views, credentialView(cr))
-						}
-						return nil
-					}); err != nil {
-						return err
-					}
-					if c.Bool("active") {
-						views = slices.DeleteFunc(views, func(v server.CredentialView) bool { return !v.Revoked.IsZero() })
-					}
-					if c.Bool("json") {
-						return printJSON(c.App.Writer, views)
-					}
-					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "ID\tTENANT\tSCOPES\tCREATED\tREVOKED")
-					for _, v := range views {
-						rev := "-"
-						if !v.Revoked.IsZero() {
-							rev = v.Revoked.Format(time.RFC3339)
-						}
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, strings.Join(v.Scopes, ","), v.Created.Format(time.RFC3339), rev)
-					}
-					return tw.Flush()
+					return credentialsList(c, env)
 				},
 			},
 			{
@@ -111,26 +53,99 @@ func credentialsCommand(env Env) *cli.Command {
 				ArgsUsage: "ID",
 				Flags:     common,
 				Action: func(c *cli.Context) error {
-					id := c.Args().First()
-					if id == "" {
-						return cli.Exit("revoke needs the credential id", 2)
-					}
-					if err := remoteOrLocal(c, env, func(a *adminClient) error {
-						return a.do(c.Context, "DELETE", "/credentials/"+id, nil, nil)
-					}, func(st *store.Store, _ Config) error {
-						if _, err := st.RevokeCredential(c.Context, id); err != nil {
-							return cli.Exit(err.Error(), 1)
-						}
-						return nil
-					}); err != nil {
-						return err
-					}
-					fmt.Fprintf(c.App.Writer, "revoked %s (servers on other processes stop accepting it within 10s)\n", id)
-					return nil
+					return credentialsRevoke(c, env)
 				},
 			},
 		},
 	}
+}
+
+// credentialsCreate is `credentials create`: it makes a credential and prints it with its token, once.
+func credentialsCreate(c *cli.Context, env Env) error {
+	var view server.CredentialView
+	if err := remoteOrLocal(c, env, func(a *adminClient) error {
+		return a.do(c.Context, "POST", "/credentials", map[string]any{"tenant": c.String("tenant"), "scopes": c.StringSlice("scope")}, &view)
+	}, func(st *store.Store, _ Config) error {
+		cred, tok, err := st.CreateCredential(c.Context, c.String("tenant"), c.StringSlice("scope"))
+		if err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+		view = credentialView(cred)
+		view.Token = tok
+		return nil
+	}); err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, view)
+	}
+	fmt.Fprintf(c.App.Writer, "id:     %s\ntenant: %s\nscopes: %s\ntoken:  %s\n(the token is shown once; store it now)\n",
+		view.ID, view.Tenant, strings.Join(view.Scopes, ","), view.Token)
+	return nil
+}
+
+// credentialsList is `credentials list`: it prints the credentials, optionally one tenant's or only active ones.
+func credentialsList(c *cli.Context, env Env) error {
+	var views []server.CredentialView
+	if err := remoteOrLocal(c, env, func(a *adminClient) error {
+		var out struct{ Credentials []server.CredentialView }
+		path := "/credentials"
+		if t := c.String("tenant"); t != "" {
+			path += "?tenant=" + t
+		}
+		if err := a.do(c.Context, "GET", path, nil, &out); err != nil {
+			return err
+		}
+		views = out.Credentials
+		return nil
+	}, func(st *store.Store, _ Config) error {
+		cs, err := st.Credentials(c.Context, c.String("tenant"))
+		if err != nil {
+			return err
+		}
+		for _, cr := range cs {
+			views = append(views, credentialView(cr))
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	if c.Bool("active") {
+		views = slices.DeleteFunc(views, func(v server.CredentialView) bool { return !v.Revoked.IsZero() })
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, views)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTENANT\tSCOPES\tCREATED\tREVOKED")
+	for _, v := range views {
+		rev := "-"
+		if !v.Revoked.IsZero() {
+			rev = v.Revoked.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", v.ID, v.Tenant, strings.Join(v.Scopes, ","), v.Created.Format(time.RFC3339), rev)
+	}
+	return tw.Flush()
+}
+
+// credentialsRevoke is `credentials revoke`: it revokes the credential whose id is the argument.
+func credentialsRevoke(c *cli.Context, env Env) error {
+	id := c.Args().First()
+	if id == "" {
+		return cli.Exit("revoke needs the credential id", 2)
+	}
+	if err := remoteOrLocal(c, env, func(a *adminClient) error {
+		return a.do(c.Context, "DELETE", "/credentials/"+id, nil, nil)
+	}, func(st *store.Store, _ Config) error {
+		if _, err := st.RevokeCredential(c.Context, id); err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	fmt.Fprintf(c.App.Writer, "revoked %s (servers on other processes stop accepting it within 10s)\n", id)
+	return nil
 }
 
 func credentialView(c store.Credential) server.CredentialView {

@@ -50,54 +50,7 @@ func limitsCommand(env Env) *cli.Command {
 					jsonFlag,
 				}, remoteFlags(env)...),
 				Action: func(c *cli.Context) error {
-					if c.Bool("suspend") && c.Bool("resume") {
-						return cli.Exit("--suspend and --resume: give one of them", 2)
-					}
-					a, err := newAdminClient(c, env, true)
-					if err != nil {
-						return err
-					}
-					path := "/tenants/" + url.PathEscape(c.String("tenant")) + "/limits"
-					var cur server.EffectiveLimits
-					if err := a.c.Do(c.Context, "GET", path, nil, &cur); err != nil {
-						var ae *admin.Error
-						if !c.Bool("create") || !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != "not_found" {
-							return a.exit("GET", err)
-						}
-						// An unknown tenant: nothing to keep.
-					}
-					doc := cur.Overrides
-					for _, o := range overrideFlags {
-						if c.IsSet(o.flag) {
-							if err := o.set(c, &doc); err != nil {
-								return cli.Exit("--"+o.flag+": "+err.Error(), 2)
-							}
-						}
-					}
-				resets:
-					for _, r := range c.StringSlice("reset") {
-						for _, o := range overrideFlags {
-							if o.flag == r {
-								o.set(nil, &doc)
-								continue resets
-							}
-						}
-						return cli.Exit(fmt.Sprintf("--reset: unknown limit %q", r), 2)
-					}
-					switch {
-					case c.Bool("suspend"):
-						doc.Suspended = true
-					case c.Bool("resume"):
-						doc.Suspended = false
-					}
-					if c.Bool("create") {
-						path += "?create=1"
-					}
-					var out server.EffectiveLimits
-					if err := a.do(c.Context, "PUT", path, doc, &out); err != nil {
-						return err
-					}
-					return printLimits(c.App.Writer, c.Bool("json"), out)
+					return limitsSet(c, env)
 				},
 			},
 			{
@@ -105,15 +58,7 @@ func limitsCommand(env Env) *cli.Command {
 				Usage: "show a tenant's effective limits, where each comes from, and its usage",
 				Flags: append([]cli.Flag{tenantFlag, jsonFlag}, remoteFlags(env)...),
 				Action: func(c *cli.Context) error {
-					a, err := newAdminClient(c, env, true)
-					if err != nil {
-						return err
-					}
-					var out server.EffectiveLimits
-					if err := a.do(c.Context, "GET", "/tenants/"+url.PathEscape(c.String("tenant"))+"/limits", nil, &out); err != nil {
-						return err
-					}
-					return printLimits(c.App.Writer, c.Bool("json"), out)
+					return limitsGet(c, env)
 				},
 			},
 			{
@@ -121,28 +66,98 @@ func limitsCommand(env Env) *cli.Command {
 				Usage: "list every tenant with its usage and limits",
 				Flags: append([]cli.Flag{jsonFlag}, remoteFlags(env)...),
 				Action: func(c *cli.Context) error {
-					a, err := newAdminClient(c, env, true)
-					if err != nil {
-						return err
-					}
-					var out struct{ Tenants []server.EffectiveLimits }
-					if err := a.do(c.Context, "GET", "/tenants", nil, &out); err != nil {
-						return err
-					}
-					if c.Bool("json") {
-						return printJSON(c.App.Writer, out.Tenants)
-					}
-					tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
-					fmt.Fprintln(tw, "TENANT\tUSAGE\tQUOTA\tREQ/S\tBURST\tCRED REQ/S\tCRED BURST\tIN FLIGHT\tSTATE")
-					for _, t := range out.Tenants {
-						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", t.Tenant, limits.HumanBytes(t.UsageBytes), limits.HumanBytes(t.QuotaBytes),
-							num(t.TenantRequestsPerSecond), t.TenantBurst, num(t.CredentialRequestsPerSecond), t.CredentialBurst, t.MaxInFlightPerCredential, state(t.Suspended))
-					}
-					return tw.Flush()
+					return limitsList(c, env)
 				},
 			},
 		},
 	}
+}
+
+// limitsSet is `limits set`: it changes a tenant's limit overrides and prints the limits that result.
+func limitsSet(c *cli.Context, env Env) error {
+	if c.Bool("suspend") && c.Bool("resume") {
+		return cli.Exit("--suspend and --resume: give one of them", 2)
+	}
+	a, err := newAdminClient(c, env, true)
+	if err != nil {
+		return err
+	}
+	path := "/tenants/" + url.PathEscape(c.String("tenant")) + "/limits"
+	var cur server.EffectiveLimits
+	if err := a.c.Do(c.Context, "GET", path, nil, &cur); err != nil {
+		var ae *admin.Error
+		if !c.Bool("create") || !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code != "not_found" {
+			return a.exit("GET", err)
+		}
+		// An unknown tenant: nothing to keep.
+	}
+	doc := cur.Overrides
+	for _, o := range overrideFlags {
+		if c.IsSet(o.flag) {
+			if err := o.set(c, &doc); err != nil {
+				return cli.Exit("--"+o.flag+": "+err.Error(), 2)
+			}
+		}
+	}
+resets:
+	for _, r := range c.StringSlice("reset") {
+		for _, o := range overrideFlags {
+			if o.flag == r {
+				o.set(nil, &doc)
+				continue resets
+			}
+		}
+		return cli.Exit(fmt.Sprintf("--reset: unknown limit %q", r), 2)
+	}
+	switch {
+	case c.Bool("suspend"):
+		doc.Suspended = true
+	case c.Bool("resume"):
+		doc.Suspended = false
+	}
+	if c.Bool("create") {
+		path += "?create=1"
+	}
+	var out server.EffectiveLimits
+	if err := a.do(c.Context, "PUT", path, doc, &out); err != nil {
+		return err
+	}
+	return printLimits(c.App.Writer, c.Bool("json"), out)
+}
+
+// limitsGet is `limits get`: it prints a tenant's effective limits, their sources and its usage.
+func limitsGet(c *cli.Context, env Env) error {
+	a, err := newAdminClient(c, env, true)
+	if err != nil {
+		return err
+	}
+	var out server.EffectiveLimits
+	if err := a.do(c.Context, "GET", "/tenants/"+url.PathEscape(c.String("tenant"))+"/limits", nil, &out); err != nil {
+		return err
+	}
+	return printLimits(c.App.Writer, c.Bool("json"), out)
+}
+
+// limitsList is `limits list`: it prints every tenant with its usage and limits.
+func limitsList(c *cli.Context, env Env) error {
+	a, err := newAdminClient(c, env, true)
+	if err != nil {
+		return err
+	}
+	var out struct{ Tenants []server.EffectiveLimits }
+	if err := a.do(c.Context, "GET", "/tenants", nil, &out); err != nil {
+		return err
+	}
+	if c.Bool("json") {
+		return printJSON(c.App.Writer, out.Tenants)
+	}
+	tw := tabwriter.NewWriter(c.App.Writer, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TENANT\tUSAGE\tQUOTA\tREQ/S\tBURST\tCRED REQ/S\tCRED BURST\tIN FLIGHT\tSTATE")
+	for _, t := range out.Tenants {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%s\n", t.Tenant, limits.HumanBytes(t.UsageBytes), limits.HumanBytes(t.QuotaBytes),
+			num(t.TenantRequestsPerSecond), t.TenantBurst, num(t.CredentialRequestsPerSecond), t.CredentialBurst, t.MaxInFlightPerCredential, state(t.Suspended))
+	}
+	return tw.Flush()
 }
 
 // notChanged is the help's default of a `limits set` flag: not given, it

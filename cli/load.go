@@ -89,56 +89,61 @@ func loadCommand(env Env) *cli.Command {
 			&cli.BoolFlag{Name: "json", Usage: "print the report as JSON instead of tables"},
 		},
 		Action: func(c *cli.Context) error {
-			cfg, err := loadConfigFrom(c, env)
-			if err != nil {
-				return cli.Exit(err.Error(), 2)
-			}
-			cfg.Progress = c.App.ErrWriter
-			if len(cfg.LoadCPUs) > 0 {
-				if err := pinProcess(cfg.LoadCPUs); err != nil {
-					return cli.Exit("--load-cpus: "+err.Error(), 2)
-				}
-			}
-			if cpus, err := processCPUs(); err == nil {
-				cfg.LoadCPUs = cpus
-			}
-			if cfg.Scenario == load.Abuse && c.Bool("abuser-process") {
-				if cfg.AbuserCommand, err = abuserCommand(c.App.ErrWriter); err != nil {
-					return cli.Exit(err.Error(), 2)
-				}
-			}
-			rep, err := load.Run(c.Context, cfg)
-			if err != nil {
-				code := 1
-				if errors.Is(err, load.ErrRemote) || errors.Is(err, load.ErrLayout) {
-					code = 2
-				}
-				return cli.Exit(err.Error(), code)
-			}
-			if path := c.String("report"); path != "" {
-				if err := writeReport(path, rep); err != nil {
-					return cli.Exit(err.Error(), 1)
-				}
-				fmt.Fprintf(c.App.ErrWriter, "load: report written to %s\n", path)
-			}
-			if c.Bool("json") {
-				enc := json.NewEncoder(c.App.Writer)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(rep); err != nil {
-					return err
-				}
-			} else if err := rep.WriteText(c.App.Writer); err != nil {
-				return err
-			}
-			switch {
-			case !rep.OK:
-				return cli.Exit(fmt.Sprintf("load %s: %d correctness failures", rep.Scenario, rep.Failed()), 1)
-			case rep.Interrupted:
-				return cli.Exit("load: interrupted", 1)
-			}
-			return nil
+			return runLoad(c, env)
 		},
 	}
+}
+
+// runLoad is `openxet load`: it runs the scenario, prints the report (and writes --report) and exits 1 on a correctness failure.
+func runLoad(c *cli.Context, env Env) error {
+	cfg, err := loadConfigFrom(c, env)
+	if err != nil {
+		return cli.Exit(err.Error(), 2)
+	}
+	cfg.Progress = c.App.ErrWriter
+	if len(cfg.LoadCPUs) > 0 {
+		if err := pinProcess(cfg.LoadCPUs); err != nil {
+			return cli.Exit("--load-cpus: "+err.Error(), 2)
+		}
+	}
+	if cpus, err := processCPUs(); err == nil {
+		cfg.LoadCPUs = cpus
+	}
+	if cfg.Scenario == load.Abuse && c.Bool("abuser-process") {
+		if cfg.AbuserCommand, err = abuserCommand(c.App.ErrWriter); err != nil {
+			return cli.Exit(err.Error(), 2)
+		}
+	}
+	rep, err := load.Run(c.Context, cfg)
+	if err != nil {
+		code := 1
+		if errors.Is(err, load.ErrRemote) || errors.Is(err, load.ErrLayout) {
+			code = 2
+		}
+		return cli.Exit(err.Error(), code)
+	}
+	if path := c.String("report"); path != "" {
+		if err := writeReport(path, rep); err != nil {
+			return cli.Exit(err.Error(), 1)
+		}
+		fmt.Fprintf(c.App.ErrWriter, "load: report written to %s\n", path)
+	}
+	if c.Bool("json") {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return err
+		}
+	} else if err := rep.WriteText(c.App.Writer); err != nil {
+		return err
+	}
+	switch {
+	case !rep.OK:
+		return cli.Exit(fmt.Sprintf("load %s: %d correctness failures", rep.Scenario, rep.Failed()), 1)
+	case rep.Interrupted:
+		return cli.Exit("load: interrupted", 1)
+	}
+	return nil
 }
 
 // loadConfigFrom reads the flags and environment into a load.Config.
