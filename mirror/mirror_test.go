@@ -32,8 +32,36 @@ func TestReadRoutes(t *testing.T) {
 	config := []byte(`{"model_type": "bert"}`)
 	up := u.repo(t, "google-bert", "bert-tiny", map[string][]byte{"model.safetensors": weights, "other.bin": other}, map[string][]byte{"config.json": config})
 	e := newMirror(t, u)
-	tok := e.Credential("bob", "read", "write")
+	rr := &readRoutes{u: u, e: e, tok: e.Credential("bob", "read", "write"), up: up, weights: weights, config: config}
+	rr.weightsEntry, _ = up.Entry("model.safetensors")
 
+	rr.checkInfo(t)
+	rr.checkTree(t)
+	rr.checkHead(t)
+	rr.checkDownloads(t)
+	rr.checkXet(t)
+	rr.checkListing(t)
+	rr.checkReadOnly(t)
+	e.checkIndex(t)
+}
+
+// readRoutes is the repo TestReadRoutes reads: google-bert/bert-tiny of u,
+// through the mirror e, with tok.
+type readRoutes struct {
+	u               *upstreamEnv
+	e               *mirrorEnv
+	tok             string
+	up              store.Commit // the upstream's commit of main
+	weights, config []byte       // model.safetensors (Xet) and config.json (regular)
+	weightsEntry    store.TreeEntry
+	regularOpens    int64 // upstream streams opened to record the revision
+}
+
+// checkInfo checks the repo's info answers, at main and at its sha, and
+// that recording the revision read the regular file only.
+func (rr *readRoutes) checkInfo(t *testing.T) {
+	t.Helper()
+	e, tok, up := rr.e, rr.tok, rr.up
 	info := e.Do("GET", "/api/models/google-bert/bert-tiny?expand=xetEnabled", tok, nil)
 	if info.Status != 200 {
 		t.Fatalf("info: %d %s", info.Status, info.Body)
@@ -46,34 +74,45 @@ func TestReadRoutes(t *testing.T) {
 		t.Errorf("info: %d siblings, want 3", len(sib))
 	}
 	// The regular file was read when the revision was recorded.
-	regularOpens := e.up.opens.Load()
-	if regularOpens != 1 {
-		t.Errorf("recording the revision opened %d streams, want 1 (config.json)", regularOpens)
+	rr.regularOpens = e.up.opens.Load()
+	if rr.regularOpens != 1 {
+		t.Errorf("recording the revision opened %d streams, want 1 (config.json)", rr.regularOpens)
 	}
 	if r := e.Do("GET", "/api/models/google-bert/bert-tiny/revision/"+up.SHA, tok, nil); r.Status != 200 {
 		t.Errorf("info at the sha: %d %s", r.Status, r.Body)
 	}
+}
 
+// checkTree checks that the tree gives the upstream's Xet hash and that
+// paths-info answers.
+func (rr *readRoutes) checkTree(t *testing.T) {
+	t.Helper()
+	e, tok := rr.e, rr.tok
 	tree := e.Do("GET", "/api/models/google-bert/bert-tiny/tree/main", tok, nil)
 	var items []map[string]any
 	if err := json.Unmarshal(tree.Body, &items); err != nil || tree.Status != 200 {
 		t.Fatalf("tree: %d %s", tree.Status, tree.Body)
 	}
-	upEntry, _ := up.Entry("model.safetensors")
 	found := false
 	for _, it := range items {
 		if it["path"] == "model.safetensors" {
-			found = it["xetHash"] == upEntry.XetHash
+			found = it["xetHash"] == rr.weightsEntry.XetHash
 		}
 	}
 	if !found {
-		t.Errorf("tree: no model.safetensors with the upstream's xetHash %s: %s", upEntry.XetHash, tree.Body)
+		t.Errorf("tree: no model.safetensors with the upstream's xetHash %s: %s", rr.weightsEntry.XetHash, tree.Body)
 	}
 	if r := e.Do("POST", "/api/models/google-bert/bert-tiny/paths-info/main", tok, []byte(`{"paths":["config.json"]}`), "Content-Type: application/json"); r.Status != 200 || !strings.Contains(string(r.Body), "config.json") {
 		t.Errorf("paths-info: %d %s", r.Status, r.Body)
 	}
+}
 
-	head := e.Do("HEAD", "/google-bert/bert-tiny/resolve/main/model.safetensors", tok, nil)
+// checkHead checks a HEAD of the Xet file: the upstream's commit and hash,
+// a Link naming the mirror only, the size, and no upstream stream opened.
+func (rr *readRoutes) checkHead(t *testing.T) {
+	t.Helper()
+	e, u, up, upEntry := rr.e, rr.u, rr.up, rr.weightsEntry
+	head := e.Do("HEAD", "/google-bert/bert-tiny/resolve/main/model.safetensors", rr.tok, nil)
 	if head.Status != 200 || head.Header.Get("X-Repo-Commit") != up.SHA || head.Header.Get("X-Xet-Hash") != upEntry.XetHash {
 		t.Errorf("HEAD: %d commit %q xet %q", head.Status, head.Header.Get("X-Repo-Commit"), head.Header.Get("X-Xet-Hash"))
 	}
@@ -83,10 +122,17 @@ func TestReadRoutes(t *testing.T) {
 	if head.Header.Get("Content-Length") != strconv.Itoa(weightsBytes) {
 		t.Errorf("HEAD Content-Length %q", head.Header.Get("Content-Length"))
 	}
-	if n := e.up.opens.Load() - regularOpens; n != 0 {
+	if n := e.up.opens.Load() - rr.regularOpens; n != 0 {
 		t.Errorf("a HEAD opened %d upstream streams, want 0", n)
 	}
+}
 
+// checkDownloads downloads the regular file, the Xet file twice (pulled
+// from the upstream once, registered under the upstream's hash) and a
+// Range of it.
+func (rr *readRoutes) checkDownloads(t *testing.T) {
+	t.Helper()
+	e, tok, weights, config := rr.e, rr.tok, rr.weights, rr.config
 	if r := e.Do("GET", "/google-bert/bert-tiny/resolve/main/config.json", tok, nil); r.Status != 200 || !bytes.Equal(r.Body, config) {
 		t.Errorf("config.json: %d %q", r.Status, r.Body)
 	}
@@ -96,46 +142,59 @@ func TestReadRoutes(t *testing.T) {
 			t.Fatalf("download %d: %d, %d bytes, equal %v", i, r.Status, len(r.Body), bytes.Equal(r.Body, weights))
 		}
 	}
-	if n := e.up.opens.Load() - regularOpens; n != 1 {
+	if n := e.up.opens.Load() - rr.regularOpens; n != 1 {
 		t.Errorf("two downloads opened %d upstream file streams, want 1", n)
 	}
-	h, _ := xet.ParseHash(upEntry.XetHash)
+	h, _ := xet.ParseHash(rr.weightsEntry.XetHash)
 	if f, err := e.Store.File(context.Background(), mirror.DefaultTenant, h); err != nil || f.SizeBytes != weightsBytes {
 		t.Errorf("the mirror's file %s: %v %+v (its hash must be the upstream's)", h, err, f)
 	}
 	if r := e.Do("GET", "/google-bert/bert-tiny/resolve/main/model.safetensors", tok, nil, "Range: bytes=100-199"); r.Status != 206 || !bytes.Equal(r.Body, weights[100:200]) {
 		t.Errorf("Range: %d %d bytes", r.Status, len(r.Body))
 	}
+}
 
-	// The Xet path: the token names the mirror, and a file not pulled yet
-	// is pulled for its reconstruction.
-	xt := e.Do("GET", "/api/models/google-bert/bert-tiny/xet-read-token/main", tok, nil)
+// checkXet checks the Xet path: the token names the mirror, and a file not
+// pulled yet is pulled for its reconstruction.
+func (rr *readRoutes) checkXet(t *testing.T) {
+	t.Helper()
+	e, u := rr.e, rr.u
+	xt := e.Do("GET", "/api/models/google-bert/bert-tiny/xet-read-token/main", rr.tok, nil)
 	xm := xt.JSON(t)
 	if xt.Status != 200 || xm["casUrl"] != e.URL {
 		t.Fatalf("xet-read-token: %d casUrl %v", xt.Status, xm["casUrl"])
 	}
 	cas, _ := xm["accessToken"].(string)
-	otherEntry, _ := up.Entry("other.bin")
+	otherEntry, _ := rr.up.Entry("other.bin")
 	rec := e.Do("GET", "/v1/reconstructions/"+otherEntry.XetHash, cas, nil)
 	if rec.Status != 200 || strings.Contains(string(rec.Body), u.URL) || !strings.Contains(string(rec.Body), e.URL) {
 		t.Errorf("reconstruction: %d %s", rec.Status, rec.Body)
 	}
-	if n := e.up.opens.Load() - regularOpens; n != 2 {
+	if n := e.up.opens.Load() - rr.regularOpens; n != 2 {
 		t.Errorf("after the reconstruction %d upstream streams, want 2", n)
 	}
+}
 
-	// The listing and the refs show the upstream's id and revision names.
-	list := e.Do("GET", "/api/models?search=bert-tiny", tok, nil)
+// checkListing checks that the listing and the refs show the upstream's id
+// and revision names.
+func (rr *readRoutes) checkListing(t *testing.T) {
+	t.Helper()
+	list := rr.e.Do("GET", "/api/models?search=bert-tiny", rr.tok, nil)
 	var listed []map[string]any
-	if err := json.Unmarshal(list.Body, &listed); err != nil || len(listed) != 1 || listed[0]["id"] != "google-bert/bert-tiny" || listed[0]["sha"] != up.SHA {
+	if err := json.Unmarshal(list.Body, &listed); err != nil || len(listed) != 1 || listed[0]["id"] != "google-bert/bert-tiny" || listed[0]["sha"] != rr.up.SHA {
 		t.Errorf("listing: %d %s", list.Status, list.Body)
 	}
-	refs := e.Do("GET", "/api/models/google-bert/bert-tiny/refs", tok, nil)
+	refs := rr.e.Do("GET", "/api/models/google-bert/bert-tiny/refs", rr.tok, nil)
 	if !strings.Contains(string(refs.Body), `"name":"main"`) || strings.Contains(string(refs.Body), "refs/mirror") {
 		t.Errorf("refs: %d %s", refs.Status, refs.Body)
 	}
+}
 
-	// Mirrored repos are read-only.
+// checkReadOnly checks that a commit to the mirrored repo is refused and
+// that a repo the upstream lacks is not found.
+func (rr *readRoutes) checkReadOnly(t *testing.T) {
+	t.Helper()
+	e, tok := rr.e, rr.tok
 	commit := e.Do("POST", "/api/models/google-bert/bert-tiny/commit/main", tok, []byte(`{"key":"header","value":{"summary":"x"}}`+"\n"), "Content-Type: application/x-ndjson")
 	if commit.Status != 403 {
 		t.Errorf("commit to a mirrored repo: %d %s, want 403", commit.Status, commit.Body)
@@ -144,7 +203,6 @@ func TestReadRoutes(t *testing.T) {
 	if r := e.Do("GET", "/api/models/google-bert/nothing", tok, nil); r.Status != 404 || r.Header.Get("X-Error-Code") != "RepoNotFound" {
 		t.Errorf("a repo the upstream lacks: %d %s %q", r.Status, r.Body, r.Header.Get("X-Error-Code"))
 	}
-	e.checkIndex(t)
 }
 
 // TestIsolation: with mirror.visibility private, every read route of a
