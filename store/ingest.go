@@ -61,28 +61,33 @@ const ingestReadBytes = 512 << 10
 
 // ingestXorbBytes is the most a xorb being built takes: XorbTargetBytes of
 // data and the headers of XorbTargetChunks chunks (a chunk is stored
-// compressed only when that is smaller). With the read buffer it stays
-// under xet.MaxXorbBytes, which every credential's memory share holds.
+// compressed only when that is smaller). With the read buffer and the
+// SHA-256's buffers it stays under xet.MaxXorbBytes, which every
+// credential's memory share holds.
 const ingestXorbBytes = xet.XorbTargetBytes + xet.XorbTargetChunks*xet.ChunkHeaderBytes
 
 // IngestBufferBytes returns the memory IngestFile works in for a stream of
-// sizeBytes (-1 when not known): a read buffer and one xorb, no bigger than
-// the stream needs, and never more than xet.MaxXorbBytes.
+// sizeBytes (-1 when not known): a read buffer, one xorb and the SHA-256's
+// two buffers (shaReader), no bigger than the stream needs, and never more
+// than xet.MaxXorbBytes.
 func IngestBufferBytes(sizeBytes int64) int64 {
-	read, xorb := ingestBuffers(sizeBytes)
-	return read + xorb
+	read, xorb, sha := ingestBuffers(sizeBytes)
+	return read + xorb + sha
 }
 
-// ingestBuffers splits IngestBufferBytes into the read buffer and the xorb.
-func ingestBuffers(sizeBytes int64) (read, xorb int64) {
-	read, xorb = ingestReadBytes, ingestXorbBytes
+// ingestBuffers splits IngestBufferBytes into the read buffer, the xorb
+// and the two buffers of the SHA-256 beside the chunking (shaReader), for
+// a stream that is not known to be shorter than the read buffer; a shorter
+// one is hashed inline (sha 0).
+func ingestBuffers(sizeBytes int64) (read, xorb, sha int64) {
+	read, xorb, sha = ingestReadBytes, ingestXorbBytes, 2*ingestSHABytes
 	if sizeBytes >= 0 {
 		xorb = min(xorb, sizeBytes+(sizeBytes/xet.ChunkMinBytes+1)*xet.ChunkHeaderBytes)
 		if sizeBytes < read {
-			read = xet.ChunkReaderBufBytes
+			read, sha = xet.ChunkReaderBufBytes, 0
 		}
 	}
-	return read, xorb
+	return read, xorb, sha
 }
 
 // IngestFile stores the bytes of r as tenant's file, the way an hf_xet
@@ -117,7 +122,13 @@ func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt 
 		// still works, in memory of its own.
 		buf = make([]byte, IngestBufferBytes(opt.SizeBytes))
 	}
-	read, xorb := ingestBuffers(opt.SizeBytes)
+	read, xorb, shaBufs := ingestBuffers(opt.SizeBytes)
+	if shaBufs > 0 {
+		sr := newSHAReader(r, buf[read+xorb:read+xorb+shaBufs])
+		defer sr.stop()
+		r, in.sha = sr, nil
+		in.shaSum = sr.Sum
+	}
 	cr := xet.NewChunkReader(r, buf[:read])
 	in.xorb = xet.NewXorbWriter(buf[read:read+xorb], true)
 	in.cur = -1
@@ -148,7 +159,11 @@ func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt 
 		return IngestedFile{}, fmt.Errorf("ingest: %w: the stream has %d bytes, want %d", xet.ErrHashMismatch, in.size, opt.SizeBytes)
 	}
 	var sum [sha256.Size]byte
-	in.sha.Sum(sum[:0])
+	if in.shaSum != nil {
+		sum = in.shaSum()
+	} else {
+		in.sha.Sum(sum[:0])
+	}
 	if opt.SHA256 != nil && sum != *opt.SHA256 {
 		return IngestedFile{}, fmt.Errorf("ingest: %w: the stream's SHA-256 is %s, want %s", xet.ErrHashMismatch,
 			hex.EncodeToString(sum[:]), hex.EncodeToString(opt.SHA256[:]))
@@ -183,7 +198,8 @@ type ingestion struct {
 	ctx    context.Context
 	tenant string
 	opt    IngestOptions
-	sha    hash.Hash
+	sha    hash.Hash                // the stream's SHA-256, inline; nil with shaSum
+	shaSum func() [sha256.Size]byte // the stream's SHA-256 from a shaReader
 	agg    xet.AggregatedHasher
 	size   int64
 
@@ -224,7 +240,9 @@ func (in *ingestion) rest() {
 // add places one chunk of the stream.
 func (in *ingestion) add(chunk []byte, first bool) error {
 	h := xet.ChunkHash(chunk)
-	in.sha.Write(chunk)
+	if in.sha != nil {
+		in.sha.Write(chunk)
+	}
 	in.agg.Add(xet.Leaf{Hash: h, Size: uint64(len(chunk))})
 	in.size += int64(len(chunk))
 	if len(in.known) >= ingestKnownChunks {
