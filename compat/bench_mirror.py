@@ -40,6 +40,15 @@ TIMED = """
 """
 
 
+def routes(entries):
+    """How many requests of each file-bytes route a download made: which
+    path the client took (resolve for a plain download, reconstructions
+    and fetches for hf_xet's)."""
+    kinds = {"resolve": "/resolve/", "reconstructions": "/reconstructions/", "fetch": "/v1/fetch/"}
+    n = {k: sum(1 for e in entries if v in e.get("path", "")) for k, v in kinds.items()}
+    return ", ".join(f"{k} {v}" for k, v in n.items())
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=256)
@@ -56,7 +65,7 @@ def main():
     alice = HubClient(upstream.url, upstream.make_credential("alice"), work / "alice")
     bob_up = upstream.make_credential("bob", "read")
     bot = upstream.make_credential("mirrorbot", "read")
-    mirror = OpenxetServer(binary, work / "mirror", ["--log-level", "warn", "--mirror-upstream", upstream.url,
+    mirror = OpenxetServer(binary, work / "mirror", ["--mirror-upstream", upstream.url,
                                                      "--mirror-upstream-token", bot]).start()
     bob = mirror.make_credential("bob", "read")
     carol = HubClient(mirror.url, mirror.make_credential("carol"), work / "carol")
@@ -77,8 +86,11 @@ def main():
             src.unlink()
 
             def timed(name, endpoint, token, repo_id):
+                mark = mirror.log_mark() if endpoint == mirror.url else None
                 t = run_py(HubClient(endpoint, token, work / f"{name}-{run}"), TIMED.format(repo=repo_id), timeout=900)
                 times[name].append(t)
+                if mark is not None and run == 0:
+                    print(f"{name}: the mirror answered {routes(mirror.requests_since(mark))}", flush=True)
 
             timed("direct", upstream.url, bob_up, repo)
             timed("first", mirror.url, bob, repo)
