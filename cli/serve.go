@@ -19,8 +19,8 @@ import (
 	"openxet/limits"
 	"openxet/server"
 	"openxet/store"
-	"openxet/xet"
 	"openxet/work"
+	"openxet/xet"
 )
 
 func serveCommand(env Env) *cli.Command {
