@@ -40,6 +40,7 @@ func TestLayout(t *testing.T) {
 		"compat/tools/manyterms": {"openxet/xet"},
 		"load/cmd/gcupload":      {"openxet/testproc", "openxet/xet"},
 		"load/cmd/memstorm":      {"openxet/testproc", "openxet/xet"},
+		"load/cmd/tracewait":     {},
 		"mirror":                 {"openxet/xet", "openxet/store", "openxet/refusal", "openxet/work"},
 		"mirror/upstream":        {"openxet/mirror", "openxet/xet"},
 		"mirror/upstreamtest":    {"openxet/xet"},

@@ -41,7 +41,7 @@ func storeCredentials(t *testing.T, dir string) (rows []store.Credential, record
 
 // TestServeOnABusyPortCreatesNoCredential: `openxet serve` binds its
 // listeners before anything else, so a start that cannot bind (the main
-// or the metrics address in use) fails without creating or printing the
+// the metrics or the profiler's address in use) fails without creating or printing the
 // first admin credential; a later start on a free port creates it.
 func TestServeOnABusyPortCreatesNoCredential(t *testing.T) {
 	busy, err := net.Listen("tcp", "127.0.0.1:0")
@@ -49,12 +49,12 @@ func TestServeOnABusyPortCreatesNoCredential(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer busy.Close()
-	for _, flag := range []string{"--listen", "--metrics-listen"} {
+	for _, flag := range []string{"--listen", "--metrics-listen", "--debug-listen"} {
 		t.Run(flag, func(t *testing.T) {
 			dir := t.TempDir()
 			args := []string{"serve", "--data-dir", dir, "--listen", busy.Addr().String()}
-			if flag == "--metrics-listen" {
-				args = []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", "--metrics-listen", busy.Addr().String()}
+			if flag != "--listen" {
+				args = []string{"serve", "--data-dir", dir, "--listen", "127.0.0.1:0", flag, busy.Addr().String()}
 			}
 			code, out, errOut := run(t, nil, args...)
 			if code == 0 || !strings.Contains(errOut, "listen on "+busy.Addr().String()) {

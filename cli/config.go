@@ -47,6 +47,7 @@ type Config struct {
 	WorkWait              time.Duration
 	TurnsAboveInFlight    int
 	MetricsListen         string
+	DebugListen           string
 	LogFormat             string
 	LogLevel              string
 	TokenTTL              time.Duration
@@ -247,6 +248,15 @@ var settings = []setting{
 			}
 		}
 		c.MetricsListen = v
+		return nil
+	}},
+	{"server.debug_listen", "", "separate listener for Go's profiler (/debug/pprof/: CPU, heap, goroutine profiles and the runtime trace, in which each request is a task with its tenant), without auth: bind it to a loopback or private address (default: none)", func(c *Config, v string) error {
+		if v != "" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return err
+			}
+		}
+		c.DebugListen = v
 		return nil
 	}},
 	{"server.log_format", "text", "request log format: text or json", func(c *Config, v string) error {

@@ -98,6 +98,7 @@ func TestInvalidValues(t *testing.T) {
 		"server.tenant_work_share":                  "2",
 		"server.work_wait":                          "0s",
 		"server.metrics_listen":                     "9090",
+		"server.debug_listen":                       "6060",
 		"server.log_format":                         "xml",
 		"hub.anonymous_reads":                       "sometimes",
 		"hub.default_visibility":                    "protected",

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"runtime/debug"
 	"strings"
@@ -160,6 +161,13 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		}
 		defer mln.Close()
 	}
+	var dln net.Listener
+	if cfg.DebugListen != "" {
+		if dln, err = net.Listen("tcp", cfg.DebugListen); err != nil {
+			return cli.Exit(fmt.Sprintf("listen on %s: %v", cfg.DebugListen, err), 1)
+		}
+		defer dln.Close()
+	}
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -199,6 +207,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		go ms.Serve(mln)
 		defer ms.Close()
 	}
+	if dln != nil {
+		ds := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second}
+		go ds.Serve(dln)
+		defer ds.Close()
+		log.Info("profiler listening", "addr", "http://"+dln.Addr().String()+"/debug/pprof/")
+	}
 	if cfg.GoMemoryLimit > 0 {
 		prev := debug.SetMemoryLimit(cfg.GoMemoryLimit)
 		defer debug.SetMemoryLimit(prev)
@@ -227,4 +241,16 @@ func bootstrapAdmin(ctx context.Context, st *store.Store, w io.Writer) error {
 	fmt.Fprintf(w, "First start: created admin credential %s for tenant %q (scopes %s).\n", cred.ID, cred.Tenant, strings.Join(cred.Scopes, ","))
 	fmt.Fprintf(w, "Token (shown once, store it now): %s\n", tok)
 	return nil
+}
+
+// debugHandler serves Go's profiler (net/http/pprof) under /debug/pprof/,
+// for server.debug_listen.
+func debugHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"log/slog"
+	"runtime/trace"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -25,6 +26,14 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		queue := queueTime(c.Request().Header.Get(headerRequestStart), start)
 		st := new(stageTimes)
 		c.Set(stagesKey, st)
+		if trace.IsEnabled() {
+			// A runtime trace (server.debug_listen's /debug/pprof/trace)
+			// shows each request as a task: its goroutine's running,
+			// runnable and blocked time, and its tenant (traceTenant).
+			ctx, task := trace.NewTask(c.Request().Context(), "request")
+			defer task.End()
+			c.SetRequest(c.Request().WithContext(ctx))
+		}
 		c.Response().Before(func() {
 			if identityOf(c) != nil {
 				c.Response().Header().Set(headerServerTiming, st.serverTiming(time.Since(start), queue))

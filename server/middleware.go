@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"runtime/trace"
 	"strings"
 	"time"
 
@@ -64,6 +65,9 @@ func (s *Server) guardRated(scope string, rated, urlToken bool) echo.MiddlewareF
 			}
 			attempt.Refund()
 			c.Set(identityKey, id)
+			if trace.IsEnabled() {
+				trace.Log(c.Request().Context(), "tenant", id.Tenant)
+			}
 			if scope != "" && !id.has(scope) {
 				return &scopeError{Tenant: id.Tenant, Have: id.Scopes, Need: scope}
 			}

@@ -1,0 +1,206 @@
+// Command tracewait reads a Go runtime trace of `openxet serve` (from its
+// server.debug_listen, /debug/pprof/trace?seconds=N) and says where the
+// requests' time went: each request is a trace task of type "request" with
+// its tenant logged (server/log.go, server/middleware.go), and the time of
+// the goroutine serving it is split into running, runnable (waiting for a
+// CPU: the scheduler's queue), blocked (by the runtime's reason: network,
+// select, sync, ...) and in system calls.
+//
+// Requests are grouped as the abuser's (a tenant whose name ends in
+// -abuser-suffix) and the honest ones. For each group it prints the count,
+// the p50 and p99 of the request time, the mean split, and the mean split
+// of the slowest 1 % (the tail the abuse scenario's p99 sees). It is a
+// measurement for BENCHMARKS.md, not a test.
+//
+//	curl -o abuse.trace 'http://127.0.0.1:6060/debug/pprof/trace?seconds=5'
+//	go run ./load/cmd/tracewait abuse.trace
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"golang.org/x/exp/trace"
+)
+
+// request is one request task and its goroutine's time by state.
+type request struct {
+	tenant     string
+	start, end trace.Time
+	g          trace.GoID
+	split      map[string]time.Duration // "running", "runnable", "syscall", "blocked: <reason>"
+}
+
+func (r *request) total() time.Duration { return time.Duration(r.end - r.start) }
+
+// goroutine is what the reader knows of a goroutine serving a request.
+type goroutine struct {
+	state  trace.GoState
+	reason string // why it blocked, while it is waiting
+	since  trace.Time
+	req    *request
+}
+
+func main() {
+	suffix := flag.String("abuser-suffix", "-abuser", "tenant name suffix of the abuser's requests")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: tracewait [-abuser-suffix S] TRACE")
+		os.Exit(2)
+	}
+	f, err := os.Open(flag.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	defer f.Close()
+	done, err := read(f)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	groups := map[string][]*request{}
+	for _, r := range done {
+		if r.tenant == "" {
+			continue // refused before authentication
+		}
+		g := "honest"
+		if strings.HasSuffix(r.tenant, *suffix) {
+			g = "abuser"
+		}
+		groups[g] = append(groups[g], r)
+	}
+	for _, g := range []string{"honest", "abuser"} {
+		report(os.Stdout, g, groups[g])
+	}
+}
+
+// read follows the trace and returns every request task that began and
+// ended in it.
+func read(f io.Reader) ([]*request, error) {
+	rd, err := trace.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	gs := map[trace.GoID]*goroutine{}
+	open := map[trace.TaskID]*request{}
+	var done []*request
+	// charge adds g's time in its current state up to t to its request.
+	charge := func(g *goroutine, t trace.Time) {
+		if g.req == nil || g.since == 0 {
+			return
+		}
+		key := g.state.String()
+		switch g.state {
+		case trace.GoRunning:
+			key = "running"
+		case trace.GoRunnable:
+			key = "runnable"
+		case trace.GoSyscall:
+			key = "syscall"
+		case trace.GoWaiting:
+			key = "blocked: " + g.reason
+		}
+		g.req.split[key] += time.Duration(t - g.since)
+	}
+	of := func(id trace.GoID) *goroutine {
+		g := gs[id]
+		if g == nil {
+			g = &goroutine{state: trace.GoRunning}
+			gs[id] = g
+		}
+		return g
+	}
+	for {
+		ev, err := rd.ReadEvent()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		switch ev.Kind() {
+		case trace.EventTaskBegin:
+			if ev.Task().Type != "request" {
+				continue
+			}
+			r := &request{start: ev.Time(), g: ev.Goroutine(), split: map[string]time.Duration{}}
+			open[ev.Task().ID] = r
+			g := of(ev.Goroutine())
+			g.req, g.state, g.since = r, trace.GoRunning, ev.Time()
+		case trace.EventLog:
+			if l := ev.Log(); l.Category == "tenant" {
+				if r := open[l.Task]; r != nil {
+					r.tenant = l.Message
+				}
+			}
+		case trace.EventTaskEnd:
+			r := open[ev.Task().ID]
+			if r == nil {
+				continue
+			}
+			delete(open, ev.Task().ID)
+			r.end = ev.Time()
+			if g := gs[r.g]; g != nil && g.req == r {
+				charge(g, ev.Time())
+				g.req = nil
+			}
+			done = append(done, r)
+		case trace.EventStateTransition:
+			st := ev.StateTransition()
+			if st.Resource.Kind != trace.ResourceGoroutine {
+				continue
+			}
+			g := of(st.Resource.Goroutine())
+			_, to := st.Goroutine()
+			charge(g, ev.Time())
+			g.state, g.since = to, ev.Time()
+			if to == trace.GoWaiting {
+				g.reason = st.Reason
+			}
+		}
+	}
+	return done, nil
+}
+
+// report prints a group's request times and where they went.
+func report(w io.Writer, name string, rs []*request) {
+	if len(rs) == 0 {
+		fmt.Fprintf(w, "%s: no requests\n", name)
+		return
+	}
+	sort.Slice(rs, func(i, j int) bool { return rs[i].total() < rs[j].total() })
+	pct := func(p float64) time.Duration { return rs[min(len(rs)-1, int(p*float64(len(rs))))].total() }
+	fmt.Fprintf(w, "%s: %d requests, p50 %v, p99 %v, max %v\n", name, len(rs), pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond), rs[len(rs)-1].total().Round(time.Microsecond))
+	fmt.Fprintf(w, "  mean split:      %s\n", split(rs))
+	tail := rs[int(0.99*float64(len(rs))):]
+	fmt.Fprintf(w, "  slowest 1 %% (%d): %s\n", len(tail), split(tail))
+}
+
+// split is the mean time per state of rs, largest first.
+func split(rs []*request) string {
+	sum := map[string]time.Duration{}
+	var total time.Duration
+	for _, r := range rs {
+		for k, d := range r.split {
+			sum[k] += d
+		}
+		total += r.total()
+	}
+	keys := make([]string, 0, len(sum))
+	for k := range sum {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return int(sum[b] - sum[a]) })
+	parts := []string{fmt.Sprintf("total %v", (total / time.Duration(len(rs))).Round(time.Microsecond))}
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s %v", k, (sum[k]/time.Duration(len(rs))).Round(time.Microsecond)))
+	}
+	return strings.Join(parts, ", ")
+}
