@@ -4,7 +4,10 @@
 // its tenant logged (server/log.go, server/middleware.go), and the time of
 // the goroutine serving it is split into running, runnable (waiting for a
 // CPU: the scheduler's queue), blocked (by the runtime's reason: network,
-// select, sync, ...) and in system calls.
+// select, sync, ...) and in system calls. A request's time starts when
+// its goroutine last became runnable before the handler (the request's
+// bytes arrived): "before: runnable" and "before: running" are the wait
+// for a CPU and the reading and parsing of the request.
 //
 // Requests are grouped as the abuser's (a tenant whose name ends in
 // -abuser-suffix) and the honest ones. For each group it prints the count,
@@ -35,6 +38,18 @@ type request struct {
 	start, end trace.Time
 	g          trace.GoID
 	split      map[string]time.Duration // "running", "runnable", "syscall", "blocked: <reason>"
+	// waitFrom and waitTo are the wait for a CPU before the handler
+	// ("before: runnable"), zero when the trace does not show it.
+	waitFrom, waitTo trace.Time
+}
+
+// run is a stretch of time a goroutine ran: for a request's goroutine,
+// req; for another, label (where it had blocked before: its first openxet
+// frame, else its outermost one).
+type run struct {
+	start, end trace.Time
+	req        *request
+	label      string
 }
 
 func (r *request) total() time.Duration { return time.Duration(r.end - r.start) }
@@ -45,6 +60,11 @@ type goroutine struct {
 	reason string // why it blocked, while it is waiting
 	since  trace.Time
 	req    *request
+	// woke and ran are when it last became runnable and then running:
+	// for a connection's goroutine, the request's bytes arriving and the
+	// goroutine getting a CPU to read them.
+	woke, ran trace.Time
+	label     string // where it last blocked (run.label)
 }
 
 func main() {
@@ -60,7 +80,7 @@ func main() {
 		os.Exit(1)
 	}
 	defer f.Close()
-	done, err := read(f)
+	done, runs, err := read(f)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -79,18 +99,90 @@ func main() {
 	for _, g := range []string{"honest", "abuser"} {
 		report(os.Stdout, g, groups[g])
 	}
+	class := func(r run) string {
+		switch {
+		case r.req == nil:
+			return r.label
+		case strings.HasSuffix(r.req.tenant, *suffix):
+			return "abuser's requests"
+		case r.req.tenant == "":
+			return "requests not authenticated yet"
+		}
+		return "honest requests"
+	}
+	if hs := groups["honest"]; len(hs) > 0 {
+		tail := hs[int(0.99*float64(len(hs))):] // report sorted them
+		fmt.Fprintf(os.Stdout, "while the slowest 1 %% of honest requests waited for a CPU, it ran: %s\n", ranDuring(tail, runs, class))
+		// The tracer's own work (its advancer dumping stack tables about
+		// once a second) stalls a one-CPU server for milliseconds: the
+		// honest requests that waited on it, left out, are the run as it
+		// is without the trace.
+		var clean []*request
+		for _, r := range hs {
+			if !waitedOnTracer(r, runs) {
+				clean = append(clean, r)
+			}
+		}
+		report(os.Stdout, fmt.Sprintf("honest, without the %d that waited on the tracer", len(hs)-len(clean)), clean)
+		if len(clean) > 0 {
+			tail = clean[int(0.99*float64(len(clean))):]
+			fmt.Fprintf(os.Stdout, "while their slowest 1 %% waited for a CPU, it ran: %s\n", ranDuring(tail, runs, class))
+		}
+	}
+}
+
+// waitedOnTracer reports whether the runtime tracer's advancer ran while
+// r waited for a CPU.
+func waitedOnTracer(r *request, runs []run) bool {
+	for _, x := range runs {
+		if x.req == nil && strings.HasPrefix(x.label, "runtime.(*traceAdvancerState)") && x.start < r.waitTo && x.end > r.waitFrom {
+			return true
+		}
+	}
+	return false
+}
+
+// ranDuring sums, by class, the running time of every goroutine within
+// the CPU waits of rs, largest first (the top 8).
+func ranDuring(rs []*request, runs []run, class func(run) string) string {
+	sort.Slice(runs, func(i, j int) bool { return runs[i].start < runs[j].start })
+	sum := map[string]time.Duration{}
+	for _, r := range rs {
+		if r.waitTo <= r.waitFrom {
+			continue
+		}
+		for _, x := range runs {
+			if x.start >= r.waitTo {
+				break
+			}
+			if x.end > r.waitFrom && x.req != r {
+				sum[class(x)] += time.Duration(min(x.end, r.waitTo) - max(x.start, r.waitFrom))
+			}
+		}
+	}
+	keys := make([]string, 0, len(sum))
+	for k := range sum {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b string) int { return int(sum[b] - sum[a]) })
+	parts := []string{}
+	for _, k := range keys[:min(len(keys), 8)] {
+		parts = append(parts, fmt.Sprintf("%s %v", k, (sum[k]/time.Duration(max(len(rs), 1))).Round(time.Microsecond)))
+	}
+	return strings.Join(parts, ", ") + " (mean per request)"
 }
 
 // read follows the trace and returns every request task that began and
 // ended in it.
-func read(f io.Reader) ([]*request, error) {
+func read(f io.Reader) ([]*request, []run, error) {
 	rd, err := trace.NewReader(f)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	gs := map[trace.GoID]*goroutine{}
 	open := map[trace.TaskID]*request{}
 	var done []*request
+	var runs []run
 	// charge adds g's time in its current state up to t to its request.
 	charge := func(g *goroutine, t trace.Time) {
 		if g.req == nil || g.since == 0 {
@@ -123,7 +215,7 @@ func read(f io.Reader) ([]*request, error) {
 			break
 		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		switch ev.Kind() {
 		case trace.EventTaskBegin:
@@ -133,6 +225,13 @@ func read(f io.Reader) ([]*request, error) {
 			r := &request{start: ev.Time(), g: ev.Goroutine(), split: map[string]time.Duration{}}
 			open[ev.Task().ID] = r
 			g := of(ev.Goroutine())
+			if g.woke > 0 && g.ran >= g.woke {
+				// The time before the handler: waiting for a CPU once
+				// the request arrived, then reading and parsing it.
+				r.start, r.waitFrom, r.waitTo = g.woke, g.woke, g.ran
+				r.split["before: runnable"] = time.Duration(g.ran - g.woke)
+				r.split["before: running"] = time.Duration(ev.Time() - g.ran)
+			}
 			g.req, g.state, g.since = r, trace.GoRunning, ev.Time()
 		case trace.EventLog:
 			if l := ev.Log(); l.Category == "tenant" {
@@ -158,15 +257,42 @@ func read(f io.Reader) ([]*request, error) {
 				continue
 			}
 			g := of(st.Resource.Goroutine())
-			_, to := st.Goroutine()
+			from, to := st.Goroutine()
 			charge(g, ev.Time())
+			if from == trace.GoRunning && g.ran > 0 {
+				runs = append(runs, run{start: g.ran, end: ev.Time(), req: g.req, label: g.label})
+			}
+			if to == trace.GoWaiting || to == trace.GoSyscall {
+				g.label = label(st.Stack)
+			}
 			g.state, g.since = to, ev.Time()
-			if to == trace.GoWaiting {
+			switch to {
+			case trace.GoWaiting:
 				g.reason = st.Reason
+			case trace.GoRunnable:
+				g.woke = ev.Time()
+			case trace.GoRunning:
+				g.ran = ev.Time()
 			}
 		}
 	}
-	return done, nil
+	return done, runs, nil
+}
+
+// label names a goroutine by a stack: its first openxet frame, else its
+// outermost.
+func label(st trace.Stack) string {
+	last := ""
+	for f := range st.Frames() {
+		if strings.HasPrefix(f.Func, "openxet/") {
+			return f.Func
+		}
+		last = f.Func
+	}
+	if last == "" {
+		return "unknown"
+	}
+	return last
 }
 
 // report prints a group's request times and where they went.

@@ -32,7 +32,7 @@ func TestRead(t *testing.T) {
 	other.End()
 	trace.Stop()
 
-	rs, err := read(&buf)
+	rs, _, err := read(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
