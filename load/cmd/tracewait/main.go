@@ -172,43 +172,22 @@ func ranDuring(rs []*request, runs []run, class func(run) string) string {
 	return strings.Join(parts, ", ") + " (mean per request)"
 }
 
+// follower is the state read keeps while it follows a trace.
+type follower struct {
+	gs   map[trace.GoID]*goroutine
+	open map[trace.TaskID]*request
+	done []*request
+	runs []run
+}
+
 // read follows the trace and returns every request task that began and
-// ended in it.
+// ended in it, and every stretch a goroutine ran.
 func read(f io.Reader) ([]*request, []run, error) {
 	rd, err := trace.NewReader(f)
 	if err != nil {
 		return nil, nil, err
 	}
-	gs := map[trace.GoID]*goroutine{}
-	open := map[trace.TaskID]*request{}
-	var done []*request
-	var runs []run
-	// charge adds g's time in its current state up to t to its request.
-	charge := func(g *goroutine, t trace.Time) {
-		if g.req == nil || g.since == 0 {
-			return
-		}
-		key := g.state.String()
-		switch g.state {
-		case trace.GoRunning:
-			key = "running"
-		case trace.GoRunnable:
-			key = "runnable"
-		case trace.GoSyscall:
-			key = "syscall"
-		case trace.GoWaiting:
-			key = "blocked: " + g.reason
-		}
-		g.req.split[key] += time.Duration(t - g.since)
-	}
-	of := func(id trace.GoID) *goroutine {
-		g := gs[id]
-		if g == nil {
-			g = &goroutine{state: trace.GoRunning}
-			gs[id] = g
-		}
-		return g
-	}
+	fl := &follower{gs: map[trace.GoID]*goroutine{}, open: map[trace.TaskID]*request{}}
 	for {
 		ev, err := rd.ReadEvent()
 		if err == io.EOF {
@@ -219,64 +198,109 @@ func read(f io.Reader) ([]*request, []run, error) {
 		}
 		switch ev.Kind() {
 		case trace.EventTaskBegin:
-			if ev.Task().Type != "request" {
-				continue
-			}
-			r := &request{start: ev.Time(), g: ev.Goroutine(), split: map[string]time.Duration{}}
-			open[ev.Task().ID] = r
-			g := of(ev.Goroutine())
-			if g.woke > 0 && g.ran >= g.woke {
-				// The time before the handler: waiting for a CPU once
-				// the request arrived, then reading and parsing it.
-				r.start, r.waitFrom, r.waitTo = g.woke, g.woke, g.ran
-				r.split["before: runnable"] = time.Duration(g.ran - g.woke)
-				r.split["before: running"] = time.Duration(ev.Time() - g.ran)
-			}
-			g.req, g.state, g.since = r, trace.GoRunning, ev.Time()
+			fl.taskBegin(ev)
 		case trace.EventLog:
 			if l := ev.Log(); l.Category == "tenant" {
-				if r := open[l.Task]; r != nil {
+				if r := fl.open[l.Task]; r != nil {
 					r.tenant = l.Message
 				}
 			}
 		case trace.EventTaskEnd:
-			r := open[ev.Task().ID]
-			if r == nil {
-				continue
-			}
-			delete(open, ev.Task().ID)
-			r.end = ev.Time()
-			if g := gs[r.g]; g != nil && g.req == r {
-				charge(g, ev.Time())
-				g.req = nil
-			}
-			done = append(done, r)
+			fl.taskEnd(ev)
 		case trace.EventStateTransition:
-			st := ev.StateTransition()
-			if st.Resource.Kind != trace.ResourceGoroutine {
-				continue
-			}
-			g := of(st.Resource.Goroutine())
-			from, to := st.Goroutine()
-			charge(g, ev.Time())
-			if from == trace.GoRunning && g.ran > 0 {
-				runs = append(runs, run{start: g.ran, end: ev.Time(), req: g.req, label: g.label})
-			}
-			if to == trace.GoWaiting || to == trace.GoSyscall {
-				g.label = label(st.Stack)
-			}
-			g.state, g.since = to, ev.Time()
-			switch to {
-			case trace.GoWaiting:
-				g.reason = st.Reason
-			case trace.GoRunnable:
-				g.woke = ev.Time()
-			case trace.GoRunning:
-				g.ran = ev.Time()
-			}
+			fl.transition(ev)
 		}
 	}
-	return done, runs, nil
+	return fl.done, fl.runs, nil
+}
+
+// of returns the goroutine id, known from now on.
+func (fl *follower) of(id trace.GoID) *goroutine {
+	g := fl.gs[id]
+	if g == nil {
+		g = &goroutine{state: trace.GoRunning}
+		fl.gs[id] = g
+	}
+	return g
+}
+
+// charge adds g's time in its current state up to t to its request.
+func charge(g *goroutine, t trace.Time) {
+	if g.req == nil || g.since == 0 {
+		return
+	}
+	key := g.state.String()
+	switch g.state {
+	case trace.GoRunning:
+		key = "running"
+	case trace.GoRunnable:
+		key = "runnable"
+	case trace.GoSyscall:
+		key = "syscall"
+	case trace.GoWaiting:
+		key = "blocked: " + g.reason
+	}
+	g.req.split[key] += time.Duration(t - g.since)
+}
+
+// taskBegin starts a request, with the wait before its handler when the
+// trace shows it.
+func (fl *follower) taskBegin(ev trace.Event) {
+	if ev.Task().Type != "request" {
+		return
+	}
+	r := &request{start: ev.Time(), g: ev.Goroutine(), split: map[string]time.Duration{}}
+	fl.open[ev.Task().ID] = r
+	g := fl.of(ev.Goroutine())
+	if g.woke > 0 && g.ran >= g.woke {
+		// The time before the handler: waiting for a CPU once the
+		// request arrived, then reading and parsing it.
+		r.start, r.waitFrom, r.waitTo = g.woke, g.woke, g.ran
+		r.split["before: runnable"] = time.Duration(g.ran - g.woke)
+		r.split["before: running"] = time.Duration(ev.Time() - g.ran)
+	}
+	g.req, g.state, g.since = r, trace.GoRunning, ev.Time()
+}
+
+// taskEnd ends a request.
+func (fl *follower) taskEnd(ev trace.Event) {
+	r := fl.open[ev.Task().ID]
+	if r == nil {
+		return
+	}
+	delete(fl.open, ev.Task().ID)
+	r.end = ev.Time()
+	if g := fl.gs[r.g]; g != nil && g.req == r {
+		charge(g, ev.Time())
+		g.req = nil
+	}
+	fl.done = append(fl.done, r)
+}
+
+// transition follows a goroutine's change of state.
+func (fl *follower) transition(ev trace.Event) {
+	st := ev.StateTransition()
+	if st.Resource.Kind != trace.ResourceGoroutine {
+		return
+	}
+	g := fl.of(st.Resource.Goroutine())
+	from, to := st.Goroutine()
+	charge(g, ev.Time())
+	if from == trace.GoRunning && g.ran > 0 {
+		fl.runs = append(fl.runs, run{start: g.ran, end: ev.Time(), req: g.req, label: g.label})
+	}
+	if to == trace.GoWaiting || to == trace.GoSyscall {
+		g.label = label(st.Stack)
+	}
+	g.state, g.since = to, ev.Time()
+	switch to {
+	case trace.GoWaiting:
+		g.reason = st.Reason
+	case trace.GoRunnable:
+		g.woke = ev.Time()
+	case trace.GoRunning:
+		g.ran = ev.Time()
+	}
 }
 
 // label names a goroutine by a stack: its first openxet frame, else its
