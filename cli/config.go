@@ -241,24 +241,8 @@ var settings = []setting{
 	}},
 	{"server.work_wait", "10s", "how long a request waits for a work slot before 503 unavailable", durationSetter(func(c *Config) *time.Duration { return &c.WorkWait }, time.Millisecond)},
 	{"server.turns_above_in_flight", "8", "requests one tenant (all its credentials) may have in progress on this node before each further one waits for a turn behind other tenants' requests (0 never; at most 1000000)", intRangeSetter(func(c *Config) *int { return &c.TurnsAboveInFlight }, 0, 1_000_000)},
-	{"server.metrics_listen", "", "separate listener for /metrics without auth (default: /metrics on the main listener, admin scope)", func(c *Config, v string) error {
-		if v != "" {
-			if _, _, err := net.SplitHostPort(v); err != nil {
-				return err
-			}
-		}
-		c.MetricsListen = v
-		return nil
-	}},
-	{"server.debug_listen", "", "separate listener for Go's profiler (/debug/pprof/: CPU, heap, goroutine profiles and the runtime trace, in which each request is a task with its tenant), without auth: bind it to a loopback or private address (default: none)", func(c *Config, v string) error {
-		if v != "" {
-			if _, _, err := net.SplitHostPort(v); err != nil {
-				return err
-			}
-		}
-		c.DebugListen = v
-		return nil
-	}},
+	{"server.metrics_listen", "", "separate listener for /metrics without auth (default: /metrics on the main listener, admin scope)", optionalAddrSetter(func(c *Config) *string { return &c.MetricsListen })},
+	{"server.debug_listen", "", "separate listener for Go's profiler (/debug/pprof/: CPU, heap, goroutine profiles and the runtime trace, in which each request is a task with its tenant), without auth: bind it to a loopback or private address (default: none)", optionalAddrSetter(func(c *Config) *string { return &c.DebugListen })},
 	{"server.log_format", "text", "request log format: text or json", func(c *Config, v string) error {
 		if v != "text" && v != "json" {
 			return errors.New("must be text or json")
@@ -428,6 +412,19 @@ func floatSetter(field func(*Config) *float64) func(*Config, string) error {
 
 func intSetter(field func(*Config) *int, min int) func(*Config, string) error {
 	return intRangeSetter(field, min, math.MaxInt)
+}
+
+// optionalAddrSetter sets a host:port field, or "" for none.
+func optionalAddrSetter(field func(*Config) *string) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		if v != "" {
+			if _, _, err := net.SplitHostPort(v); err != nil {
+				return err
+			}
+		}
+		*field(c) = v
+		return nil
+	}
 }
 
 // intRangeSetter sets a whole number between min and max inclusive
