@@ -144,7 +144,7 @@ func walkXorb(body []byte, each func(i int, data []byte), hashed bool) (XorbInfo
 		return XorbInfo{}, xorbErr(-1, "empty body")
 	}
 	var (
-		kh       = newKeyedHasher(&dataKey)
+		kh       keyedHasher // only when hashed
 		agg      AggregatedHasher
 		chunks   = make([]XorbChunk, 0, countChunkHeaders(body))
 		scratch  []byte // decompression output, allocated on first compressed chunk
@@ -153,6 +153,9 @@ func walkXorb(body []byte, each func(i int, data []byte), hashed bool) (XorbInfo
 		off      int
 		info     XorbInfo
 	)
+	if hashed {
+		kh = newKeyedHasher(&dataKey)
+	}
 	for off < len(body) {
 		rest := body[off:]
 		if len(rest) >= len(xorbFooterIdent) && string(rest[:len(xorbFooterIdent)]) == xorbFooterIdent {
