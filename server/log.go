@@ -29,7 +29,8 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		if trace.IsEnabled() {
 			// A runtime trace (server.debug_listen's /debug/pprof/trace)
 			// shows each request as a task: its goroutine's running,
-			// runnable and blocked time, and its tenant (traceTenant).
+			// runnable and blocked time, and its tenant (logged by
+			// guardRated once it is authenticated).
 			ctx, task := trace.NewTask(c.Request().Context(), "request")
 			defer task.End()
 			c.SetRequest(c.Request().WithContext(ctx))

@@ -128,6 +128,11 @@ func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt 
 		defer sr.stop()
 		r, in.sha = sr, nil
 		in.shaSum = sr.Sum
+	} else {
+		in.shaSum = func() (sum [sha256.Size]byte) {
+			in.sha.Sum(sum[:0])
+			return sum
+		}
 	}
 	cr := xet.NewChunkReader(r, buf[:read])
 	in.xorb = xet.NewXorbWriter(buf[read:read+xorb], true)
@@ -158,12 +163,7 @@ func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt 
 	if opt.SizeBytes >= 0 && in.size != opt.SizeBytes {
 		return IngestedFile{}, fmt.Errorf("ingest: %w: the stream has %d bytes, want %d", xet.ErrHashMismatch, in.size, opt.SizeBytes)
 	}
-	var sum [sha256.Size]byte
-	if in.shaSum != nil {
-		sum = in.shaSum()
-	} else {
-		in.sha.Sum(sum[:0])
-	}
+	sum := in.shaSum()
 	if opt.SHA256 != nil && sum != *opt.SHA256 {
 		return IngestedFile{}, fmt.Errorf("ingest: %w: the stream's SHA-256 is %s, want %s", xet.ErrHashMismatch,
 			hex.EncodeToString(sum[:]), hex.EncodeToString(opt.SHA256[:]))
@@ -198,8 +198,8 @@ type ingestion struct {
 	ctx    context.Context
 	tenant string
 	opt    IngestOptions
-	sha    hash.Hash                // the stream's SHA-256, inline; nil with shaSum
-	shaSum func() [sha256.Size]byte // the stream's SHA-256 from a shaReader
+	sha    hash.Hash                // the stream's SHA-256 when hashed inline, else nil
+	shaSum func() [sha256.Size]byte // the stream's SHA-256, inline or from a shaReader
 	agg    xet.AggregatedHasher
 	size   int64
 
