@@ -154,20 +154,16 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return cli.Exit(fmt.Sprintf("listen on %s: %v", cfg.Listen, err), 1)
 	}
 	defer ln.Close() // Serve closes it too; a second Close is harmless
-	var mln net.Listener
-	if cfg.MetricsListen != "" {
-		if mln, err = net.Listen("tcp", cfg.MetricsListen); err != nil {
-			return cli.Exit(fmt.Sprintf("listen on %s: %v", cfg.MetricsListen, err), 1)
-		}
-		defer mln.Close()
+	mln, err := listenAside(cfg.MetricsListen)
+	if err != nil {
+		return err
 	}
-	var dln net.Listener
-	if cfg.DebugListen != "" {
-		if dln, err = net.Listen("tcp", cfg.DebugListen); err != nil {
-			return cli.Exit(fmt.Sprintf("listen on %s: %v", cfg.DebugListen, err), 1)
-		}
-		defer dln.Close()
+	defer closeAside(mln)
+	dln, err := listenAside(cfg.DebugListen)
+	if err != nil {
+		return err
 	}
+	defer closeAside(dln)
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
@@ -202,15 +198,9 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if tlsConf != nil {
 		ln = tls.NewListener(ln, tlsConf)
 	}
-	if mln != nil {
-		ms := &http.Server{Handler: srv.MetricsHandler(), ReadHeaderTimeout: 10 * time.Second}
-		go ms.Serve(mln)
-		defer ms.Close()
-	}
+	defer serveAside(mln, srv.MetricsHandler())()
+	defer serveAside(dln, debugHandler())()
 	if dln != nil {
-		ds := &http.Server{Handler: debugHandler(), ReadHeaderTimeout: 10 * time.Second}
-		go ds.Serve(dln)
-		defer ds.Close()
 		log.Info("profiler listening", "addr", "http://"+dln.Addr().String()+"/debug/pprof/")
 	}
 	if cfg.GoMemoryLimit > 0 {
@@ -253,4 +243,35 @@ func debugHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// listenAside binds a side listener (server.metrics_listen,
+// server.debug_listen): nil for addr "", an exit error when it cannot.
+func listenAside(addr string) (net.Listener, error) {
+	if addr == "" {
+		return nil, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, cli.Exit(fmt.Sprintf("listen on %s: %v", addr, err), 1)
+	}
+	return ln, nil
+}
+
+// closeAside closes a side listener, if any.
+func closeAside(ln net.Listener) {
+	if ln != nil {
+		ln.Close()
+	}
+}
+
+// serveAside serves h on a side listener (none for nil) until the
+// function it returns is called.
+func serveAside(ln net.Listener, h http.Handler) (stop func()) {
+	if ln == nil {
+		return func() {}
+	}
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go hs.Serve(ln)
+	return func() { hs.Close() }
 }
