@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"io"
 	"log/slog"
 	"strings"
@@ -27,8 +28,13 @@ func newMirror(cfg Config, st *store.Store, log *slog.Logger, released func()) (
 	if cfg.MirrorUpstream == "" {
 		return nil, nil
 	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("server.data_dir: %w", err)
+	}
 	cl, err := upstream.New(upstream.Options{BaseURL: cfg.MirrorUpstream, Token: cfg.MirrorUpstreamToken,
-		MaxConns: cfg.MirrorMaxUpstreamConnections, UserAgent: "openxet-mirror/" + Version})
+		MaxConns: cfg.MirrorMaxUpstreamConnections, UserAgent: "openxet-mirror/" + Version,
+		// Relay spools are unlinked as they are made: nothing to clean up.
+		SpoolDir: cfg.DataDir})
 	if err != nil {
 		return nil, fmt.Errorf("mirror.upstream: %w", err)
 	}

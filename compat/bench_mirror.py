@@ -90,7 +90,8 @@ def main():
                 t = run_py(HubClient(endpoint, token, work / f"{name}-{run}"), TIMED.format(repo=repo_id), timeout=900)
                 times[name].append(t)
                 if mark is not None and run == 0:
-                    print(f"{name}: the mirror answered {routes(mirror.requests_since(mark))}", flush=True)
+                    relay = ", ".join(f"{k} {int(mirror.metric('openxet_mirror_relay_' + k + '_total'))}" for k in ("plans", "bytes"))
+                    print(f"{name}: the mirror answered {routes(mirror.requests_since(mark))}; relays so far: {relay}", flush=True)
 
             timed("direct", upstream.url, bob_up, repo)
             timed("first", mirror.url, bob, repo)

@@ -148,6 +148,10 @@ def test_mirror_twenty_first_downloads_then_upstream_stopped(start_server, tmp_p
     ratio = sent / size
     print(f"upstream bytes sent / unique bytes served over {n} concurrent first downloads: {ratio:.3f}")
     assert 0.99 <= ratio <= 1.05, f"the upstream sent {sent} bytes for one {size}-byte file asked {n} times at once"
+    # hf_xet's first downloads read the upstream's plan through relays
+    # (docs/mirror.md, "First downloads") instead of waiting for the pull.
+    assert mirror.metric("openxet_mirror_relay_plans_total") >= 1
+    assert mirror.metric("openxet_mirror_relay_bytes_total") >= size
 
     upstream.stop()
     time.sleep(1.5)  # past mirror.refresh: main must be resolved again, and cannot be

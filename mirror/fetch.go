@@ -114,14 +114,10 @@ func (m *Mirror) pull(ctx context.Context, tenant string, local store.RepoID, sh
 		m.upstreamFiles.Add(1)
 		m.enforceQuota(ctx)
 		return nil
-	case errors.Is(err, xet.ErrHashMismatch), errors.Is(err, ErrBadAnswer):
+	case errors.Is(err, xet.ErrHashMismatch):
 		return m.badAnswer(what, err)
-	case errors.Is(err, ErrUnreachable):
-		return m.unreachable(what, err)
-	case errors.Is(err, ErrNotFound):
-		return fmt.Errorf("%s: %w: %w", what, store.ErrNotFound, err)
 	}
-	return err
+	return m.upstreamErr(what, err)
 }
 
 // segments reads a file of the upstream from its start, one segment of

@@ -102,6 +102,11 @@ type Stats struct {
 	Refused int64
 	// Evicted is the revisions evicted over the quota.
 	Evicted int64
+	// RelayPlans is the reconstructions answered from the upstream's plan
+	// while the file was not stored yet (RelayPlan).
+	RelayPlans int64
+	// RelayBytes is the bytes of upstream xorbs served through relays.
+	RelayBytes int64
 }
 
 // Mirror serves the repos of an upstream Hub from the local store
@@ -122,7 +127,7 @@ type Mirror struct {
 	recording map[store.RepoID]*sync.Mutex
 	evictMu   sync.Mutex
 
-	upstreamBytes, upstreamFiles, revisions, hits, stale, refused, evicted atomic.Int64
+	upstreamBytes, upstreamFiles, revisions, hits, stale, refused, evicted, relayPlans, relayBytes atomic.Int64
 }
 
 // flight is one pull under way; its waiters wait on done.
@@ -192,7 +197,8 @@ func (m *Mirror) Visibility() string { return m.cfg.Visibility }
 // Stats returns the counters.
 func (m *Mirror) Stats() Stats {
 	return Stats{UpstreamBytes: m.upstreamBytes.Load(), UpstreamFiles: m.upstreamFiles.Load(), Revisions: m.revisions.Load(),
-		Hits: m.hits.Load(), Stale: m.stale.Load(), Refused: m.refused.Load(), Evicted: m.evicted.Load()}
+		Hits: m.hits.Load(), Stale: m.stale.Load(), Refused: m.refused.Load(), Evicted: m.evicted.Load(),
+		RelayPlans: m.relayPlans.Load(), RelayBytes: m.relayBytes.Load()}
 }
 
 // Names. The local repo of upstream repo ns/name is a repo of the mirror's

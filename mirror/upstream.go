@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"time"
+
+	"openxet/xet"
 )
 
 // Upstream is the Hub-compatible server a mirror pulls from
@@ -74,3 +76,21 @@ var (
 	// answer is refused and logged, never served.
 	ErrBadAnswer = errors.New("upstream answered something invalid")
 )
+
+// Relayer is what an Upstream offers for the first download of a file not
+// mirrored yet to overlap its pull (docs/mirror.md, "First downloads"):
+// the client reads the upstream's own plan of the file through the
+// mirror while the pull stores it, each upstream range fetched once for
+// both. mirror/upstream implements it.
+type Relayer interface {
+	// Plan is the upstream's reconstruction of bytes [start, end) of f, a
+	// Xet file of the revision sha of repo; its ranges can be read with
+	// Relay until the time returned, and a pull of f meanwhile reads them
+	// from the same place.
+	Plan(ctx context.Context, repo RepoRef, sha string, f File, start, end int64) (xet.Reconstruction, time.Time, error)
+	// Relay opens bytes [start, end] (end inclusive) of the upstream xorb
+	// x, as a plan of the file h named them, calling acquire before it
+	// fetches them from the upstream (not when they were fetched already).
+	// ErrNotFound when no plan of h under way names them.
+	Relay(ctx context.Context, h, x xet.Hash, start, end uint64, acquire func() (release func(), err error)) (io.ReadCloser, error)
+}

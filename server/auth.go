@@ -213,11 +213,16 @@ type fetchGrant struct {
 	// "type/tenant/name" (sharedRepoKey): the fetch checks that it is
 	// still Shared.
 	Repo string
+	// Relay is "" for a range of a stored xorb, else the Xet hash of the
+	// mirrored file whose relay serves this range of an upstream xorb
+	// (mirror.RelayPlan).
+	Relay string
 }
 
 // fetchSig signs a grant: the HMAC of "fetch", the xorb, the range's
 // start and end, the credential id, the tenant and the expiry, then the
-// repo when there is one, each followed by a zero byte, in hex.
+// repo when there is one, then "relay" and the file when there is one,
+// each followed by a zero byte, in hex.
 func (s signer) fetchSig(g fetchGrant) string {
 	return hex.EncodeToString(s.macOf(func(m []byte) []byte {
 		m = append(append(m, "fetch"...), 0)
@@ -230,13 +235,17 @@ func (s signer) fetchSig(g fetchGrant) string {
 		if g.Repo != "" {
 			m = append(append(m, g.Repo...), 0)
 		}
+		if g.Relay != "" {
+			m = append(append(m, "relay"...), 0)
+			m = append(append(m, g.Relay...), 0)
+		}
 		return m
 	}))
 }
 
 // fetchURL returns the absolute signed URL of a grant. The query is what
-// url.Values.Encode gives for c, p (only with a repo), r, s, t and x (keys
-// in that order), put together without the map.
+// url.Values.Encode gives for c, f (only with a relay), p (only with a
+// repo), r, s, t and x (keys in that order), put together without the map.
 func (s signer) fetchURL(base string, g fetchGrant) string {
 	var b strings.Builder
 	b.Grow(len(base) + 256)
@@ -245,6 +254,10 @@ func (s signer) fetchURL(base string, g fetchGrant) string {
 	b.WriteString(g.Xorb)
 	b.WriteString("?c=")
 	b.WriteString(url.QueryEscape(g.CredentialID))
+	if g.Relay != "" {
+		b.WriteString("&f=")
+		b.WriteString(url.QueryEscape(g.Relay))
+	}
 	if g.Repo != "" {
 		b.WriteString("&p=")
 		b.WriteString(url.QueryEscape(g.Repo))
@@ -272,7 +285,7 @@ func (s signer) parseFetchURL(xorb string, q url.Values, now time.Time) (fetchGr
 			return fetchGrant{}, refuse(errFetchURLInvalid, "fetch URL parameter %q given %d times", k, len(v))
 		}
 	}
-	g := fetchGrant{Xorb: xorb, CredentialID: q.Get("c"), Tenant: q.Get("t"), Repo: q.Get("p")}
+	g := fetchGrant{Xorb: xorb, CredentialID: q.Get("c"), Tenant: q.Get("t"), Repo: q.Get("p"), Relay: q.Get("f")}
 	a, b, ok := strings.Cut(q.Get("r"), "-")
 	var err1, err2, err3 error
 	g.Start, err1 = strconv.ParseUint(a, 10, 64)

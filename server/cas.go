@@ -408,14 +408,7 @@ func (s *Server) fileOf(ctx context.Context, id *identity, h xet.Hash) (store.Fi
 			if _, ok := s.cfg.Mirror.PublicRepo(*id.shared); ok {
 				// A file of a mirrored revision not pulled yet: pulled now
 				// (coalesced with every other request for it), then read.
-				reserve := func(n int64) ([]byte, func(), error) {
-					res, buf, err := s.budget.ReserveBuffer(ctx, budgetKey(id), n)
-					if err != nil {
-						return nil, nil, err
-					}
-					return buf, res.Release, nil
-				}
-				if err := s.cfg.Mirror.PullFile(ctx, id.Tenant, *id.shared, h, reserve); err != nil {
+				if err := s.cfg.Mirror.PullFile(ctx, id.Tenant, *id.shared, h, s.reserveFor(ctx, id)); err != nil {
 					return store.File{}, id.shared.Tenant, err
 				}
 				f, err = s.store.SharedFile(ctx, *id.shared, h)
@@ -487,8 +480,10 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 	return rec, res.Release, nil
 }
 
-func (s *Server) grant(id *identity, xorb string, fr xet.FetchRange, exp int64, base string) string {
-	g := fetchGrant{Xorb: xorb, Start: fr.ByteStart, End: fr.ByteEnd, CredentialID: id.CredentialID, Tenant: id.Tenant, Expiry: exp}
+// grant signs the fetch URL of range fr of xorb for id; relay is "" or
+// the file whose relay serves it.
+func (s *Server) grant(id *identity, xorb string, fr xet.FetchRange, exp int64, relay, base string) string {
+	g := fetchGrant{Xorb: xorb, Start: fr.ByteStart, End: fr.ByteEnd, CredentialID: id.CredentialID, Tenant: id.Tenant, Expiry: exp, Relay: relay}
 	if id.shared != nil {
 		g.Repo = sharedRepoKey(*id.shared)
 	}
@@ -505,14 +500,20 @@ func (s *Server) fetchExpiry() int64 {
 // under key one entry per fetch range of each xorb, which entry appends
 // (reconjson.go).
 func (s *Server) answerReconstruction(c echo.Context, key string, entry fetchEntry) error {
-	rec, release, err := s.reconstruction(c)
+	rec, release, relay, ok, err := s.relayPlan(c)
+	if err == nil && !ok {
+		rec, release, err = s.reconstruction(c)
+	}
 	if err != nil {
 		return err
 	}
 	defer release()
 	id, base, exp := identityOf(c), s.base(c), s.fetchExpiry()
+	if ok {
+		exp = relay.Expiry
+	}
 	b := appendReconstruction(make([]byte, 0, 256*(len(rec.Terms)+1)), rec, key, entry, func(xorb string, fr xet.FetchRange) string {
-		return s.grant(id, xorb, fr, exp, base)
+		return s.grant(id, xorb, fr, exp, relay.Relay, base)
 	})
 	return writeJSONBytes(c, http.StatusOK, b)
 }
@@ -595,7 +596,7 @@ func (s *Server) getFetch(c echo.Context) error {
 	defer res.Release()
 	length := int64(end - start + 1)
 	t = time.Now()
-	r, err := s.store.OpenXorbRange(ctx, x, int64(start), length)
+	r, err := s.openFetch(ctx, id, g, x, start, end)
 	st.since(stageOpen, t)
 	if err != nil {
 		return err

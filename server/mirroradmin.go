@@ -115,5 +115,7 @@ func registerMirrorMetrics(reg *prometheus.Registry, m Mirror) {
 	counter("openxet_mirror_refused_total", "Upstream answers the mirror refused as invalid.", func(s mirror.Stats) int64 { return s.Refused })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "openxet_mirror_upstream_waiting", Help: "Upstream streams waiting for one of mirror.max_upstream_connections."},
 		func() float64 { return float64(m.UpstreamWaiting()) }))
+	counter("openxet_mirror_relay_plans_total", "Reconstructions of files not mirrored yet answered from the upstream's plan (relays).", func(s mirror.Stats) int64 { return s.RelayPlans })
+	counter("openxet_mirror_relay_bytes_total", "Bytes of upstream xorbs served to clients through relays.", func(s mirror.Stats) int64 { return s.RelayBytes })
 	counter("openxet_mirror_evicted_total", "Mirrored revisions evicted over mirror.quota.", func(s mirror.Stats) int64 { return s.Evicted })
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -117,6 +118,13 @@ type Mirror interface {
 	// pulling it for a request of tenant; store.ErrNotFound unless a
 	// revision of local names it.
 	PullFile(ctx context.Context, tenant string, local store.RepoID, h xet.Hash, reserve func(n int64) ([]byte, func(), error)) error
+	// RelayPlan answers the reconstruction of a window (an HTTP Range) of
+	// such a file while it is not stored, from the upstream's plan of it,
+	// and starts its pull; ok is false when the store answers instead.
+	RelayPlan(ctx context.Context, tenant string, local store.RepoID, h xet.Hash, rangeHeader string, reserve func(n int64) ([]byte, func(), error)) (rec xet.Reconstruction, until time.Time, ok bool, err error)
+	// Relay opens bytes [start, end] of the upstream xorb x that a plan of
+	// RelayPlan for the file h named.
+	Relay(ctx context.Context, tenant string, h, x xet.Hash, start, end uint64) (io.ReadCloser, error)
 	// Pull pre-fetches a revision of an upstream repo (the admin route).
 	Pull(ctx context.Context, tenant, typ, ns, name, rev string, reserve func(n int64) ([]byte, func(), error)) (mirror.Mirrored, error)
 	// List is every mirrored revision, the least recently used first.

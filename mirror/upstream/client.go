@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"openxet/mirror"
+	"openxet/xet"
 )
 
 // Defaults of Options.
@@ -79,6 +80,12 @@ type Options struct {
 	// ReconstructionWindow is the span of file bytes asked for in one
 	// reconstruction request (0 means DefaultReconstructionWindow).
 	ReconstructionWindow int64
+	// SpoolDir holds the spools of relays (Plan), as unlinked temporary
+	// files ("" means os.TempDir()).
+	SpoolDir string
+	// RelayTTL is how long a relay lasts after its last plan (0 means
+	// DefaultRelayTTL).
+	RelayTTL time.Duration
 	// Now is the clock CAS token expiry is checked against (time.Now when
 	// nil).
 	Now func() time.Time
@@ -87,9 +94,10 @@ type Options struct {
 	Wait func(ctx context.Context, d time.Duration) error
 }
 
-// Client implements mirror.Upstream over HTTP. It is safe for concurrent
-// use; it keeps no state but a small cache of CAS tokens (one per repo
-// and commit, at most maxTokens) and the connection slots of MaxConns.
+// Client implements mirror.Upstream and mirror.Relayer over HTTP. It is
+// safe for concurrent use; it keeps no state but a small cache of CAS
+// tokens (one per repo and commit, at most maxTokens), the connection
+// slots of MaxConns and the spools of the relays under way (relay.go).
 type Client struct {
 	base      *url.URL
 	baseStr   string // base without a trailing slash
@@ -109,9 +117,16 @@ type Client struct {
 	tokensMu  sync.Mutex
 	tokens    map[tokenKey]casToken
 	maxTokens int
+	spoolDir  string
+	relayTTL  time.Duration
+	spoolsMu  sync.Mutex
+	spools    map[xet.Hash]*spool
 }
 
-var _ mirror.Upstream = (*Client)(nil)
+var (
+	_ mirror.Upstream = (*Client)(nil)
+	_ mirror.Relayer  = (*Client)(nil)
+)
 
 // New checks opts and returns a Client; it does no I/O.
 func New(opts Options) (*Client, error) {
@@ -138,6 +153,9 @@ func New(opts Options) (*Client, error) {
 		wait:      opts.Wait,
 		tokens:    map[tokenKey]casToken{},
 		maxTokens: maxTokens,
+		spoolDir:  opts.SpoolDir,
+		relayTTL:  cmpOr(opts.RelayTTL, DefaultRelayTTL),
+		spools:    map[xet.Hash]*spool{},
 	}
 	if c.retries < 0 {
 		c.retries = 0

@@ -297,15 +297,16 @@ type xetStream struct {
 	skip      uint64 // bytes of the next term's start to drop (offset_into_first_range)
 	left      int64  // bytes of the current window still to give
 
-	fetch      *answer    // the open fetch answer, nil if none
-	fetchEntry fetchEntry // what fetch reads
-	fetchChunk uint32     // chunk index the fetch body is at
-	fetchLeft  int64      // bytes of the fetch answer not read yet
-	raw        []byte     // undecoded bytes read from fetch
-	outBuf     []byte     // the buffer of the last batch decoded
-	out        []byte     // decoded bytes of the current term still to give
-	termLeft   uint64     // bytes of the current term not yet decoded into out
-	termChunk  uint32     // next chunk index of the current term
+	fetch      io.ReadCloser // the open fetch answer's body, nil if none
+	fetchCode  int           // its status (0 for a range read from a relay's spool)
+	fetchEntry fetchEntry    // what fetch reads
+	fetchChunk uint32        // chunk index the fetch body is at
+	fetchLeft  int64         // bytes of the fetch answer not read yet
+	raw        []byte        // undecoded bytes read from fetch
+	outBuf     []byte        // the buffer of the last batch decoded
+	out        []byte        // decoded bytes of the current term still to give
+	termLeft   uint64        // bytes of the current term not yet decoded into out
+	termChunk  uint32        // next chunk index of the current term
 	termEnd    uint32
 	inTerm     bool
 	err        error // sticky
@@ -315,24 +316,38 @@ type xetStream struct {
 func (s *xetStream) nextWindow() error {
 	start := s.windowEnd
 	end := min(start+s.c.window, s.size)
-	tok, err := s.c.casToken(s.ctx, s.key, false)
+	rec, err := s.c.reconstructionOf(s.ctx, s.key, s.hash, start, end)
 	if err != nil {
 		return err
 	}
-	u := tok.casURL.JoinPath("v1", "reconstructions", s.hash.String())
+	s.rec, s.term, s.skip, s.left, s.inTerm = rec, 0, rec.Offset, end-start, false
+	s.windowEnd = end
+	return nil
+}
+
+// reconstructionOf asks the upstream for its reconstruction of bytes
+// [start, end) of the file h, with a CAS token for key (asked for once
+// more when the upstream refuses the cached one), and checks that its
+// terms cover the window.
+func (c *Client) reconstructionOf(ctx context.Context, key tokenKey, h xet.Hash, start, end int64) (reconstruction, error) {
+	tok, err := c.casToken(ctx, key, false)
+	if err != nil {
+		return reconstruction{}, err
+	}
+	u := tok.casURL.JoinPath("v1", "reconstructions", h.String())
 	refreshed := false
 	r := request{op: "reconstruction", url: u, bearer: tok.token,
 		header: http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", start, end-1)}},
 		accept: func(st int) bool { return st == http.StatusOK || st == http.StatusPartialContent }}
 	var a *answer
 	for {
-		a, err = s.c.get(s.ctx, r)
+		a, err = c.get(ctx, r)
 		var e *Error
 		if err != nil && !refreshed && asError(err, &e) && e.Status == http.StatusUnauthorized {
 			// The token expired early or was revoked: ask once for another.
 			refreshed = true
-			if tok, err = s.c.casToken(s.ctx, s.key, true); err != nil {
-				return err
+			if tok, err = c.casToken(ctx, key, true); err != nil {
+				return reconstruction{}, err
 			}
 			r.bearer = tok.token
 			continue
@@ -340,27 +355,25 @@ func (s *xetStream) nextWindow() error {
 		break
 	}
 	if err != nil {
-		return err
+		return reconstruction{}, err
 	}
-	body, err := readCapped(a.Body, s.c.maxJSON)
+	body, err := readCapped(a.Body, c.maxJSON)
 	a.Close()
 	if err != nil {
-		return s.c.bodyError("reconstruction", a, err)
+		return reconstruction{}, c.bodyError("reconstruction", a, err)
 	}
 	rec, err := parseReconstruction(body)
 	if err != nil {
-		return badAnswer("reconstruction", u, a.StatusCode, "%v", err)
+		return reconstruction{}, badAnswer("reconstruction", u, a.StatusCode, "%v", err)
 	}
 	var total uint64
 	for _, t := range rec.Terms {
 		total += t.Unpacked
 	}
 	if total-rec.Offset < uint64(end-start) {
-		return badAnswer("reconstruction", u, a.StatusCode, "terms give %d bytes from %d, the window is %d", total-rec.Offset, start, end-start)
+		return reconstruction{}, badAnswer("reconstruction", u, a.StatusCode, "terms give %d bytes from %d, the window is %d", total-rec.Offset, start, end-start)
 	}
-	s.rec, s.term, s.skip, s.left, s.inTerm = rec, 0, rec.Offset, end-start, false
-	s.windowEnd = end
-	return nil
+	return rec, nil
 }
 
 func asError(err error, e **Error) bool {
@@ -422,7 +435,7 @@ func (s *xetStream) step() error {
 		t := s.rec.Terms[s.term]
 		s.term++
 		e, _ := s.rec.entryFor(t)
-		if err := s.seek(e, t.Start); err != nil {
+		if err := s.seek(t.Xorb, e, t.Start); err != nil {
 			return err
 		}
 		s.inTerm, s.termChunk, s.termEnd, s.termLeft = true, t.Start, t.End, t.Unpacked
@@ -454,28 +467,37 @@ func (s *xetStream) step() error {
 	return nil
 }
 
-// seek makes the open fetch answer one of entry e positioned at chunk
-// index want: the open one if it reads e and has not passed want, else a
-// new request for e's url_range.
-func (s *xetStream) seek(e fetchEntry, want uint32) error {
+// seek makes the open fetch answer one of entry e of xorb x positioned at
+// chunk index want: the open one if it reads e and has not passed want,
+// else a new one for e's url_range: from the relay's spool while the file
+// is relayed (relay.go), else a request to the upstream.
+func (s *xetStream) seek(x xet.Hash, e fetchEntry, want uint32) error {
 	if s.fetch == nil || s.fetchEntry.URL != e.URL || s.fetchEntry.ByteStart != e.ByteStart || s.fetchChunk > want {
 		s.closeFetch()
-		a, err := s.c.get(s.ctx, request{op: "fetch", url: e.URL,
-			header: http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", e.ByteStart, e.ByteEnd)}},
-			accept: func(st int) bool { return st == http.StatusOK || st == http.StatusPartialContent }})
+		n := int64(e.ByteEnd - e.ByteStart + 1)
+		rc, ok, err := s.c.spooled(s.ctx, s.hash, x, e)
 		if err != nil {
 			return err
 		}
-		n := int64(e.ByteEnd - e.ByteStart + 1)
-		if a.ContentLength >= 0 && a.ContentLength != n {
-			a.Close()
-			return badAnswer("fetch", e.URL, a.StatusCode, "answer of %d bytes for a range of %d", a.ContentLength, n)
+		code := 0
+		if !ok {
+			a, err := s.c.get(s.ctx, request{op: "fetch", url: e.URL,
+				header: http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", e.ByteStart, e.ByteEnd)}},
+				accept: func(st int) bool { return st == http.StatusOK || st == http.StatusPartialContent }})
+			if err != nil {
+				return err
+			}
+			if a.ContentLength >= 0 && a.ContentLength != n {
+				a.Close()
+				return badAnswer("fetch", e.URL, a.StatusCode, "answer of %d bytes for a range of %d", a.ContentLength, n)
+			}
+			if a.StatusCode == http.StatusOK && e.ByteStart != 0 {
+				a.Close()
+				return badAnswer("fetch", e.URL, a.StatusCode, "the whole object instead of bytes %d-%d", e.ByteStart, e.ByteEnd)
+			}
+			rc, code = a.Body, a.StatusCode
 		}
-		if a.StatusCode == http.StatusOK && e.ByteStart != 0 {
-			a.Close()
-			return badAnswer("fetch", e.URL, a.StatusCode, "the whole object instead of bytes %d-%d", e.ByteStart, e.ByteEnd)
-		}
-		s.fetch, s.fetchEntry, s.fetchChunk, s.fetchLeft = a, e, e.Start, n
+		s.fetch, s.fetchCode, s.fetchEntry, s.fetchChunk, s.fetchLeft = rc, code, e, e.Start, n
 	}
 	for s.fetchChunk < want {
 		if _, _, err := s.readChunks(want - s.fetchChunk); err != nil {
@@ -542,13 +564,13 @@ func (s *xetStream) readChunks(most uint32) ([]byte, uint32, error) {
 // connection breaks, the upstream unreachable.
 func (s *xetStream) readFull(n int) ([]byte, error) {
 	if int64(n) > s.fetchLeft {
-		return nil, badAnswer("fetch", s.fetchEntry.URL, s.fetch.StatusCode, "chunk %d runs past the end of the range", s.fetchChunk)
+		return nil, badAnswer("fetch", s.fetchEntry.URL, s.fetchCode, "chunk %d runs past the end of the range", s.fetchChunk)
 	}
 	at := len(s.raw)
 	s.raw = append(s.raw, make([]byte, n)...)
 	buf := s.raw[at:]
 	for len(buf) > 0 {
-		k, err := s.fetch.Body.Read(buf)
+		k, err := s.fetch.Read(buf)
 		buf = buf[k:]
 		s.fetchLeft -= int64(k)
 		if len(buf) == 0 {
@@ -559,9 +581,9 @@ func (s *xetStream) readFull(n int) ([]byte, error) {
 		case s.ctx.Err() != nil:
 			return nil, s.ctx.Err()
 		case err == io.EOF:
-			return nil, badAnswer("fetch", s.fetchEntry.URL, s.fetch.StatusCode, "the answer ends inside chunk %d", s.fetchChunk)
+			return nil, badAnswer("fetch", s.fetchEntry.URL, s.fetchCode, "the answer ends inside chunk %d", s.fetchChunk)
 		default:
-			return nil, &Error{Kind: mirror.ErrUnreachable, Op: "fetch", URL: strip(s.fetchEntry.URL), Status: s.fetch.StatusCode, Message: "answer cut off", Err: err}
+			return nil, &Error{Kind: mirror.ErrUnreachable, Op: "fetch", URL: strip(s.fetchEntry.URL), Status: s.fetchCode, Message: "answer cut off", Err: err}
 		}
 	}
 	return s.raw[at:], nil
