@@ -2,9 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"text/tabwriter"
 
