@@ -40,7 +40,8 @@ func (m *Mirror) RelayPlan(ctx context.Context, tenant string, local store.RepoI
 		// file is there.
 		return rec, until, false, nil
 	}
-	ref, what := m.ref(local), fmt.Sprintf("file %s of %s@%s", e.Path, m.ref(local).ID, sha)
+	ref := m.ref(local)
+	what := fmt.Sprintf("file %s of %s@%s", e.Path, ref.ID, sha)
 	f := File{Path: e.Path, Size: e.SizeBytes, XetHash: e.XetHash, SHA256: e.SHA256, GitOID: e.GitOID}
 	err = m.withConn(ctx, tenant, func() error {
 		rec, until, err = r.Plan(ctx, ref, sha, f, int64(start), int64(end))

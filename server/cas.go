@@ -456,13 +456,9 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 	start, end = start-off, end-off
 	need := int64(xet.TermsInRange(terms, start, end)+1) * reconstructionJSONBytesPerTerm
 	t = time.Now()
-	res, err := s.budget.Reserve(ctx, budgetKey(id), need)
+	res, err := s.reserveAnswer(ctx, id, need)
 	st.since(stageMemory, t)
 	if err != nil {
-		var tl *budget.TooLargeError
-		if errors.As(err, &tl) {
-			return xet.Reconstruction{}, nil, fmt.Errorf("%w: %w", errAnswerTooLarge, err)
-		}
 		return xet.Reconstruction{}, nil, err
 	}
 	if slot, err = s.workSlot(c); err != nil {
@@ -482,6 +478,20 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 
 // grant signs the fetch URL of range fr of xorb for id; relay is "" or
 // the file whose relay serves it.
+// reserveAnswer reserves need bytes of id's share for a reconstruction
+// answer; one that can never fit is errAnswerTooLarge.
+func (s *Server) reserveAnswer(ctx context.Context, id *identity, need int64) (budget.Reservation, error) {
+	res, err := s.budget.Reserve(ctx, budgetKey(id), need)
+	if err != nil {
+		var tl *budget.TooLargeError
+		if errors.As(err, &tl) {
+			return res, fmt.Errorf("%w: %w", errAnswerTooLarge, err)
+		}
+		return res, err
+	}
+	return res, nil
+}
+
 func (s *Server) grant(id *identity, xorb string, fr xet.FetchRange, exp int64, relay, base string) string {
 	g := fetchGrant{Xorb: xorb, Start: fr.ByteStart, End: fr.ByteEnd, CredentialID: id.CredentialID, Tenant: id.Tenant, Expiry: exp, Relay: relay}
 	if id.shared != nil {

@@ -2,13 +2,10 @@ package server
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 
 	"github.com/labstack/echo/v4"
 
-	"openxet/budget"
 	"openxet/xet"
 )
 
@@ -52,12 +49,8 @@ func (s *Server) relayPlan(c echo.Context) (rec xet.Reconstruction, release func
 	if err != nil || !ok {
 		return rec, nil, g, false, err
 	}
-	res, err := s.budget.Reserve(ctx, budgetKey(id), int64(len(rec.Terms)+1)*reconstructionJSONBytesPerTerm)
+	res, err := s.reserveAnswer(ctx, id, int64(len(rec.Terms)+1)*reconstructionJSONBytesPerTerm)
 	if err != nil {
-		var tl *budget.TooLargeError
-		if errors.As(err, &tl) {
-			err = fmt.Errorf("%w: %w", errAnswerTooLarge, err)
-		}
 		return rec, nil, g, false, err
 	}
 	g = fetchGrant{Relay: h.String(), Expiry: min(s.fetchExpiry(), until.Unix())}

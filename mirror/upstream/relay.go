@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -287,17 +286,12 @@ const relayCopyBytes = 256 << 10
 
 func (c *Client) copyRange(ctx context.Context, sp *spool, r *spooledRange, at *attempt) error {
 	e := r.entry
-	a, err := c.get(ctx, request{op: "fetch", url: e.URL,
-		header: http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", e.ByteStart, e.ByteEnd)}},
-		accept: func(st int) bool { return st == http.StatusOK || st == http.StatusPartialContent }})
+	a, err := c.openRange(ctx, e)
 	if err != nil {
 		return err
 	}
 	defer a.Close()
 	n := int64(e.ByteEnd - e.ByteStart + 1)
-	if a.ContentLength >= 0 && a.ContentLength != n || a.StatusCode == http.StatusOK && e.ByteStart != 0 {
-		return badAnswer("fetch", e.URL, a.StatusCode, "answer of %d bytes (status %d) for bytes %d-%d", a.ContentLength, a.StatusCode, e.ByteStart, e.ByteEnd)
-	}
 	buf := make([]byte, relayCopyBytes)
 	var got int64
 	for got < n {

@@ -481,19 +481,9 @@ func (s *xetStream) seek(x xet.Hash, e fetchEntry, want uint32) error {
 		}
 		code := 0
 		if !ok {
-			a, err := s.c.get(s.ctx, request{op: "fetch", url: e.URL,
-				header: http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", e.ByteStart, e.ByteEnd)}},
-				accept: func(st int) bool { return st == http.StatusOK || st == http.StatusPartialContent }})
+			a, err := s.c.openRange(s.ctx, e)
 			if err != nil {
 				return err
-			}
-			if a.ContentLength >= 0 && a.ContentLength != n {
-				a.Close()
-				return badAnswer("fetch", e.URL, a.StatusCode, "answer of %d bytes for a range of %d", a.ContentLength, n)
-			}
-			if a.StatusCode == http.StatusOK && e.ByteStart != 0 {
-				a.Close()
-				return badAnswer("fetch", e.URL, a.StatusCode, "the whole object instead of bytes %d-%d", e.ByteStart, e.ByteEnd)
 			}
 			rc, code = a.Body, a.StatusCode
 		}
@@ -505,6 +495,27 @@ func (s *xetStream) seek(x xet.Hash, e fetchEntry, want uint32) error {
 		}
 	}
 	return nil
+}
+
+// openRange asks the upstream for e's url_range and checks that the
+// answer is that range: its length, and not the whole object instead.
+func (c *Client) openRange(ctx context.Context, e fetchEntry) (*answer, error) {
+	a, err := c.get(ctx, request{op: "fetch", url: e.URL,
+		header: http.Header{"Range": {fmt.Sprintf("bytes=%d-%d", e.ByteStart, e.ByteEnd)}},
+		accept: func(st int) bool { return st == http.StatusOK || st == http.StatusPartialContent }})
+	if err != nil {
+		return nil, err
+	}
+	n := int64(e.ByteEnd - e.ByteStart + 1)
+	if a.ContentLength >= 0 && a.ContentLength != n {
+		a.Close()
+		return nil, badAnswer("fetch", e.URL, a.StatusCode, "answer of %d bytes for a range of %d", a.ContentLength, n)
+	}
+	if a.StatusCode == http.StatusOK && e.ByteStart != 0 {
+		a.Close()
+		return nil, badAnswer("fetch", e.URL, a.StatusCode, "the whole object instead of bytes %d-%d", e.ByteStart, e.ByteEnd)
+	}
+	return a, nil
 }
 
 // decode decodes the current term's next batch of whole chunks and
