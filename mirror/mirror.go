@@ -122,6 +122,9 @@ type Mirror struct {
 	checked map[string]time.Time // local repo + "@" + rev → when resolved upstream
 	used    map[string]time.Time // local repo + "@" + sha → last read
 	flights map[string]*flight   // what is being pulled, by key
+	// relayPulls is the files whose pull under a relay is waiting for
+	// the relay's clients or under way (RelayPlan), by flight key.
+	relayPulls map[string]struct{}
 	// recording serializes the recording of revisions per local repo, so
 	// that two revisions recorded at once do not both create the repo.
 	recording map[store.RepoID]*sync.Mutex
@@ -182,7 +185,8 @@ func New(cfg Config) (*Mirror, error) {
 	conns := work.New(work.Config{Slots: cfg.MaxUpstreamConnections, TenantShare: 1, Wait: time.Hour})
 	return &Mirror{cfg: cfg, store: cfg.Store, up: cfg.Upstream, log: cfg.Logger, conns: conns,
 		checked: map[string]time.Time{}, used: map[string]time.Time{}, flights: map[string]*flight{},
-		recording: map[store.RepoID]*sync.Mutex{}}, nil
+		relayPulls: map[string]struct{}{},
+		recording:  map[store.RepoID]*sync.Mutex{}}, nil
 }
 
 // UpstreamWaiting is how many upstream streams wait for a connection now.

@@ -51,10 +51,18 @@ func (m *Mirror) RelayPlan(ctx context.Context, tenant string, local store.RepoI
 		return rec, until, false, m.upstreamErr(what, err)
 	}
 	// The plan is made first, so that the pull finds the relay and reads
-	// the ranges the client is about to read from the same spool.
-	if !m.pulling("file:" + e.XetHash) {
+	// the ranges the client is about to read from the same spool. The
+	// pull waits until the relay's clients are done (Quiet), and one pull
+	// waits per file.
+	key := "file:" + e.XetHash
+	if m.claimRelayPull(key) {
 		go func() {
-			if _, err := m.Fetch(context.WithoutCancel(ctx), tenant, local, sha, e, nil, reserve); err != nil {
+			defer m.dropRelayPull(key)
+			ctx := context.WithoutCancel(ctx)
+			if err := r.Quiet(ctx, h); err != nil {
+				m.log.Warn("mirror: waiting for a relay's clients", "what", what, "err", err)
+			}
+			if _, err := m.Fetch(ctx, tenant, local, sha, e, nil, reserve); err != nil {
 				m.log.Warn("mirror: the pull under a relay failed; the next request pulls again", "what", what, "err", err)
 			}
 		}()
@@ -102,10 +110,24 @@ func (m *Mirror) upstreamErr(what string, err error) error {
 	return err
 }
 
-// pulling reports whether a flight of key is under way.
-func (m *Mirror) pulling(key string) bool {
+// claimRelayPull reports whether the caller is to start the pull of key
+// under a relay: false when a flight of key is under way, or another
+// relay's pull of it is waiting to start (dropRelayPull ends the claim).
+func (m *Mirror) claimRelayPull(key string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.flights[key]
-	return ok
+	if _, ok := m.flights[key]; ok {
+		return false
+	}
+	if _, ok := m.relayPulls[key]; ok {
+		return false
+	}
+	m.relayPulls[key] = struct{}{}
+	return true
+}
+
+func (m *Mirror) dropRelayPull(key string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.relayPulls, key)
 }

@@ -93,4 +93,9 @@ type Relayer interface {
 	// fetches them from the upstream (not when they were fetched already).
 	// ErrNotFound when no plan of h under way names them.
 	Relay(ctx context.Context, h, x xet.Hash, start, end uint64, acquire func() (release func(), err error)) (io.ReadCloser, error)
+	// Quiet returns once no client has read the relay of h for a moment
+	// (or it has none), and at the latest well before the relay ends: the
+	// pull under a relay waits for it, so that it takes no CPU from the
+	// download it stores.
+	Quiet(ctx context.Context, h xet.Hash) error
 }

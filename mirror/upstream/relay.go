@@ -37,6 +37,12 @@ type spool struct {
 	// closed by the last one.
 	readers int
 	ended   bool
+	// clients is the open readers of clients (Relay, not the pull);
+	// lastClient the last time one opened or closed, or a plan was made;
+	// clientWake is closed and replaced at each of those (Quiet).
+	clients    int
+	lastClient time.Time
+	clientWake chan struct{}
 }
 
 // spooledRange is one upstream fetch range of a spool: where it lives in
@@ -75,7 +81,7 @@ func (c *Client) spoolOf(h xet.Hash, create bool) (*spool, error) {
 	// Unlinked at once: the bytes go when the file is closed, also when
 	// the process is killed.
 	os.Remove(f.Name())
-	sp := &spool{file: f, ranges: map[xet.Hash][]*spooledRange{}}
+	sp := &spool{file: f, ranges: map[xet.Hash][]*spooledRange{}, clientWake: make(chan struct{})}
 	c.spools[h] = sp
 	return sp, nil
 }
@@ -187,6 +193,7 @@ func (c *Client) Plan(ctx context.Context, repo mirror.RepoRef, sha string, f mi
 	}
 	until := c.now().Add(c.relayTTL)
 	c.extend(h, sp, until)
+	sp.clientSeen(c.now(), 0) // its client is about to read
 	out := xet.Reconstruction{OffsetIntoFirstRange: rec.Offset, Fetch: map[xet.Hash][]xet.FetchRange{}}
 	for _, t := range rec.Terms {
 		out.Terms = append(out.Terms, xet.ReconTerm{Xorb: t.Xorb, UnpackedLength: uint32(t.Unpacked), ChunkStart: t.Start, ChunkEnd: t.End})
@@ -219,7 +226,69 @@ func (c *Client) Relay(ctx context.Context, h, x xet.Hash, start, end uint64, ac
 	if r == nil {
 		return nil, &Error{Kind: mirror.ErrNotFound, Op: "relay", Message: fmt.Sprintf("no relay of file %s holds bytes %d-%d of xorb %s", h, start, end, x)}
 	}
-	return c.readRange(ctx, sp, r, int64(start-r.entry.ByteStart), int64(end-start+1), acquire)
+	rc, err := c.readRange(ctx, sp, r, int64(start-r.entry.ByteStart), int64(end-start+1), acquire)
+	if err != nil {
+		return nil, err
+	}
+	rr := rc.(*rangeReader)
+	rr.client, rr.now = true, c.now
+	sp.clientSeen(c.now(), +1)
+	return rr, nil
+}
+
+// clientSeen records a client's activity on the relay at now: a plan
+// (delta 0), a reader opened (+1) or closed (-1).
+func (sp *spool) clientSeen(now time.Time, delta int) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.clients += delta
+	sp.lastClient = now
+	close(sp.clientWake)
+	sp.clientWake = make(chan struct{})
+}
+
+// RelayQuiet is how long a relay's clients must have read nothing before
+// its pull starts (Quiet): longer than a client's pause between a plan and
+// its fetches, or between two windows.
+const RelayQuiet = 250 * time.Millisecond
+
+// Quiet returns once the relay of h has had no client reading it for
+// RelayQuiet, or has ended or never was, and at the latest half the
+// relay's time after it is called (the pull must read the spool before
+// the relay ends). A pull waits for it so that on a small host its
+// hashing and writing do not take the CPU from the first download it
+// stores (docs/mirror.md, "First downloads"); the file is stored right
+// after the clients are done, from the same spool.
+func (c *Client) Quiet(ctx context.Context, h xet.Hash) error {
+	deadline := c.now().Add(c.relayTTL / 2)
+	for {
+		sp, _ := c.spoolOf(h, false)
+		if sp == nil {
+			return nil
+		}
+		sp.mu.Lock()
+		clients, last, wake, ended := sp.clients, sp.lastClient, sp.clientWake, sp.ended
+		sp.mu.Unlock()
+		now := c.now()
+		if ended || !now.Before(deadline) {
+			return nil
+		}
+		wait := deadline.Sub(now)
+		if clients == 0 {
+			if wait = min(wait, last.Add(RelayQuiet).Sub(now)); wait <= 0 {
+				return nil
+			}
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		t.Stop()
+	}
 }
 
 // errRelayEnded: the relay's time is up and its spool is closed.
@@ -342,6 +411,10 @@ type rangeReader struct {
 	a        *attempt
 	pos, end int64
 	closed   bool
+	// client: a client's reader (Relay), not the pull's; now is its
+	// Client's clock.
+	client bool
+	now    func() time.Time
 }
 
 func (rr *rangeReader) Read(p []byte) (int, error) {
@@ -375,6 +448,9 @@ func (rr *rangeReader) Read(p []byte) (int, error) {
 func (rr *rangeReader) Close() error {
 	if !rr.closed {
 		rr.closed = true
+		if rr.client {
+			rr.sp.clientSeen(rr.now(), -1)
+		}
 		rr.sp.release()
 	}
 	return nil

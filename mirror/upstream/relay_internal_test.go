@@ -11,6 +11,8 @@ import (
 	"runtime"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"openxet/mirror"
 	"openxet/xet"
@@ -59,6 +61,9 @@ func TestSpoolFetchCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if sp.clients != 1 {
+		t.Errorf("a client's open reader: %d clients on the relay, want 1", sp.clients)
+	}
 	got, err = io.ReadAll(rc)
 	if err != nil || !bytes.Equal(got, body[100:200]) || tries.Load() != 2 {
 		t.Fatalf("after the cut: %q, %v, %d tries", got, err, tries.Load())
@@ -90,4 +95,62 @@ func TestSpoolFetchCut(t *testing.T) {
 	if _, ok, _ := c.spooled(ctx, h, x, fetchEntry{URL: u, ByteEnd: 9}); ok {
 		t.Error("a pull reads through an ended relay")
 	}
+}
+
+// TestQuiet: the pull under a relay waits while a client reads it, starts
+// RelayQuiet after the last client is done (a plan counts as a client
+// about to read), and waits at most half the relay's time for a client
+// that never finishes; a file with no relay does not wait.
+func TestQuiet(t *testing.T) {
+	dir := t.TempDir()
+	synctest.Test(t, func(t *testing.T) {
+		c, err := New(Options{BaseURL: "http://127.0.0.1:1", SpoolDir: dir})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx := context.Background()
+		quiet := func(h xet.Hash) <-chan time.Duration {
+			done := make(chan time.Duration, 1)
+			start := time.Now()
+			go func() {
+				if err := c.Quiet(ctx, h); err != nil {
+					t.Errorf("Quiet: %v", err)
+				}
+				done <- time.Since(start)
+			}()
+			return done
+		}
+		if d := <-quiet(xet.Hash{9}); d != 0 {
+			t.Errorf("no relay: waited %v", d)
+		}
+
+		h := xet.Hash{7}
+		sp, err := c.spoolOf(h, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.extend(h, sp, time.Now().Add(c.relayTTL))
+		sp.clientSeen(time.Now(), 0) // the plan
+		done := quiet(h)
+		time.Sleep(100 * time.Millisecond)
+		sp.clientSeen(time.Now(), +1) // its client's first fetch
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		select {
+		case d := <-done:
+			t.Fatalf("returned after %v while a client reads", d)
+		default:
+		}
+		sp.clientSeen(time.Now(), -1)
+		if d, want := <-done, 2100*time.Millisecond+RelayQuiet; d != want {
+			t.Errorf("returned %v after the plan, want %v (%v after the last client)", d, want, RelayQuiet)
+		}
+
+		// A client that never closes: at most half the relay's time.
+		sp.clientSeen(time.Now(), +1)
+		if d := <-quiet(h); d != c.relayTTL/2 {
+			t.Errorf("under a reader that stays open: returned after %v, want %v", d, c.relayTTL/2)
+		}
+	})
 }
