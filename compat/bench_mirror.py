@@ -15,13 +15,19 @@ and mirrored against local (goal >= 0.95).
     .venv/bin/python compat/bench_mirror.py [--mib 256] [--runs 3] [--binary PATH]
 
 The clients, both servers and the loopback share the machine's cores, so the
-ratios are what to read; the MB/s follow the host.
+ratios are what to read; the MB/s follow the host. Before each timed download
+the page cache is written back and, when the bench may (root), dropped: every
+download then starts from the disk with no writeback of the one before under
+way. Without that the order decides (the first download to read a xorb
+warms the cache for the ones after it, and a download timed while the last
+one's 256 MiB are written back is slower by up to 1.5x).
 """
 
 import argparse
 import time
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,6 +54,17 @@ def routes(entries):
     kinds = {"resolve": "/resolve/", "reconstructions": "/reconstructions/", "fetch": "/v1/fetch/"}
     n = {k: sum(1 for e in entries if v in e.get("path", "")) for k, v in kinds.items()}
     return ", ".join(f"{k} {v}" for k, v in n.items())
+
+
+def settle():
+    """Write back the page cache and drop it where allowed, so that each
+    timed download starts from the same state."""
+    subprocess.run(["sync"], check=True)
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+    except OSError:
+        pass
 
 
 def main():
@@ -88,6 +105,7 @@ def main():
 
             def timed(name, endpoint, token, repo_id):
                 mark = mirror.log_mark() if endpoint == mirror.url else None
+                settle()
                 t = run_py(HubClient(endpoint, token, work / f"{name}-{run}"), TIMED.format(repo=repo_id), timeout=900)
                 times[name].append(t)
                 if mark is not None and run == 0:
@@ -111,6 +129,7 @@ def main():
     finally:
         mirror.stop()
         upstream.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
     med = {k: statistics.median(v) for k, v in times.items()}
     mbs = {k: size / 1e6 / v for k, v in med.items()}
