@@ -5,6 +5,7 @@ import (
 
 	"openxet/budget"
 	"openxet/limits"
+	"openxet/store"
 )
 
 // metrics are registered on the registry the caller passes in; no global
@@ -45,6 +46,17 @@ func newMetrics(reg prometheus.Registerer, s *Server) *metrics {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "openxet_index_lock_losses_total",
 		Help: "Times this node found its shared lock on a PostgreSQL index lost (the session holding it ended)."},
 		func() float64 { return float64(s.store.IndexLockLosses()) }))
+	for name, c := range map[string]struct {
+		help string
+		f    func(store.CheckpointStats) float64
+	}{
+		"openxet_index_checkpoints_total":        {"Background checkpoints of a SQLite index (server.index_checkpoint).", func(c store.CheckpointStats) float64 { return float64(c.Checkpoints) }},
+		"openxet_index_checkpoints_slow_total":   {"Background checkpoints of a SQLite index that took 100 ms or more (each logged at INFO).", func(c store.CheckpointStats) float64 { return float64(c.Slow) }},
+		"openxet_index_checkpoint_seconds_total": {"Seconds the background checkpoints of a SQLite index took.", func(c store.CheckpointStats) float64 { return c.Time.Seconds() }},
+	} {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: c.help},
+			func() float64 { return c.f(s.store.CheckpointStats()) }))
+	}
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "openxet_anonymous_paced_seconds_total",
 		Help: "Seconds anonymous answers waited for limits.anonymous_pool_bytes_per_second while tenants' requests were in progress."},
 		s.anonPace.waitedSeconds))

@@ -26,11 +26,13 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -381,10 +383,64 @@ func (s *Store) startCheckpoints(ctx context.Context) error {
 // log's header.
 func (s *Store) checkpointLoop(ctx context.Context, interval time.Duration, done chan<- struct{}) {
 	every(ctx, interval, done, func() {
-		if _, err := s.checkpointIndex(ctx); err != nil && ctx.Err() == nil {
-			s.log.Debug("index checkpoint", "err", err)
+		from := time.Now()
+		c, err := s.checkpointIndex(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.log.Debug("index checkpoint", "err", err)
+			}
+			return
 		}
+		s.checkpointed(ctx, from, time.Since(from), c)
 	})
+}
+
+// SlowCheckpoint is how long a background checkpoint of a SQLite index
+// runs before the log says so at INFO and openxet_index_checkpoints_slow_total
+// counts it (docs/operations.md, "SQLite checkpoints").
+const SlowCheckpoint = 100 * time.Millisecond
+
+// checkpointLogged is the shortest checkpoint logged at DEBUG, with its
+// start, so that a run's upload pauses can be laid beside its checkpoints
+// (compat/bench_checkpoints.py).
+const checkpointLogged = 5 * time.Millisecond
+
+// checkpointCounts is what CheckpointStats reports.
+type checkpointCounts struct {
+	n, slow atomic.Uint64
+	nanos   atomic.Int64
+}
+
+// CheckpointStats is how many background checkpoints of a SQLite index
+// ran, how many of them took SlowCheckpoint or longer, and their time.
+type CheckpointStats struct {
+	Checkpoints, Slow uint64
+	Time              time.Duration
+}
+
+// CheckpointStats reports the background checkpoints so far (none on
+// PostgreSQL, or with Config.CheckpointEvery negative).
+func (s *Store) CheckpointStats() CheckpointStats {
+	c := &s.checkpoints
+	return CheckpointStats{Checkpoints: c.n.Load(), Slow: c.slow.Load(), Time: time.Duration(c.nanos.Load())}
+}
+
+// checkpointed records a background checkpoint that began at from and
+// took d: counted, and logged when it took long enough to matter.
+func (s *Store) checkpointed(ctx context.Context, from time.Time, d time.Duration, c walCheckpoint) {
+	s.checkpoints.n.Add(1)
+	s.checkpoints.nanos.Add(int64(d))
+	level := slog.LevelDebug
+	switch {
+	case d >= SlowCheckpoint:
+		s.checkpoints.slow.Add(1)
+		level = slog.LevelInfo
+	case d < checkpointLogged:
+		return
+	}
+	s.log.LogAttrs(ctx, level, "index checkpoint", slog.Time("start", from),
+		slog.Float64("ms", float64(d.Microseconds())/1000),
+		slog.Int("log_pages", c.LogPages), slog.Int("copied_pages", c.CopiedPages))
 }
 
 // checkpointIndex runs one PASSIVE checkpoint of a SQLite index on the

@@ -96,6 +96,7 @@ type Store struct {
 	stopCheckpoints   context.CancelFunc
 	checkpointsDone   chan struct{}
 	checkpointsByHand bool
+	checkpoints       checkpointCounts
 	// dir is the directory of a file:// bucket that the store lists and
 	// reads itself (fileBucketDir), "" for other buckets.
 	dir string
