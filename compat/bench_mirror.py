@@ -10,7 +10,8 @@ cache, hf_hub_download of it
 
 Prints the median seconds of each and the ratios the issue names: first
 against direct (goal >= 0.8, a speed ratio: direct's time over first's)
-and mirrored against local (goal >= 0.95).
+and mirrored against local (goal >= 0.95); and the mirror's CPU seconds per
+GiB for a first download with its pull (relay and storing).
 
     .venv/bin/python compat/bench_mirror.py [--mib 256] [--runs 3] [--binary PATH]
 
@@ -56,6 +57,12 @@ def routes(entries):
     return ", ".join(f"{k} {v}" for k, v in n.items())
 
 
+def cpu_seconds(pid):
+    """User and system CPU seconds of process pid so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def settle():
     """Write back the page cache and drop it where allowed, so that each
     timed download starts from the same state."""
@@ -90,6 +97,7 @@ def main():
 
     size = a.mib << 20
     times = {k: [] for k in ("direct", "first", "mirrored", "local")}
+    cpu = {"first_and_pull": []}
     try:
         for run in range(a.runs):
             src = work / f"big-{run}.bin"
@@ -116,6 +124,7 @@ def main():
                     print(f"{name}: the mirror answered {routes(mirror.requests_since(mark))}; relays so far: {relay}", flush=True)
 
             timed("direct", upstream.url, bob_up, repo)
+            cpu0 = cpu_seconds(mirror.proc.pid)
             timed("first", mirror.url, bob, repo)
             # A first download through a relay can end before its pull has
             # stored the file: "mirrored" is timed once it is stored.
@@ -123,6 +132,7 @@ def main():
             while mirror.metric("openxet_mirror_upstream_files_total") < run + 1:
                 assert time.monotonic() < deadline, "the pull of the first download never ended"
                 time.sleep(0.05)
+            cpu["first_and_pull"].append(cpu_seconds(mirror.proc.pid) - cpu0)
             timed("mirrored", mirror.url, bob, repo)
             timed("local", mirror.url, carol.token, local)
             print(f"run {run + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()), flush=True)
@@ -138,10 +148,12 @@ def main():
         "median_mb_s": {k: round(v, 1) for k, v in mbs.items()},
         "first_vs_direct": round(med["direct"] / med["first"], 2),
         "mirrored_vs_local": round(med["local"] / med["mirrored"], 2),
+        "mirror_cpu_s_per_gib_first_and_pull": round(statistics.median(cpu["first_and_pull"]) / (size / 2**30), 2),
     }
     print(f"{a.mib} MiB, median of {a.runs}: " + ", ".join(f"{k} {v:.1f} MB/s" for k, v in mbs.items()))
     print(f"first through the mirror / direct: {out['first_vs_direct']} (goal >= 0.8); "
           f"mirrored / local: {out['mirrored_vs_local']} (goal >= 0.95)")
+    print(f"the mirror's CPU for a first download and its pull: {out['mirror_cpu_s_per_gib_first_and_pull']} s per GiB")
     print(json.dumps(out))
 
 
