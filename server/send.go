@@ -61,20 +61,34 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 	if f, rf := fileSource(r), readerFrom(w); f != nil && rf != nil {
 		piece = func(p []byte) (int, error) { return sendFilePiece(w, rf, f, len(p)) }
 	}
+	lr, _ := r.(landing)
 	var written int64
 	for {
+		// A reader whose bytes are still arriving (a mirror's relay) is
+		// waited for here, outside any slot, and read only as far as
+		// they have arrived.
+		limit := len(buf)
+		if lr != nil {
+			k, err := lr.Landed(c.Request().Context())
+			if errors.Is(err, io.EOF) {
+				return written, nil
+			} else if err != nil {
+				return written, err
+			}
+			limit = int(min(k, int64(len(buf))))
+		}
 		room, capacity, ok := sock.measure()
 		if !ok {
 			return plain(written)
 		}
 		var n int
 		var err error
-		if room >= min(sharedPieceMin, capacity/2) && room > 0 {
+		if room >= min(sharedPieceMin, capacity/2, limit) && room > 0 {
 			slot, aerr := s.answerSlot(c)
 			if aerr != nil {
 				return written, aerr
 			}
-			n, err = piece(buf[:min(room, len(buf))])
+			n, err = piece(buf[:min(room, limit)])
 			slot.Release()
 		} else {
 			// A socket with less room takes a piece of sharedPieceMin
@@ -83,7 +97,7 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 			// KiB per call, each woken as soon as the reader took a little.)
 			// Flushed through net/http's buffers, so that the write reaches
 			// the socket and waits there, not in the next slot.
-			n, err = piece(buf[:min(sharedPieceMin, len(buf))])
+			n, err = piece(buf[:min(sharedPieceMin, limit)])
 			if err == nil && n > 0 {
 				err = flush.Flush()
 			}
@@ -96,6 +110,14 @@ func (s *Server) sendShared(c echo.Context, r io.Reader, buf []byte) (int64, err
 			return written, err
 		}
 	}
+}
+
+// landing is a reader whose bytes arrive while it is read (a mirror's
+// relay of an upstream range, mirror/upstream): Landed waits until some
+// are there and reports how many can be read without waiting, io.EOF at
+// its end.
+type landing interface {
+	Landed(ctx context.Context) (int64, error)
 }
 
 // sendPiece reads up to len(p) bytes from r and writes them to w. It

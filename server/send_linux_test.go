@@ -10,9 +10,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/labstack/echo/v4"
 
 	"openxet/work"
 	"openxet/xet"
@@ -95,5 +100,88 @@ func TestFetchCopiesUnderWorkSlots(t *testing.T) {
 	}
 	if st := e.srv.work.Stats(); st.Held != 0 || st.Waiting != 0 {
 		t.Errorf("work slots after the fetches: %+v, want none held or waiting", st)
+	}
+}
+
+// stallingReader is a landing reader whose first 64 KiB are there at
+// once and whose rest arrives only when more is closed: Landed waits for
+// it, and so does Read (as a relay's reader would, were it read first).
+type stallingReader struct {
+	data    []byte
+	pos     int
+	more    chan struct{}
+	waiting chan struct{} // closed when a wait for the rest begins
+	once    sync.Once
+}
+
+func (r *stallingReader) landed() int {
+	if r.pos < 64<<10 {
+		return 64<<10 - r.pos
+	}
+	r.once.Do(func() { close(r.waiting) })
+	<-r.more
+	return len(r.data) - r.pos
+}
+
+func (r *stallingReader) Landed(ctx context.Context) (int64, error) {
+	if r.pos >= len(r.data) {
+		return 0, io.EOF
+	}
+	return int64(r.landed()), nil
+}
+
+func (r *stallingReader) Read(p []byte) (int, error) {
+	if r.pos >= len(r.data) {
+		return 0, io.EOF
+	}
+	n := copy(p[:min(len(p), r.landed())], r.data[r.pos:])
+	r.pos += n
+	return n, nil
+}
+
+// TestLandingReaderWaitsWithoutASlot: an answer whose bytes are still
+// arriving (a mirror's relay) waits for them without a work slot, so that
+// the only slot is free for another tenant meanwhile, and every byte is
+// sent once they arrive.
+func TestLandingReaderWaitsWithoutASlot(t *testing.T) {
+	e := newLiveEnv(t, func(c *Config) { c.Work = work.Config{Slots: 1, TenantShare: 1, Wait: time.Minute} })
+	data := bytes.Repeat([]byte("relayed!"), 128<<10) // 1 MiB
+	r := &stallingReader{data: data, more: make(chan struct{}), waiting: make(chan struct{})}
+	app := echo.New()
+	app.GET("/relay", func(c echo.Context) error {
+		c.Response().Header().Set(echo.HeaderContentLength, strconv.Itoa(len(data)))
+		c.Response().WriteHeader(http.StatusOK)
+		_, err := e.srv.sendShared(c, r, make([]byte, fetchBufferBytes))
+		return err
+	})
+	srv := httptest.NewUnstartedServer(app)
+	srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context { return withConn(ctx, c) }
+	srv.Start()
+	defer srv.Close()
+
+	got := make(chan []byte, 1)
+	go func() {
+		resp, err := http.Get(srv.URL + "/relay")
+		if err != nil {
+			t.Error(err)
+			got <- nil
+			return
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		got <- b
+	}()
+	<-r.waiting
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	slot, err := e.srv.work.Acquire(ctx, "other")
+	close(r.more)
+	if err != nil {
+		<-got
+		t.Fatalf("another tenant waited for the only slot while the answer waited for its bytes: %v", err)
+	}
+	slot.Release()
+	if b := <-got; !bytes.Equal(b, data) {
+		t.Fatalf("answer: %d bytes, want the %d sent", len(b), len(data))
 	}
 }

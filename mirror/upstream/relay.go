@@ -445,6 +445,35 @@ func (rr *rangeReader) Read(p []byte) (int, error) {
 	}
 }
 
+// Landed waits until some of the reader's bytes are in the spool (or its
+// fetch failed, or ctx ended) and reports how many it can read now without
+// waiting; io.EOF once it has read them all. A server copying the reader
+// to a client waits here without holding a work slot, so that the slot is
+// only held while bytes move, not while the upstream sends them.
+func (rr *rangeReader) Landed(ctx context.Context) (int64, error) {
+	if rr.pos >= rr.end {
+		return 0, io.EOF
+	}
+	for {
+		rr.sp.mu.Lock()
+		have, err, wake := rr.a.have, rr.a.err, rr.a.wake
+		rr.sp.mu.Unlock()
+		if have > rr.pos {
+			return min(have, rr.end) - rr.pos, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-rr.ctx.Done():
+			return 0, rr.ctx.Err()
+		}
+	}
+}
+
 func (rr *rangeReader) Close() error {
 	if !rr.closed {
 		rr.closed = true

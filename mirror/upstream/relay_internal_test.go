@@ -64,9 +64,15 @@ func TestSpoolFetchCut(t *testing.T) {
 	if sp.clients != 1 {
 		t.Errorf("a client's open reader: %d clients on the relay, want 1", sp.clients)
 	}
+	if n, err := rc.(*rangeReader).Landed(ctx); err != nil || n < 1 || n > 100 {
+		t.Errorf("Landed before reading: %d, %v; want 1 to 100 bytes", n, err)
+	}
 	got, err = io.ReadAll(rc)
 	if err != nil || !bytes.Equal(got, body[100:200]) || tries.Load() != 2 {
 		t.Fatalf("after the cut: %q, %v, %d tries", got, err, tries.Load())
+	}
+	if n, err := rc.(*rangeReader).Landed(ctx); n != 0 || err != io.EOF {
+		t.Errorf("Landed after reading all: %d, %v; want io.EOF", n, err)
 	}
 	// Ended with that reader open (the fetch's own hold gone once it is
 	// done): it still reads, nothing new opens.
