@@ -31,7 +31,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conftest import REPO_ROOT, OpenxetServer, parse_log_line  # noqa: E402
+from conftest import OpenxetServer, bench_binary, parse_log_line  # noqa: E402
 
 
 def when(s):
@@ -91,10 +91,7 @@ def main():
     ap.add_argument("--index-checkpoint", default="100ms")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-ckpt-"))
-    binary = a.binary
-    if not binary:
-        binary = str(work / "openxet")
-        subprocess.run(["go", "build", "-o", binary, "."], cwd=REPO_ROOT, check=True)
+    binary = bench_binary(a.binary, work)
     server = OpenxetServer(binary, work / "server", ["--log-level", "debug",
                                                      "--index-checkpoint", a.index_checkpoint]).start()
     try:

@@ -23,10 +23,9 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from conftest import MiB, GiB, HubClient, OpenxetServer, write_random  # noqa: E402
+from conftest import MiB, GiB, HubClient, OpenxetServer, bench_binary, write_random  # noqa: E402
 
 UPLOAD = r"""
 import sys, time
@@ -79,10 +78,7 @@ def main():
     ap.add_argument("--binary", default=None)
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bench-lfs-")
-    binary = args.binary
-    if binary is None:
-        binary = os.path.join(work, "openxet")
-        subprocess.run(["go", "build", "-o", binary, "."], cwd=ROOT, check=True)
+    binary = bench_binary(args.binary, work)
     size = args.mib * MiB
     src = os.path.join(work, "file.bin")
     write_random(src, size, seed="bench-lfs")

@@ -36,7 +36,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conftest import REPO_ROOT, HubClient, OpenxetServer, write_random  # noqa: E402
+from conftest import HubClient, OpenxetServer, bench_binary, write_random  # noqa: E402
 from test_parity import run_py  # noqa: E402
 
 TIMED = """
@@ -81,10 +81,7 @@ def main():
     ap.add_argument("--binary")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
-    binary = a.binary
-    if not binary:
-        binary = str(work / "openxet")
-        subprocess.run(["go", "build", "-o", binary, "."], cwd=REPO_ROOT, check=True)
+    binary = bench_binary(a.binary, work)
 
     upstream = OpenxetServer(binary, work / "upstream", ["--log-level", "warn"]).start()
     alice = HubClient(upstream.url, upstream.make_credential("alice"), work / "alice")

@@ -615,6 +615,16 @@ MiB = 1 << 20
 GiB = 1 << 30
 
 
+def bench_binary(given, work):
+    """The openxet binary a bench script serves with: given (its --binary),
+    or this checkout built into the directory work."""
+    if given:
+        return str(given)
+    binary = str(Path(work) / "openxet")
+    subprocess.run(["go", "build", "-o", binary, "."], cwd=REPO_ROOT, check=True)
+    return binary
+
+
 def sha256_file(path):
     h = hashlib.sha256()
     with open(path, "rb") as f:

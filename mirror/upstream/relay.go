@@ -418,31 +418,16 @@ type rangeReader struct {
 }
 
 func (rr *rangeReader) Read(p []byte) (int, error) {
-	if rr.pos >= rr.end {
-		return 0, io.EOF
+	k, err := rr.Landed(rr.ctx)
+	if err != nil {
+		return 0, err
 	}
-	for {
-		rr.sp.mu.Lock()
-		have, err, wake := rr.a.have, rr.a.err, rr.a.wake
-		rr.sp.mu.Unlock()
-		if have > rr.pos {
-			k := min(int64(len(p)), have-rr.pos, rr.end-rr.pos)
-			n, err := rr.sp.file.ReadAt(p[:k], rr.r.off+rr.pos)
-			rr.pos += int64(n)
-			if err != nil && !errors.Is(err, io.EOF) {
-				return n, fmt.Errorf("relay spool: %w", err)
-			}
-			return n, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		select {
-		case <-wake:
-		case <-rr.ctx.Done():
-			return 0, rr.ctx.Err()
-		}
+	n, err := rr.sp.file.ReadAt(p[:min(int64(len(p)), k)], rr.r.off+rr.pos)
+	rr.pos += int64(n)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return n, fmt.Errorf("relay spool: %w", err)
 	}
+	return n, nil
 }
 
 // Landed waits until some of the reader's bytes are in the spool (or its
