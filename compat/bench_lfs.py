@@ -25,6 +25,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+from bench_transfer import cpu_seconds  # noqa: E402
 from conftest import MiB, GiB, HubClient, OpenxetServer, bench_binary, write_random  # noqa: E402
 
 UPLOAD = r"""
@@ -41,12 +42,6 @@ else:
     api.upload_file(path_or_fileobj=src, path_in_repo=path, repo_id=repo)
 print("SECONDS", time.monotonic() - t)
 """
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def upload(server, tenant, src, repo, path, how, work, stored=False):

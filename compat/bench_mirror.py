@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conftest import HubClient, OpenxetServer, bench_binary, write_random  # noqa: E402
+from bench_transfer import cpu_seconds  # noqa: E402
 from test_parity import run_py  # noqa: E402
 
 TIMED = """
@@ -55,12 +56,6 @@ def routes(entries):
     kinds = {"resolve": "/resolve/", "reconstructions": "/reconstructions/", "fetch": "/v1/fetch/"}
     n = {k: sum(1 for e in entries if v in e.get("path", "")) for k, v in kinds.items()}
     return ", ".join(f"{k} {v}" for k, v in n.items())
-
-
-def cpu_seconds(pid):
-    """User and system CPU seconds of process pid so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def settle():
