@@ -25,7 +25,6 @@ require (
 	golang.org/x/sync v0.25.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/time v0.16.0
-	lukechampine.com/blake3 v1.4.1
 	modernc.org/sqlite v1.62.0
 )
 

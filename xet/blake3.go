@@ -1,48 +1,50 @@
 package xet
 
 import (
-	"encoding/binary"
 	"sync"
 	"time"
 
 	"github.com/zeebo/blake3"
-	"golang.org/x/sys/cpu"
-	"lukechampine.com/blake3/guts"
+
+	"openxet/xet/internal/widehash"
 )
 
-// canWide reports whether the CPU runs guts' AVX-512 kernel at all.
-var canWide = cpu.X86.HasAVX512F
+// canWide reports whether the CPU runs widehash's AVX-512 kernel at all.
+var canWide = widehash.Available
 
-// wideBLAKE3 reports whether keyed hashes go through guts' AVX-512 kernel,
-// which hashes 16 BLAKE3 chunks (16 KiB) at once, rather than through
-// zeebo/blake3's AVX2 code. The CPU flag alone does not say which is
-// faster: on an Intel Xeon the wide kernel is 1.4–1.5× AVX2 on 64 KiB
-// chunks, on an AMD EPYC with AVX-512 it is 0.69× (BENCHMARKS.md,
-// "Ingest"). So the choice is measured, once per process, on the first
-// hash: both kernels over the same chunks, the best of several rounds of
-// each.
+// wideBLAKE3 reports whether keyed hashes go through widehash's AVX-512
+// kernel, which compresses 16 BLAKE3 chunks or parents at once, rather than
+// through zeebo/blake3's AVX2 code. The CPU flag alone does not promise
+// that it is faster (a CPU may slow its clock for ZMM work; the AVX-512
+// kernel openxet used before widehash, guts', was 0.69× AVX2 on an AMD
+// EPYC: BENCHMARKS.md, "Ingest"). So the choice is measured, once per
+// process, on the first hash: both kernels over the same chunks, the best
+// of several rounds of each.
 var wideBLAKE3 = sync.OnceValue(func() bool {
-	return canWide && wideIsFaster(timeKernel)
+	return canWide && wideHolds(newKernelTimer().time)
 })
 
 // HashKernel names the BLAKE3 code this process hashes chunks with, for
 // the serving log line.
 func HashKernel() string {
 	if wideBLAKE3() {
-		return "avx512 (lukechampine.com/blake3/guts)"
+		return "avx512 (openxet/xet/internal/widehash)"
 	}
 	return "zeebo/blake3"
 }
 
-// calibrationRounds is how many timings of each kernel wideIsFaster takes;
+// calibrationRounds is how many timings of each kernel wideHolds takes;
 // it keeps the fastest of each, so that a round the scheduler interrupted
 // does not decide.
 const calibrationRounds = 7
 
-// wideIsFaster reports whether the wide kernel beat zeebo/blake3 by at
-// least 10 % in the best of calibrationRounds alternating timings. measure
-// reports how long one kernel took over the calibration chunks.
-func wideIsFaster(measure func(wide bool) time.Duration) bool {
+// wideHolds reports whether the wide kernel was no more than 10 % slower
+// than zeebo/blake3 in the best of calibrationRounds alternating timings:
+// the wide kernel is kept unless the CPU clearly runs it slower. (Where
+// it is faster, it is 1.4× or more; the margin keeps a rare slow set of
+// rounds, 1 in 40 on amd512, from losing that.) measure reports how long
+// one kernel took over the calibration chunks.
+func wideHolds(measure func(wide bool) time.Duration) bool {
 	best := [2]time.Duration{}
 	for r := range 2 * calibrationRounds {
 		wide := r%2 == 1
@@ -55,48 +57,51 @@ func wideIsFaster(measure func(wide bool) time.Duration) bool {
 			best[i] = d
 		}
 	}
-	return best[1]*11 < best[0]*10
+	return best[1]*10 <= best[0]*11
 }
 
-// timeKernel hashes four 64 KiB chunks (the most common xorb chunk size,
-// about a millisecond of work) with one kernel and reports how long it took.
-func timeKernel(wide bool) time.Duration {
-	var data [4][64 << 10]byte
-	for i := range data {
-		data[i][0] = byte(i)
+// kernelTimer times both kernels over the same four 64 KiB chunks (the
+// most common xorb chunk size, about a millisecond of work), each with
+// the same hasher every time, so that no round pays for fresh memory.
+type kernelTimer struct {
+	data   [][]byte
+	hasher [2]keyedHasher // zeebo/blake3, wide
+}
+
+func newKernelTimer() *kernelTimer {
+	t := &kernelTimer{data: make([][]byte, 4)}
+	for i := range t.data {
+		t.data[i] = make([]byte, 64<<10)
+		t.data[i][0] = byte(i)
 	}
 	key := [32]byte{}
-	k := newKeyedHasherWide(&key, wide)
+	t.hasher[0] = newKeyedHasherWide(&key, false)
+	t.hasher[1] = newKeyedHasherWide(&key, true)
+	return t
+}
+
+// time hashes the chunks with one kernel and reports how long it took.
+func (t *kernelTimer) time(wide bool) time.Duration {
+	k := t.hasher[0]
+	if wide {
+		k = t.hasher[1]
+	}
 	start := time.Now()
-	for i := range data {
-		k.sum(data[i][:])
+	for _, d := range t.data {
+		k.sum(d)
 	}
 	return time.Since(start)
 }
 
-// wideMinBytes is the shortest input the wide kernel hashes: it always
-// hashes a whole group, which costs about what zeebo/blake3 spends on
-// 9–10 KiB (BenchmarkChunkHashers).
+// wideMinBytes is the shortest input the wide kernel hashes alone: one
+// input of a few chunks leaves most of its sixteen lanes idle.
 const wideMinBytes = 10 << 10
-
-// groupBytes is what one call of the wide kernel hashes: guts.MaxSIMD
-// BLAKE3 chunks, a complete subtree of the BLAKE3 tree when it starts at a
-// multiple of itself.
-const groupBytes = guts.MaxSIMD * guts.ChunkSize
 
 // keyedHasher is a reusable BLAKE3 hasher for one key. Not safe for
 // concurrent use; each call of an exported function makes its own.
 type keyedHasher struct {
-	h    *blake3.Hasher // streaming writes (h.Write), and sum of short inputs
-	wide *wideKeyed     // with wideBLAKE3(): sum of inputs of wideMinBytes or more
-}
-
-// wideKeyed hashes whole inputs with guts' 16-chunk kernel.
-type wideKeyed struct {
-	key [8]uint32 // the key as BLAKE3 words
-	// tail holds an input's last, partial group: the kernel reads a whole
-	// group, and the input's slice may end sooner. Made on first use.
-	tail *[groupBytes]byte
+	h    *blake3.Hasher   // streaming writes (h.Write), and sum of short inputs
+	wide *widehash.Hasher // with wideBLAKE3(): sum of inputs of wideMinBytes or more
 }
 
 func newKeyedHasher(key *[32]byte) keyedHasher {
@@ -108,67 +113,18 @@ func newKeyedHasherWide(key *[32]byte, wide bool) keyedHasher {
 	h, _ := blake3.NewKeyed(key[:])
 	k := keyedHasher{h: h}
 	if wide {
-		k.wide = new(wideKeyed)
-		for i := range k.wide.key {
-			k.wide.key[i] = binary.LittleEndian.Uint32(key[4*i:])
-		}
+		k.wide = widehash.New(key)
 	}
 	return k
 }
 
 func (k keyedHasher) sum(data []byte) Hash {
 	if k.wide != nil && len(data) >= wideMinBytes {
-		return k.wide.sum(data)
+		return k.wide.Sum(data)
 	}
 	k.h.Reset()
 	_, _ = k.h.Write(data)
 	var out Hash
 	k.h.Sum(out[:0])
-	return out
-}
-
-// sum builds the BLAKE3 tree from complete groups the way the reference
-// implementation builds it from chunks: a stack of subtree roots, two of
-// one height merged as soon as a later group follows them, the last
-// group's node folded into the stack from the top, and the final node
-// compressed as the root.
-func (w *wideKeyed) sum(data []byte) Hash {
-	const flags = guts.FlagKeyedHash
-	var stack [54][8]uint32 // 2^54 groups is more than a slice can hold
-	depth := 0
-	var counter, groups uint64
-	for len(data) > groupBytes {
-		cv := guts.ChainingValue(guts.CompressBuffer((*[groupBytes]byte)(data), groupBytes, &w.key, counter, flags))
-		data = data[groupBytes:]
-		counter += guts.MaxSIMD
-		groups++
-		for t := groups; t&1 == 0; t >>= 1 {
-			depth--
-			cv = guts.ChainingValue(guts.ParentNode(stack[depth], cv, &w.key, flags))
-		}
-		stack[depth] = cv
-		depth++
-	}
-	var last *[groupBytes]byte
-	if len(data) == groupBytes {
-		last = (*[groupBytes]byte)(data)
-	} else {
-		if w.tail == nil {
-			w.tail = new([groupBytes]byte)
-		}
-		last = w.tail
-		copy(last[:], data)
-	}
-	n := guts.CompressBuffer(last, len(data), &w.key, counter, flags)
-	for depth > 0 {
-		depth--
-		n = guts.ParentNode(stack[depth], guts.ChainingValue(n), &w.key, flags)
-	}
-	n.Flags |= guts.FlagRoot
-	words := guts.CompressNode(n)
-	var out Hash
-	for i := range 8 {
-		binary.LittleEndian.PutUint32(out[4*i:], words[i])
-	}
 	return out
 }
