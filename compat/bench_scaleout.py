@@ -3,7 +3,7 @@ scale-out deployment (PostgreSQL index + S3 bucket on MinIO) against the
 embedded default (SQLite + file://), in the same run on the same data,
 interleaved. Prints a table and JSON.
 
-    .venv/bin/python compat/bench_scaleout.py [--mib 256] [--runs 3] [--binary PATH] [--split] [--pg-async]
+    .venv/bin/python compat/bench_scaleout.py [--mib 256] [--runs 3] [--binary PATH] [--split] [--pg-async] [--minio-no-compat]
     .venv/bin/python compat/bench_scaleout.py --load [--tenants 50] [--duration 30s]
 
 --split adds the two mixed deployments, SQLite + S3 and PostgreSQL +
@@ -158,6 +158,8 @@ def main():
     ap.add_argument("--duration", default="30s")
     ap.add_argument("--split", action="store_true", help="also SQLite + S3 and PostgreSQL + file://")
     ap.add_argument("--pg-async", action="store_true", help="synchronous_commit=off in the PostgreSQL index URL")
+    ap.add_argument("--minio-no-compat", action="store_true",
+                    help="start MinIO with --no-compat: a random ETag instead of the body's MD5 (openxet reads no ETag)")
     opts = ap.parse_args()
     work = tempfile.mkdtemp(prefix="openxet-bench-")
     binary = opts.binary or os.path.join(work, "openxet")
@@ -167,7 +169,8 @@ def main():
     if minio_bin is None or pg_bin is None:
         sys.exit("needs MinIO (.ci/minio.sh) and PostgreSQL (apt-get install postgresql)")
     os.mkdir(os.path.join(work, "minio"))
-    minio, pg = Minio(minio_bin, os.path.join(work, "minio")), Postgres(pg_bin, durable=True)
+    minio = Minio(minio_bin, os.path.join(work, "minio"), ["--no-compat"] if opts.minio_no_compat else [])
+    pg = Postgres(pg_bin, durable=True)
     procs = []
     try:
         if opts.load:
@@ -216,7 +219,8 @@ def main():
             os.remove(src)
         med = {t: {op: round(statistics.median(v), 1) for op, v in ops.items()} for t, ops in results.items()}
         print(f"hf_xet, {opts.mib} MiB random data, median of {opts.runs} interleaved runs (MB/s, includes client start-up and hashing)"
-              + (", PostgreSQL with synchronous_commit=off" if opts.pg_async else ""))
+              + (", PostgreSQL with synchronous_commit=off" if opts.pg_async else "")
+              + (", MinIO with --no-compat" if opts.minio_no_compat else ""))
         print(f"{'target':14} {'upload':>10} {'download':>10} {'up ratio':>9} {'down ratio':>10}")
         b = med["sqlite+file"]
         for t in targets:
@@ -227,7 +231,8 @@ def main():
             print(f"{t:12} server CPU s per GiB: upload {cpu_med[t]['upload']} (runs {cpu[t]['upload']}), "
                   f"download {cpu_med[t]['download']} (runs {cpu[t]['download']})")
         print_breakdown(breakdown)
-        print(json.dumps({"mib": opts.mib, "runs": opts.runs, "pg_async": opts.pg_async, "raw": results, "median": med,
+        print(json.dumps({"mib": opts.mib, "runs": opts.runs, "pg_async": opts.pg_async,
+                          "minio_no_compat": opts.minio_no_compat, "raw": results, "median": med,
                           "server_cpu_s_per_gib": {"raw": cpu, "median": cpu_med}, "breakdown": breakdown}))
     finally:
         for p in procs:

@@ -25,6 +25,14 @@ func s3Bucket(t *testing.T, _ string) string {
 	return srv.BucketURL(srv.CreateBucket(t))
 }
 
+// s3NoCompatBucket is s3Bucket on a MinIO started with --no-compat
+// (random ETags).
+func s3NoCompatBucket(t *testing.T, _ string) string {
+	srv := s3test.StartNoCompat(t)
+	srv.Setenv(t)
+	return srv.BucketURL(srv.CreateBucket(t))
+}
+
 // sqliteIndexes makes SQLite index locations: dir/index.db.
 func sqliteIndexes(t *testing.T) func(dir string) string {
 	return func(dir string) string { return filepath.Join(dir, "index.db") }

@@ -232,10 +232,11 @@ func TestStoreConformance(t *testing.T) {
 		indexes func(t *testing.T) func(dir string) string
 		bucket  func(t *testing.T, dir string) string
 	}{
-		"file":        {sqliteIndexes, func(_ *testing.T, dir string) string { return fileBucket(dir) }},
-		"mem":         {sqliteIndexes, func(*testing.T, string) string { return "mem://" }},
-		"s3":          {sqliteIndexes, s3Bucket}, // conformance_test.go; skipped without MinIO
-		"postgres+s3": {pgIndexes, s3Bucket},     // skipped without PostgreSQL or MinIO
+		"file":         {sqliteIndexes, func(_ *testing.T, dir string) string { return fileBucket(dir) }},
+		"mem":          {sqliteIndexes, func(*testing.T, string) string { return "mem://" }},
+		"s3":           {sqliteIndexes, s3Bucket}, // conformance_test.go; skipped without MinIO
+		"postgres+s3":  {pgIndexes, s3Bucket},     // skipped without PostgreSQL or MinIO
+		"s3-no-compat": {sqliteIndexes, s3NoCompatBucket},
 	} {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()

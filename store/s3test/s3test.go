@@ -100,7 +100,13 @@ func Start(tb testing.TB) *Server { return startServer(tb, false) }
 // 127.0.0.1 from a CA made for this server (CAFile).
 func StartTLS(tb testing.TB) *Server { return startServer(tb, true) }
 
-func startServer(tb testing.TB, tls bool) *Server {
+// StartNoCompat is Start with MinIO's --no-compat: objects get a random
+// ETag instead of their body's MD5, MinIO's costliest pass over an upload
+// (docs/scale-out.md, "S3"). openxet reads no ETag; the conformance suite
+// runs on it to keep that true.
+func StartNoCompat(tb testing.TB) *Server { return startServer(tb, false, "--no-compat") }
+
+func startServer(tb testing.TB, tls bool, args ...string) *Server {
 	tb.Helper()
 	bin := Binary()
 	if bin == "" {
@@ -112,7 +118,7 @@ func startServer(tb testing.TB, tls bool) *Server {
 	}
 	var lastErr error
 	for range 3 { // a free port may be taken by someone else before MinIO binds it
-		s, err := start(tb, bin, tls)
+		s, err := start(tb, bin, tls, args)
 		if err == nil {
 			return s
 		}
@@ -122,7 +128,7 @@ func startServer(tb testing.TB, tls bool) *Server {
 	return nil
 }
 
-func start(tb testing.TB, bin string, tls bool) (*Server, error) {
+func start(tb testing.TB, bin string, tls bool, args []string) (*Server, error) {
 	tb.Helper()
 	dir := tb.TempDir()
 	api, console := freeAddr(tb), freeAddr(tb)
@@ -149,9 +155,10 @@ func start(tb testing.TB, bin string, tls bool) (*Server, error) {
 	// Only 127.0.0.1, no console, no update checks, no call-home, no
 	// certificates or configuration from the user's home, and nothing
 	// from the environment but what is set here.
-	s.cmd = exec.Command(bin, "server", "--quiet", "--anonymous",
+	argv := append([]string{"server", "--quiet", "--anonymous",
 		"--address", api, "--console-address", console,
-		"--certs-dir", filepath.Join(dir, "certs"), filepath.Join(dir, "data"))
+		"--certs-dir", filepath.Join(dir, "certs")}, args...)
+	s.cmd = exec.Command(bin, append(argv, filepath.Join(dir, "data"))...)
 	s.cmd.Env = []string{
 		"HOME=" + dir,
 		"TMPDIR=" + os.TempDir(),
