@@ -3,7 +3,7 @@ scale-out deployment (PostgreSQL index + S3 bucket on MinIO) against the
 embedded default (SQLite + file://), in the same run on the same data,
 interleaved. Prints a table and JSON.
 
-    .venv/bin/python compat/bench_scaleout.py [--mib 256] [--runs 3] [--binary PATH] [--split] [--pg-async] [--minio-no-compat]
+    .venv/bin/python compat/bench_scaleout.py [--mib 256] [--runs 3] [--binary PATH] [--split] [--pg-async] [--minio-no-compat] [--minio-drives N]
     .venv/bin/python compat/bench_scaleout.py --load [--tenants 50] [--duration 30s]
 
 --split adds the two mixed deployments, SQLite + S3 and PostgreSQL +
@@ -160,6 +160,9 @@ def main():
     ap.add_argument("--pg-async", action="store_true", help="synchronous_commit=off in the PostgreSQL index URL")
     ap.add_argument("--minio-no-compat", action="store_true",
                     help="start MinIO with --no-compat: a random ETag instead of the body's MD5 (openxet reads no ETag)")
+    ap.add_argument("--minio-drives", type=int, default=1,
+                    help="MinIO drives (directories on the work dir's disk): 1 is MinIO's single-drive mode, which "
+                         "writes through the page cache; 4 is one erasure set (parity EC:2) written with O_DIRECT")
     opts = ap.parse_args()
     work = tempfile.mkdtemp(prefix="openxet-bench-")
     binary = opts.binary or os.path.join(work, "openxet")
@@ -169,7 +172,8 @@ def main():
     if minio_bin is None or pg_bin is None:
         sys.exit("needs MinIO (.ci/minio.sh) and PostgreSQL (apt-get install postgresql)")
     os.mkdir(os.path.join(work, "minio"))
-    minio = Minio(minio_bin, os.path.join(work, "minio"), ["--no-compat"] if opts.minio_no_compat else [])
+    minio = Minio(minio_bin, os.path.join(work, "minio"), ["--no-compat"] if opts.minio_no_compat else [],
+                  drives=opts.minio_drives)
     pg = Postgres(pg_bin, durable=True)
     procs = []
     try:
@@ -220,7 +224,8 @@ def main():
         med = {t: {op: round(statistics.median(v), 1) for op, v in ops.items()} for t, ops in results.items()}
         print(f"hf_xet, {opts.mib} MiB random data, median of {opts.runs} interleaved runs (MB/s, includes client start-up and hashing)"
               + (", PostgreSQL with synchronous_commit=off" if opts.pg_async else "")
-              + (", MinIO with --no-compat" if opts.minio_no_compat else ""))
+              + (", MinIO with --no-compat" if opts.minio_no_compat else "")
+              + (f", MinIO on {opts.minio_drives} drives" if opts.minio_drives > 1 else ""))
         print(f"{'target':14} {'upload':>10} {'download':>10} {'up ratio':>9} {'down ratio':>10}")
         b = med["sqlite+file"]
         for t in targets:
@@ -232,7 +237,7 @@ def main():
                   f"download {cpu_med[t]['download']} (runs {cpu[t]['download']})")
         print_breakdown(breakdown)
         print(json.dumps({"mib": opts.mib, "runs": opts.runs, "pg_async": opts.pg_async,
-                          "minio_no_compat": opts.minio_no_compat, "raw": results, "median": med,
+                          "minio_no_compat": opts.minio_no_compat, "minio_drives": opts.minio_drives, "raw": results, "median": med,
                           "server_cpu_s_per_gib": {"raw": cpu, "median": cpu_med}, "breakdown": breakdown}))
     finally:
         for p in procs:

@@ -74,7 +74,7 @@ def _sigv4_headers(method, url_path, host, access, secret, payload=b""):
 
 
 class Minio:
-    def __init__(self, binary, workdir, extra_args=()):
+    def __init__(self, binary, workdir, extra_args=(), drives=1):
         self.workdir = Path(workdir)
         self.port, console = _free_port(), _free_port()
         self.access = "oxt" + secrets.token_hex(8)
@@ -85,7 +85,9 @@ class Minio:
         self.proc = subprocess.Popen(
             [str(binary), "server", "--quiet", "--anonymous",
              "--address", f"127.0.0.1:{self.port}", "--console-address", f"127.0.0.1:{console}",
-             "--certs-dir", str(self.workdir / "certs"), *extra_args, str(self.workdir / "data")],
+             "--certs-dir", str(self.workdir / "certs"), *extra_args,
+             # several drives: one erasure set over data1..dataN (MinIO's own ellipsis syntax)
+             str(self.workdir / ("data" if drives == 1 else f"data{{1...{drives}}}"))],
             stdout=self.log, stderr=self.log, stdin=subprocess.DEVNULL, start_new_session=True,
             env={"HOME": str(self.workdir), "PATH": os.environ.get("PATH", ""),
                  "MINIO_ROOT_USER": self.access, "MINIO_ROOT_PASSWORD": self.secret,
