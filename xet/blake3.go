@@ -100,8 +100,23 @@ const wideMinBytes = 10 << 10
 // keyedHasher is a reusable BLAKE3 hasher for one key. Not safe for
 // concurrent use; each call of an exported function makes its own.
 type keyedHasher struct {
-	h    *blake3.Hasher   // streaming writes (h.Write), and sum of short inputs
-	wide *widehash.Hasher // with wideBLAKE3(): sum of inputs of wideMinBytes or more
+	h    *blake3.Hasher // streaming writes (h.Write), and sum of short inputs
+	wide *wideHasher    // with wideBLAKE3(): sum of inputs of wideMinBytes or more
+}
+
+// wideHasher makes its widehash.Hasher (17 KiB of lanes and buffers) on
+// first use: most keyedHashers (a file's hash, a range's) never hash an
+// input long enough for it. Copies of a keyedHasher share it.
+type wideHasher struct {
+	key [32]byte
+	h   *widehash.Hasher
+}
+
+func (w *wideHasher) hasher() *widehash.Hasher {
+	if w.h == nil {
+		w.h = widehash.New(&w.key)
+	}
+	return w.h
 }
 
 func newKeyedHasher(key *[32]byte) keyedHasher {
@@ -113,14 +128,14 @@ func newKeyedHasherWide(key *[32]byte, wide bool) keyedHasher {
 	h, _ := blake3.NewKeyed(key[:])
 	k := keyedHasher{h: h}
 	if wide {
-		k.wide = widehash.New(key)
+		k.wide = &wideHasher{key: *key}
 	}
 	return k
 }
 
 func (k keyedHasher) sum(data []byte) Hash {
 	if k.wide != nil && len(data) >= wideMinBytes {
-		return k.wide.Sum(data)
+		return k.wide.hasher().Sum(data)
 	}
 	k.h.Reset()
 	_, _ = k.h.Write(data)

@@ -288,7 +288,7 @@ func (l *laterHashes) flush(kh keyedHasher, chunks []XorbChunk) {
 		l.out = make([][32]byte, laterBatch)
 	}
 	out := l.out[:len(l.index)]
-	kh.wide.SumMany(l.data, out)
+	kh.wide.hasher().SumMany(l.data, out)
 	for i, c := range l.index {
 		chunks[c].Hash = out[i]
 	}
