@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/zeebo/blake3"
+
+	"openxet/xet/internal/widehash"
 )
 
 // benchXorb returns a 64 MiB xorb of 1024 random 64 KiB chunks, scheme 0:
@@ -86,7 +88,7 @@ func BenchmarkChunkHashers(b *testing.B) {
 		for _, wide := range []bool{false, true} {
 			name := set.name + "/zeebo"
 			if wide {
-				if !canWide {
+				if !widehash.Available {
 					continue
 				}
 				name = set.name + "/wide"

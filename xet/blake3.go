@@ -9,9 +9,6 @@ import (
 	"openxet/xet/internal/widehash"
 )
 
-// canWide reports whether the CPU runs widehash's AVX-512 kernel at all.
-var canWide = widehash.Available
-
 // wideBLAKE3 reports whether keyed hashes go through widehash's AVX-512
 // kernel, which compresses 16 BLAKE3 chunks or parents at once, rather than
 // through zeebo/blake3's AVX2 code. The CPU flag alone does not promise
@@ -21,7 +18,7 @@ var canWide = widehash.Available
 // process, on the first hash: both kernels over the same chunks, the best
 // of several rounds of each.
 var wideBLAKE3 = sync.OnceValue(func() bool {
-	return canWide && wideHolds(newKernelTimer().time)
+	return widehash.Available && wideHolds(newKernelTimer().time)
 })
 
 // HashKernel names the BLAKE3 code this process hashes chunks with, for

@@ -3,6 +3,8 @@ package xet
 import (
 	"testing"
 	"time"
+
+	"openxet/xet/internal/widehash"
 )
 
 // groupBytes is sixteen BLAKE3 chunks, what one run of widehash's kernel
@@ -30,7 +32,7 @@ func wideAndNarrow(t testing.TB, key *[32]byte, data []byte) {
 // buffer too, so that bytes after the slice's end (which the kernel must
 // not read as input) are there and differ.
 func TestWideBLAKE3MatchesReference(t *testing.T) {
-	if !canWide {
+	if !widehash.Available {
 		t.Log("this CPU has no AVX-512: keyed hashes go through zeebo/blake3; comparing widehash's portable kernel instead")
 	}
 	const k = 1024
@@ -118,7 +120,7 @@ func TestTimeKernelMeasures(t *testing.T) {
 	if kt.time(false) <= 0 {
 		t.Fatal("zeebo/blake3 timed at zero")
 	}
-	if canWide && kt.time(true) <= 0 {
+	if widehash.Available && kt.time(true) <= 0 {
 		t.Fatal("wide kernel timed at zero")
 	}
 	t.Logf("this process hashes with %s", HashKernel())

@@ -11,8 +11,9 @@ var iv = [4]uint32{0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a}
 var msgPermutation = [16]int{2, 6, 3, 10, 7, 0, 4, 13, 1, 11, 12, 5, 9, 14, 15, 8}
 
 // compressGeneric does what the kernel does, one lane and one block at a
-// time, in plain Go: the reference the kernel is tested against, and the
-// code on CPUs without AVX-512.
+// time, in plain Go: the reference the kernel is tested against, and what
+// a Hasher runs on a CPU without AVX-512 (where xet hashes with
+// zeebo/blake3 instead).
 func compressGeneric(l *lanes) {
 	for n := range lanesN {
 		in := unsafe.Slice(l.ptr[n], int(l.blocks)*blockBytes)
