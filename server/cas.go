@@ -283,42 +283,10 @@ func (s *Server) postShard(c echo.Context) error {
 	return c.JSON(http.StatusOK, map[string]int{"result": result})
 }
 
-// verifyShard is store.VerifyShard, and with server.dedup_scope tenant
-// also requires the tenant to own every xorb the shard names: a xorb only
-// another tenant stored is answered as one that is not stored, so that an
-// accepted shard does not tell a tenant that someone else holds the same
-// bytes (the HEAD and dedup routes hide it the same way).
+// verifyShard checks an uploaded shard: store.VerifyUpload, which holds
+// the possession rule and server.dedup_scope.
 func (s *Server) verifyShard(ctx context.Context, tenant string, sh *xet.Shard) error {
-	if s.cfg.DedupScope != "global" {
-		seen := map[xet.Hash]bool{}
-		check := func(h xet.Hash) error {
-			if seen[h] {
-				return nil
-			}
-			seen[h] = true
-			owned, err := s.store.OwnsXorb(ctx, tenant, h)
-			if err != nil {
-				return err
-			}
-			if !owned {
-				return &store.ShardError{Kind: store.ErrMissingXorb, Reason: fmt.Sprintf("xorb %s is not stored; upload it before the shard", h)}
-			}
-			return nil
-		}
-		for _, x := range sh.Xorbs {
-			if err := check(x.Xorb); err != nil {
-				return err
-			}
-		}
-		for _, f := range sh.Files {
-			for _, t := range f.Terms {
-				if err := check(t.Xorb); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	return s.store.VerifyShard(ctx, sh)
+	return s.store.VerifyUpload(ctx, tenant, sh, s.cfg.DedupScope == "global")
 }
 
 // postShardV2 registers a shard answering with NDJSON progress frames; a

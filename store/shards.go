@@ -52,23 +52,93 @@ const maxShardChunkRefs = 1 << 25
 // protocol reference): every xorb it names is stored, CAS blocks agree
 // with the stored layouts, every term's chunk range and size agree, every
 // verification hash matches, and each file hash matches its chunks.
+// It is the check for a shard the server built itself from bytes it holds
+// (ingestion, copies); a shard a client uploads goes through VerifyUpload.
 // Errors are *ShardError (ErrMissingXorb or ErrInvalidShard) or I/O errors.
 func (s *Store) VerifyShard(ctx context.Context, sh *xet.Shard) error {
+	return s.verifyShard(ctx, sh, func(xet.Hash) bool { return true })
+}
+
+// VerifyUpload is VerifyShard for a shard a client uploads for tenant, with
+// the possession rule (docs/design.md §2): naming a xorb proves nothing, so
+//
+//   - with global false (server.dedup_scope tenant) every xorb the shard
+//     names must be one tenant owns; another tenant's is answered as not
+//     stored, so that a refusal does not tell that someone holds the bytes;
+//   - with global true, a file whose terms name a xorb tenant does not own
+//     must carry verification entries, the range hashes over the stored
+//     chunk hashes that only a holder of the chunks can compute; a CAS
+//     block of such a xorb must list every chunk hash, which is the same
+//     proof.
+//
+// A tenant owns a xorb it uploaded whole (PutXorb read and hashed its
+// body), so its own xorbs need no further proof. A refusal of a term or a
+// CAS block that names another tenant's xorb is one sentence whatever
+// field is wrong, and no refusal carries a value computed from stored data:
+// nothing a probe learns brings it closer to a right answer.
+func (s *Store) VerifyUpload(ctx context.Context, tenant string, sh *xet.Shard, global bool) error {
+	owned := map[xet.Hash]bool{}
+	check := func(h xet.Hash) error {
+		if _, seen := owned[h]; seen {
+			return nil
+		}
+		ok, err := s.OwnsXorb(ctx, tenant, h)
+		if err != nil {
+			return err
+		}
+		if !ok && !global {
+			return missingXorb(h)
+		}
+		owned[h] = ok
+		return nil
+	}
+	for _, x := range sh.Xorbs {
+		if err := check(x.Xorb); err != nil {
+			return err
+		}
+	}
+	for _, f := range sh.Files {
+		for i, t := range f.Terms {
+			if err := check(t.Xorb); err != nil {
+				return err
+			}
+			if !owned[t.Xorb] && f.Verification == nil {
+				return invalidShard("file %s term %d names xorb %s, which this tenant did not upload: a file that "+
+					"references chunks another upload stored must carry verification entries (docs/protocol.md §6.7), "+
+					"which prove that the uploader holds them; every stock client sends them", f.Hash, i, t.Xorb)
+			}
+		}
+	}
+	return s.verifyShard(ctx, sh, func(h xet.Hash) bool { return owned[h] })
+}
+
+// verifyShard is VerifyShard; own reports whether the uploader owns a
+// xorb, which decides how a refusal about it is worded.
+func (s *Store) verifyShard(ctx context.Context, sh *xet.Shard, own func(xet.Hash) bool) error {
 	layout := func(h xet.Hash) ([]xet.XorbChunk, error) {
 		chunks, err := s.XorbChunks(ctx, h)
 		if errors.Is(err, ErrNotFound) {
-			return nil, &ShardError{Kind: ErrMissingXorb, Reason: fmt.Sprintf("xorb %s is not stored; upload it before the shard", h)}
+			return nil, missingXorb(h)
 		}
 		return chunks, err
 	}
-	// asShardError keeps lookup errors as they are and turns a format
-	// verdict of xet into an invalid-shard refusal.
-	asShardError := func(err error) error {
-		var se *ShardError
-		if err == nil || errors.As(err, &se) || !(errors.Is(err, xet.ErrInvalidShard) || errors.Is(err, xet.ErrHashMismatch)) {
+	// asShardError keeps lookup errors as they are and turns a verdict of
+	// xet into an invalid-shard refusal: the field it names when the xorb
+	// is the uploader's own, one sentence for any field when it is not.
+	asShardError := func(err error, file xet.Hash) error {
+		var ce *xet.CheckError
+		if !errors.As(err, &ce) {
 			return err
 		}
-		return &ShardError{Kind: ErrInvalidShard, Reason: err.Error()}
+		switch {
+		case ce.Xorb == (xet.Hash{}) || own(ce.Xorb):
+			return &ShardError{Kind: ErrInvalidShard, Reason: ce.Error()}
+		case ce.Term < 0:
+			return invalidShard("CAS block for xorb %s does not match the stored xorb", ce.Xorb)
+		default:
+			return invalidShard("file %s term %d does not match the chunks it names: its chunk range, "+
+				"unpacked_segment_bytes and verification hash must all agree with xorb %s", file, ce.Term, ce.Xorb)
+		}
 	}
 	for _, c := range sh.Xorbs {
 		chunks, err := layout(c.Xorb)
@@ -76,7 +146,7 @@ func (s *Store) VerifyShard(ctx context.Context, sh *xet.Shard) error {
 			return err
 		}
 		if err := xet.CheckCASInfo(c, chunks); err != nil {
-			return asShardError(err)
+			return asShardError(err, xet.Hash{})
 		}
 	}
 	var refs uint64
@@ -88,10 +158,14 @@ func (s *Store) VerifyShard(ctx context.Context, sh *xet.Shard) error {
 	}
 	for _, f := range sh.Files {
 		if err := xet.CheckFile(f, layout); err != nil {
-			return asShardError(err)
+			return asShardError(err, f.Hash)
 		}
 	}
 	return nil
+}
+
+func missingXorb(h xet.Hash) error {
+	return &ShardError{Kind: ErrMissingXorb, Reason: fmt.Sprintf("xorb %s is not stored; upload it before the shard", h)}
 }
 
 func invalidShard(format string, args ...any) error {
@@ -318,18 +392,21 @@ func (s *Store) FileTerms(ctx context.Context, tenant string, h xet.Hash, start,
 }
 
 // DedupAnswer returns the CAS blocks to offer for a chunk: the xorb that
-// holds it first, then other xorbs of the shard that registered it (at most
-// max in all). When global is false only tenant's own entries count.
+// holds it first, then, when the entry is tenant's own, other xorbs of the
+// shard that registered it (at most max in all); another tenant's entry
+// offers the one xorb that holds the chunk. When global is false only
+// tenant's own entries count.
 // ErrNotFound when the chunk is not in the dedup index.
 func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, global bool, max int) ([]xet.CASInfo, error) {
 	ctx = s.lookupCtx(ctx)
 	var xorb, shard string
 	c := chunk.String()
 	var err error
+	others := 0 // 1 when the entry is another tenant's
 	if global {
 		// The tenant's own entry first, else any tenant's, in one statement:
 		// most queries of new data miss, and a miss used to cost two.
-		err = s.queryRow(ctx, dedupGlobalQuery, c, tenant, c).Scan(&xorb, &shard)
+		err = s.queryRow(ctx, dedupGlobalQuery, c, tenant, c).Scan(&xorb, &shard, &others)
 	} else {
 		err = s.queryRow(ctx, `SELECT xorb, shard FROM dedup WHERE chunk = ? AND tenant = ?`, c, tenant).Scan(&xorb, &shard)
 	}
@@ -340,6 +417,13 @@ func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, 
 		return nil, fmt.Errorf("dedup %s: %w", chunk, err)
 	}
 	hashes := []string{xorb}
+	if others == 1 {
+		// Another tenant's upload: the xorb that holds the chunk and no
+		// more (docs/design.md §2). The other xorbs of that upload would
+		// tell what else it stored, and the client needs only this one to
+		// deduplicate the chunk and its neighbours.
+		return s.casInfos(ctx, hashes)
+	}
 	rows, err := s.query(ctx, `SELECT xorb FROM shard_xorbs WHERE shard = ? AND xorb != ? ORDER BY xorb LIMIT ?`, shard, xorb, max-1)
 	if err != nil {
 		return nil, fmt.Errorf("dedup %s: %w", chunk, err)
@@ -356,6 +440,11 @@ func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, 
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("dedup %s: %w", chunk, dbErr(err))
 	}
+	return s.casInfos(ctx, hashes)
+}
+
+// casInfos returns the CAS blocks of the stored xorbs named in hex.
+func (s *Store) casInfos(ctx context.Context, hashes []string) ([]xet.CASInfo, error) {
 	out := make([]xet.CASInfo, 0, len(hashes))
 	for _, x := range hashes {
 		h, err := xet.ParseHash(x)
@@ -375,7 +464,7 @@ func (s *Store) DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, 
 // any tenant's: its own (one key probe) if it has one, else the first of
 // another's. The pref column orders the two, so the answer does not depend
 // on how the engine runs UNION ALL.
-const dedupGlobalQuery = `SELECT xorb, shard FROM (
+const dedupGlobalQuery = `SELECT xorb, shard, pref FROM (
 	SELECT xorb, shard, 0 AS pref FROM dedup WHERE chunk = ? AND tenant = ?
 	UNION ALL
 	SELECT xorb, shard, 1 AS pref FROM (SELECT xorb, shard FROM dedup WHERE chunk = ? LIMIT 1) AS anyone

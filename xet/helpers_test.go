@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -288,5 +290,60 @@ func wantKind(tb testing.TB, err, kind error) {
 	var fe *FormatError
 	if !errors.As(err, &fe) {
 		tb.Fatalf("got %T (%v), want *FormatError", err, err)
+	}
+}
+
+// wantCheck checks that err is a *CheckError wrapping kind about field.
+func wantCheck(tb testing.TB, err, kind error, field string) {
+	tb.Helper()
+	if !errors.Is(err, kind) {
+		tb.Fatalf("got %v, want an error wrapping %v", err, kind)
+	}
+	var ce *CheckError
+	if !errors.As(err, &ce) {
+		tb.Fatalf("got %T (%v), want *CheckError", err, err)
+	}
+	if ce.Field != field {
+		tb.Fatalf("field %q, want %q (%v)", ce.Field, field, err)
+	}
+}
+
+// storedValues lists what the stored xorbs say about the chunks good
+// names, as text a refusal could print: every chunk hash, the range hash
+// of every chunk range of every xorb, good's file hash, and each xorb's
+// chunk count and byte sizes.
+func storedValues(lists map[Hash][]XorbChunk, good FileInfo) []string {
+	out := []string{good.Hash.String()}
+	for _, cl := range lists {
+		out = append(out, "of "+strconv.Itoa(len(cl))+" chunks", "holds", "give")
+		for i := range cl {
+			out = append(out, cl[i].Hash.String())
+			var sum uint64
+			hs := []Hash{}
+			for j := i; j < len(cl); j++ {
+				hs = append(hs, cl[j].Hash)
+				sum += uint64(cl[j].Size)
+				out = append(out, RangeHash(hs).String(), " "+strconv.FormatUint(sum, 10))
+			}
+		}
+	}
+	return out
+}
+
+// noStoredValue fails when err's text holds a value of stored that the
+// caller's file f did not itself send.
+func noStoredValue(tb testing.TB, err error, f FileInfo, stored []string) {
+	tb.Helper()
+	sent := map[string]bool{f.Hash.String(): true}
+	for _, v := range f.Verification {
+		sent[v.String()] = true
+	}
+	for _, t := range f.Terms {
+		sent[" "+strconv.FormatUint(uint64(t.UnpackedBytes), 10)] = true
+	}
+	for _, v := range stored {
+		if !sent[v] && strings.Contains(err.Error(), v) {
+			tb.Errorf("refusal %q reveals the stored %q", err, v)
+		}
 	}
 }

@@ -209,12 +209,12 @@ func Reconstruct(terms []Term, start, end uint64, chunks ChunkLookup) (Reconstru
 		if t.ChunkStart >= t.ChunkEnd || int64(t.ChunkEnd) > int64(len(cl)) {
 			return Reconstruction{}, formatErr(ErrInvalidShard, -1, "term "+strconv.Itoa(i)+": chunk range ["+
 				strconv.FormatUint(uint64(t.ChunkStart), 10)+", "+strconv.FormatUint(uint64(t.ChunkEnd), 10)+
-				") is outside xorb "+t.Xorb.String()+" of "+strconv.Itoa(len(cl))+" chunks")
+				") is not a range of chunks of xorb "+t.Xorb.String())
 		}
 		span := cl[t.ChunkStart:t.ChunkEnd]
 		if got := span[len(span)-1].UncompressedEnd - (span[0].UncompressedEnd - uint64(span[0].Size)); got != uint64(t.UnpackedBytes) {
 			return Reconstruction{}, formatErr(ErrInvalidShard, -1, "term "+strconv.Itoa(i)+": unpacked bytes "+
-				strconv.FormatUint(uint64(t.UnpackedBytes), 10)+", its chunks hold "+strconv.FormatUint(got, 10))
+				strconv.FormatUint(uint64(t.UnpackedBytes), 10)+" are not the size of its chunks")
 		}
 		cs, ce := t.ChunkStart, t.ChunkEnd
 		off := tStart

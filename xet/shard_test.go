@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -320,55 +321,62 @@ func checkLookupTables(t *testing.T, body []byte, s *Shard) {
 	}
 }
 
+// TestCheckFile: every refusal names the wrong field of the caller's file
+// and carries nothing computed from the stored xorbs: no chunk hash, range
+// hash or file hash the caller did not send, and no stored count or size.
 func TestCheckFile(t *testing.T) {
 	s, lists := testShard(t)
 	good := s.Files[1]
 	tests := []struct {
-		name     string
-		f        func(f FileInfo) FileInfo
-		want     error // for CheckFile
-		wantHash error // for CheckFileHash
+		name      string
+		f         func(f FileInfo) FileInfo
+		want      error  // for CheckFile
+		wantHash  error  // for CheckFileHash
+		field     string // of the *CheckError
+		fieldHash string
 	}{
-		{"good", func(f FileInfo) FileInfo { return f }, nil, nil},
-		{"no verification", func(f FileInfo) FileInfo { f.Verification = nil; return f }, nil, nil},
-		{"wrong file hash", func(f FileInfo) FileInfo { f.Hash[0] ^= 1; return f }, ErrHashMismatch, ErrHashMismatch},
+		{"good", func(f FileInfo) FileInfo { return f }, nil, nil, "", ""},
+		{"no verification", func(f FileInfo) FileInfo { f.Verification = nil; return f }, nil, nil, "", ""},
+		{"wrong file hash", func(f FileInfo) FileInfo { f.Hash[0] ^= 1; return f }, ErrHashMismatch, ErrHashMismatch, FieldFileHash, FieldFileHash},
 		{"wrong verification", func(f FileInfo) FileInfo {
 			f.Verification = slices.Clone(f.Verification)
 			f.Verification[1][5] ^= 1
 			return f
-		}, ErrHashMismatch, nil},
-		{"verification count", func(f FileInfo) FileInfo { f.Verification = f.Verification[:1]; return f }, ErrInvalidShard, nil},
+		}, ErrHashMismatch, nil, FieldVerification, ""},
+		{"verification count", func(f FileInfo) FileInfo { f.Verification = f.Verification[:1]; return f }, ErrInvalidShard, nil, FieldVerificationCount, ""},
 		{"term past xorb end", func(f FileInfo) FileInfo {
 			f.Terms = slices.Clone(f.Terms)
 			f.Terms[1].ChunkEnd = 4
 			return f
-		}, ErrInvalidShard, ErrInvalidShard},
+		}, ErrInvalidShard, ErrInvalidShard, FieldChunkRange, FieldChunkRange},
 		{"unpacked bytes", func(f FileInfo) FileInfo {
 			f.Terms = slices.Clone(f.Terms)
 			f.Terms[1].UnpackedBytes++
 			return f
-		}, ErrInvalidShard, ErrInvalidShard},
+		}, ErrInvalidShard, ErrInvalidShard, FieldUnpackedBytes, FieldUnpackedBytes},
 		{"empty range", func(f FileInfo) FileInfo {
 			f.Terms = slices.Clone(f.Terms)
 			f.Terms[1].ChunkStart = f.Terms[1].ChunkEnd
 			return f
-		}, ErrInvalidShard, ErrInvalidShard},
+		}, ErrInvalidShard, ErrInvalidShard, FieldChunkRange, FieldChunkRange},
 		{"unknown xorb", func(f FileInfo) FileInfo {
 			f.Terms = slices.Clone(f.Terms)
 			f.Terms[0].Xorb = Hash{1}
 			return f
-		}, errNoXorb, errNoXorb},
-		{"empty file", func(FileInfo) FileInfo { return FileInfo{} }, nil, nil},
-		{"empty file with a hash", func(FileInfo) FileInfo { return FileInfo{Hash: Hash{1}} }, ErrHashMismatch, ErrHashMismatch},
+		}, errNoXorb, errNoXorb, "", ""},
+		{"empty file", func(FileInfo) FileInfo { return FileInfo{} }, nil, nil, "", ""},
+		{"empty file with a hash", func(FileInfo) FileInfo { return FileInfo{Hash: Hash{1}} }, ErrHashMismatch, ErrHashMismatch, FieldFileHash, FieldFileHash},
 	}
+	stored := storedValues(lists, good)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := tt.f(good)
 			for _, c := range []struct {
-				name string
-				fn   func(FileInfo, ChunkLookup) error
-				want error
-			}{{"CheckFile", CheckFile, tt.want}, {"CheckFileHash", CheckFileHash, tt.wantHash}} {
+				name  string
+				fn    func(FileInfo, ChunkLookup) error
+				want  error
+				field string
+			}{{"CheckFile", CheckFile, tt.want, tt.field}, {"CheckFileHash", CheckFileHash, tt.wantHash, tt.fieldHash}} {
 				err := c.fn(f, lookupIn(lists))
 				switch {
 				case c.want == nil && err != nil:
@@ -378,7 +386,8 @@ func TestCheckFile(t *testing.T) {
 						t.Errorf("%s: got %v, want the lookup's error", c.name, err)
 					}
 				case c.want != nil:
-					wantKind(t, err, c.want)
+					wantCheck(t, err, c.want, c.field)
+					noStoredValue(t, err, f, stored)
 				}
 			}
 		})
@@ -389,18 +398,24 @@ func TestCheckCASInfo(t *testing.T) {
 	_, x := BuildXorb([][]byte{randBytes(1, 1000), randBytes(2, 2000), randBytes(3, 3000)}, false)
 	good := CASInfoFromXorb(x)
 	tests := []struct {
-		name string
-		mod  func(c *CASInfo)
-		want error
+		name  string
+		mod   func(c *CASInfo)
+		want  error
+		field string
 	}{
-		{"good", func(*CASInfo) {}, nil},
-		{"flags and on-disk size ignored", func(c *CASInfo) { c.Flags, c.NumBytesOnDisk, c.Chunks[0].Flags = 1, 0, 3 }, nil},
-		{"chunk count", func(c *CASInfo) { c.Chunks = c.Chunks[:2] }, ErrInvalidShard},
-		{"chunk hash", func(c *CASInfo) { c.Chunks[1].Hash[0] ^= 1 }, ErrHashMismatch},
-		{"chunk size", func(c *CASInfo) { c.Chunks[1].UnpackedBytes++ }, ErrInvalidShard},
-		{"chunk offset", func(c *CASInfo) { c.Chunks[2].ByteRangeStart-- }, ErrInvalidShard},
-		{"bytes in xorb", func(c *CASInfo) { c.NumBytesInXorb++ }, ErrInvalidShard},
+		{"good", func(*CASInfo) {}, nil, ""},
+		{"flags and on-disk size ignored", func(c *CASInfo) { c.Flags, c.NumBytesOnDisk, c.Chunks[0].Flags = 1, 0, 3 }, nil, ""},
+		{"chunk count", func(c *CASInfo) { c.Chunks = c.Chunks[:2] }, ErrInvalidShard, FieldChunkCount},
+		{"chunk hash", func(c *CASInfo) { c.Chunks[1].Hash[0] ^= 1 }, ErrHashMismatch, FieldChunkHash},
+		{"chunk size", func(c *CASInfo) { c.Chunks[1].UnpackedBytes++ }, ErrInvalidShard, FieldChunkPlace},
+		{"chunk offset", func(c *CASInfo) { c.Chunks[2].ByteRangeStart-- }, ErrInvalidShard, FieldChunkPlace},
+		{"bytes in xorb", func(c *CASInfo) { c.NumBytesInXorb++ }, ErrInvalidShard, FieldBytesInXorb},
 	}
+	var secret []string // what the stored xorb says and a refusal must not
+	for _, c := range x.Chunks {
+		secret = append(secret, c.Hash.String())
+	}
+	secret = append(secret, "6000", " 3 chunks", "of 3")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := good
@@ -413,7 +428,16 @@ func TestCheckCASInfo(t *testing.T) {
 				}
 				return
 			}
-			wantKind(t, err, tt.want)
+			wantCheck(t, err, tt.want, tt.field)
+			var sent []string // the caller's own values may be echoed
+			for _, cc := range c.Chunks {
+				sent = append(sent, cc.Hash.String())
+			}
+			for _, v := range secret {
+				if strings.Contains(err.Error(), v) && !slices.Contains(sent, v) && !(v == "6000" && c.NumBytesInXorb == 6000) {
+					t.Errorf("refusal %q reveals the stored %q", err, v)
+				}
+			}
 		})
 	}
 }
