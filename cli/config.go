@@ -101,6 +101,7 @@ type Config struct {
 	MirrorRefresh                time.Duration
 	MirrorQuota                  int64 // < 0: unlimited
 	MirrorMaxUpstreamConnections int
+	MirrorAllowedHosts           []string
 }
 
 // setting is one configuration key: where it is read from and how.
@@ -356,6 +357,16 @@ var settings = []setting{
 		return err
 	}},
 	{"mirror.max_upstream_connections", "8", "upstream streams open at once, granted fairly between the tenants waiting (1 to 1024)", intRangeSetter(func(c *Config) *int { return &c.MirrorMaxUpstreamConnections }, 1, 1024)},
+	{"mirror.allowed_hosts", "", "comma-separated host names the mirror may reach on a loopback, private or link-local address when the upstream names them (its CAS or file hosts inside your network); public addresses and the upstream's own host need no entry (docs/mirror.md)", func(c *Config, v string) error {
+		c.MirrorAllowedHosts = nil
+		for _, h := range splitList(v) {
+			if strings.ContainsAny(h, ":/ ") {
+				return fmt.Errorf("%q is not a host name (no scheme, port or path)", h)
+			}
+			c.MirrorAllowedHosts = append(c.MirrorAllowedHosts, strings.ToLower(h))
+		}
+		return nil
+	}},
 }
 
 // daysSetter reads a duration that may also be a whole number of days

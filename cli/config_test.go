@@ -142,6 +142,7 @@ func TestInvalidValues(t *testing.T) {
 		"mirror.refresh":                            "10ms",
 		"mirror.quota":                              "big",
 		"mirror.max_upstream_connections":           "0",
+		"mirror.allowed_hosts":                      "cas.internal:8080",
 	}
 	anyValue := map[string]bool{"mirror.upstream_token": true}
 	for _, s := range settings {

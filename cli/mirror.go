@@ -32,7 +32,7 @@ func newMirror(cfg Config, st *store.Store, log *slog.Logger, released func()) (
 		return nil, fmt.Errorf("server.data_dir: %w", err)
 	}
 	cl, err := upstream.New(upstream.Options{BaseURL: cfg.MirrorUpstream, Token: cfg.MirrorUpstreamToken,
-		MaxConns: cfg.MirrorMaxUpstreamConnections, UserAgent: "openxet-mirror/" + Version,
+		MaxConns: cfg.MirrorMaxUpstreamConnections, UserAgent: "openxet-mirror/" + Version, AllowedHosts: cfg.MirrorAllowedHosts,
 		// Relay spools are unlinked as they are made: nothing to clean up.
 		SpoolDir: cfg.DataDir})
 	if err != nil {

@@ -57,6 +57,11 @@ type Options struct {
 	// Nil: a client of its own with dial, TLS and header timeouts and no
 	// overall timeout (streams are long; StallTimeout bounds silence).
 	HTTPClient *http.Client
+	// AllowedHosts are host names (no port) the mirror may reach even on a
+	// loopback, private or link-local address (hosts.go): an upstream's CAS
+	// or file host inside the operator's network. The upstream's own host
+	// needs no entry; public addresses need none.
+	AllowedHosts []string
 	// UserAgent is sent on every request (DefaultUserAgent when "").
 	UserAgent string
 	// MaxConns caps the HTTP requests in flight to the upstream, to all
@@ -121,6 +126,7 @@ type Client struct {
 	relayTTL  time.Duration
 	spoolsMu  sync.Mutex
 	spools    map[xet.Hash]*spool
+	hosts     *hostPolicy
 }
 
 var (
@@ -156,6 +162,7 @@ func New(opts Options) (*Client, error) {
 		spoolDir:  opts.SpoolDir,
 		relayTTL:  cmpOr(opts.RelayTTL, DefaultRelayTTL),
 		spools:    map[xet.Hash]*spool{},
+		hosts:     newHostPolicy(u, opts.AllowedHosts),
 	}
 	if c.retries < 0 {
 		c.retries = 0
@@ -168,7 +175,7 @@ func New(opts Options) (*Client, error) {
 	}
 	base := opts.HTTPClient
 	if base == nil {
-		base = &http.Client{Transport: newTransport(cap(c.slots))}
+		base = &http.Client{Transport: c.newTransport(cap(c.slots))}
 	}
 	hc := *base
 	hc.CheckRedirect = c.checkRedirect
@@ -187,11 +194,15 @@ func cmpOr[T comparable](v, def T) T {
 	return v
 }
 
-// newTransport is the transport of a Client built without HTTPClient.
-func newTransport(conns int) *http.Transport {
+// newTransport is the transport of a Client built without HTTPClient: it
+// connects only to addresses the host policy permits.
+func (c *Client) newTransport(conns int) *http.Transport {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return c.hosts.dial(ctx, d, network, addr)
+		},
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 60 * time.Second,
 		ExpectContinueTimeout: time.Second,
@@ -213,15 +224,19 @@ func timerWait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// checkRedirect follows at most 10 redirects, never from https to http,
-// and drops the Authorization header on a hop to a host that is not the
-// upstream's (net/http would keep it for a subdomain).
+// checkRedirect follows at most 10 redirects, never from https to http
+// nor to a host the host policy refuses, and drops the Authorization
+// header on a hop to a host that is not the upstream's (net/http would
+// keep it for a subdomain).
 func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= 10 {
 		return redirectError("more than 10 redirects")
 	}
 	if req.URL.Scheme != "https" && (req.URL.Scheme != "http" || via[0].URL.Scheme == "https") {
 		return redirectError("redirect from " + via[0].URL.Scheme + " to a " + req.URL.Scheme + " URL refused")
+	}
+	if err := c.hosts.checkURL(req.Context(), req.URL); err != nil {
+		return redirectError("redirect refused: " + err.Error())
 	}
 	if !c.ownHost(req.URL) {
 		req.Header.Del("Authorization")
@@ -421,6 +436,9 @@ func (c *Client) try(ctx context.Context, r request) (*answer, error) {
 	}
 	req, err := http.NewRequestWithContext(rctx, http.MethodGet, r.url.String(), nil)
 	if err != nil {
+		return fail(badAnswer(r.op, r.url, 0, "%v", err))
+	}
+	if err := c.hosts.checkURL(ctx, r.url); err != nil {
 		return fail(badAnswer(r.op, r.url, 0, "%v", err))
 	}
 	for k, v := range r.header {
