@@ -423,6 +423,14 @@ func (m *Mirror) record(ctx context.Context, local store.RepoID, rev string) (st
 		}
 		return c, nil
 	}
+	for _, f := range up.Files {
+		// The rules of openxet's own commits: a path with a ".git" or ".."
+		// component would write into a client's git work tree, or out of
+		// the folder it downloads into.
+		if why := store.PathProblem(f.Path); why != "" {
+			return store.Commit{}, m.badAnswer(fmt.Sprintf("revision %s of %s", rev, ref.ID), fmt.Errorf("file %q: %s", f.Path, why))
+		}
+	}
 	tree := make([]store.TreeEntry, 0, len(up.Files))
 	for _, f := range up.Files {
 		e, err := m.entry(ctx, ref, up.SHA, f)

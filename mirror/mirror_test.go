@@ -379,6 +379,45 @@ func TestHashMismatch(t *testing.T) {
 	}
 }
 
+// TestGitPathsRefused: an upstream tree whose paths a commit could not
+// have (a ".git" or ".." component, a leading "/") is refused as a bad
+// answer on every route that resolves the revision; nothing of it is
+// recorded, so snapshot_download(local_dir=…) can never write into a git
+// work tree's .git.
+func TestGitPathsRefused(t *testing.T) {
+	for _, bad := range []string{".git/config", ".git/hooks/post-checkout", "a/.git/config", "a/../../x", "/etc/x", "a//b"} {
+		t.Run(bad, func(t *testing.T) {
+			u := newUpstream(t)
+			u.repo(t, "org", "m", map[string][]byte{"w.bin": randomBytes(9, 1000)}, map[string][]byte{"config": []byte("[core]\n")})
+			e := newMirror(t, u)
+			e.up.renamePath = func(p string) string {
+				if p == "config" {
+					return bad
+				}
+				return p
+			}
+			tok := e.Credential("bob", "read")
+			for _, path := range []string{"/api/models/org/m", "/api/models/org/m/tree/main", "/org/m/resolve/main/w.bin"} {
+				r := e.Do("GET", path, tok, nil)
+				if r.Status != 502 || !strings.Contains(string(r.Body), "upstream_bad_answer") {
+					t.Errorf("%s: %d %s, want 502 upstream_bad_answer", path, r.Status, r.Body)
+				}
+			}
+			local, err := e.m.LocalRepo("model", "org", "m")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Store.Resolve(context.Background(), local, "main"); !errors.Is(err, store.ErrNotFound) {
+				t.Errorf("the refused revision was recorded: %v", err)
+			}
+			if s := e.m.Stats(); s.Refused == 0 {
+				t.Error("no refusal counted")
+			}
+			e.checkIndex(t)
+		})
+	}
+}
+
 // TestQuotaEviction: over mirror.quota, the least recently read revision
 // is evicted and everything else still downloads; the evicted one is pulled
 // again when read.
