@@ -112,9 +112,9 @@ type testUpstream struct {
 	revGate atomic.Pointer[chan struct{}]
 	// onOpen, when set, is called at each Open before it reads.
 	onOpen func(f mirror.File, offset int64)
-	// renamePath, when set, gives the path each file is listed under (a
+	// edit, when set, changes each file of a revision as it is listed (a
 	// lying upstream); set before the first request.
-	renamePath func(string) string
+	edit func(repo mirror.RepoRef, f *mirror.File)
 }
 
 func (tu *testUpstream) Revision(ctx context.Context, repo mirror.RepoRef, rev string) (mirror.Revision, error) {
@@ -140,11 +140,11 @@ func (tu *testUpstream) Revision(ctx context.Context, repo mirror.RepoRef, rev s
 	out := mirror.Revision{SHA: c.SHA, LastModified: c.Created}
 	for _, e := range c.Tree {
 		f := mirror.File{Path: e.Path, Size: e.SizeBytes, XetHash: e.XetHash, GitOID: e.GitOID}
-		if tu.renamePath != nil {
-			f.Path = tu.renamePath(f.Path)
-		}
 		if e.XetHash != "" {
 			f.SHA256 = e.SHA256
+		}
+		if tu.edit != nil {
+			tu.edit(repo, &f)
 		}
 		out.Files = append(out.Files, f)
 	}

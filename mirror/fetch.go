@@ -30,7 +30,10 @@ func (m *Mirror) Fetch(ctx context.Context, tenant string, local store.RepoID, s
 	if err != nil {
 		return false, fmt.Errorf("file %s of %s: %w", e.Path, local, err)
 	}
-	if _, err := m.store.File(ctx, m.cfg.Tenant, h); err == nil {
+	if f, err := m.store.File(ctx, m.cfg.Tenant, h); err == nil {
+		if err := m.sameFile(fmt.Sprintf("file %s of %s@%s", e.Path, m.ref(local).ID, sha), e, f); err != nil {
+			return false, err
+		}
 		m.hits.Add(1)
 		m.touch(local, sha)
 		return false, nil
@@ -41,8 +44,8 @@ func (m *Mirror) Fetch(ctx context.Context, tenant string, local store.RepoID, s
 	err = m.coalesce(ctx, "file:"+e.XetHash, func(ctx context.Context) error {
 		// A pull that ended between the look-up above and this flight
 		// stored it already.
-		if _, err := m.store.File(ctx, m.cfg.Tenant, h); err == nil {
-			return nil
+		if f, err := m.store.File(ctx, m.cfg.Tenant, h); err == nil {
+			return m.sameFile(fmt.Sprintf("file %s of %s@%s", e.Path, m.ref(local).ID, sha), e, f)
 		}
 		if w != nil {
 			tee = &holdBack{w: w}
@@ -58,6 +61,19 @@ func (m *Mirror) Fetch(ctx context.Context, tenant string, local store.RepoID, s
 		return true, nil
 	}
 	return false, nil
+}
+
+// sameFile checks the upstream's claims of e (size, SHA-256) against f,
+// the file of e's Xet hash the mirror holds already (pulled for another
+// revision or repo, its SHA-256 computed as it was stored): a tree entry
+// that names stored content under another size or SHA-256 is a wrong
+// answer, refused rather than served under the claims.
+func (m *Mirror) sameFile(what string, e store.TreeEntry, f store.File) error {
+	if f.SizeBytes == uint64(e.SizeBytes) && (e.SHA256 == "" || f.SHA256 == "" || f.SHA256 == e.SHA256) {
+		return nil
+	}
+	return m.badAnswer(what,
+		fmt.Errorf("the upstream lists Xet hash %s with size %d and sha256 %q; that content has size %d and sha256 %q", e.XetHash, e.SizeBytes, e.SHA256, f.SizeBytes, f.SHA256))
 }
 
 // PullFile is Fetch for a file named by its hash, as the CAS routes name

@@ -17,6 +17,7 @@ import (
 	"openxet/refusal"
 	"openxet/store"
 	"openxet/work"
+	"openxet/xet"
 )
 
 // Defaults of Config (docs/configuration.md, [mirror]).
@@ -460,7 +461,15 @@ func (m *Mirror) entry(ctx context.Context, ref RepoRef, sha string, f File) (st
 		return store.TreeEntry{}, m.badAnswer(what, fmt.Errorf("path %q size %d", f.Path, f.Size))
 	}
 	if f.XetHash != "" {
-		return store.TreeEntry{Path: f.Path, SizeBytes: f.Size, XetHash: f.XetHash, SHA256: f.SHA256, GitOID: f.GitOID}, nil
+		e := store.TreeEntry{Path: f.Path, SizeBytes: f.Size, XetHash: f.XetHash, SHA256: f.SHA256, GitOID: f.GitOID}
+		if h, err := xet.ParseHash(f.XetHash); err == nil {
+			if held, err := m.store.File(ctx, m.cfg.Tenant, h); err == nil {
+				if err := m.sameFile(what, e, held); err != nil {
+					return store.TreeEntry{}, err
+				}
+			}
+		}
+		return e, nil
 	}
 	if f.SHA256 != "" {
 		return store.TreeEntry{}, m.badAnswer(what, errors.New("an LFS file without a Xet hash, which this mirror does not serve"))

@@ -390,11 +390,10 @@ func TestGitPathsRefused(t *testing.T) {
 			u := newUpstream(t)
 			u.repo(t, "org", "m", map[string][]byte{"w.bin": randomBytes(9, 1000)}, map[string][]byte{"config": []byte("[core]\n")})
 			e := newMirror(t, u)
-			e.up.renamePath = func(p string) string {
-				if p == "config" {
-					return bad
+			e.up.edit = func(_ mirror.RepoRef, f *mirror.File) {
+				if f.Path == "config" {
+					f.Path = bad
 				}
-				return p
 			}
 			tok := e.Credential("bob", "read")
 			for _, path := range []string{"/api/models/org/m", "/api/models/org/m/tree/main", "/org/m/resolve/main/w.bin"} {
@@ -416,6 +415,78 @@ func TestGitPathsRefused(t *testing.T) {
 			e.checkIndex(t)
 		})
 	}
+}
+
+// TestStoredFileClaims: a repo whose tree lists a Xet hash the mirror
+// holds already (pulled for another repo) under another size or SHA-256
+// is refused as a bad answer, at the revision and, for a revision recorded
+// before the file was held, when the file is read; never served under the
+// upstream's claims.
+func TestStoredFileClaims(t *testing.T) {
+	u := newUpstream(t)
+	data := randomBytes(10, 200_000)
+	u.repo(t, "org", "a", map[string][]byte{"w.bin": data}, nil)
+	u.repo(t, "org", "b", map[string][]byte{"w.bin": data}, nil)
+	e := newMirror(t, u)
+	tok := e.Credential("bob", "read")
+	// org/b is recorded first, while the file is not held yet.
+	if r := e.Do("GET", "/api/models/org/b", tok, nil); r.Status != 200 {
+		t.Fatalf("org/b: %d %s", r.Status, r.Body)
+	}
+	if r := e.Do("GET", "/org/a/resolve/main/w.bin", tok, nil); r.Status != 200 || !bytes.Equal(r.Body, data) {
+		t.Fatalf("org/a: %d", r.Status)
+	}
+	for _, lie := range []struct {
+		name string
+		edit func(f *mirror.File)
+	}{
+		{"size", func(f *mirror.File) { f.Size++ }},
+		{"sha256", func(f *mirror.File) { f.SHA256 = strings.Repeat("ab", 32) }},
+	} {
+		t.Run(lie.name, func(t *testing.T) {
+			e.up.edit = func(repo mirror.RepoRef, f *mirror.File) {
+				if repo.ID == "org/c-"+lie.name {
+					lie.edit(f)
+				}
+			}
+			defer func() { e.up.edit = nil }()
+			u.repo(t, "org", "c-"+lie.name, map[string][]byte{"w.bin": data}, nil)
+			refused := e.m.Stats().Refused
+			for _, path := range []string{"/api/models/org/c-" + lie.name, "/org/c-" + lie.name + "/resolve/main/w.bin"} {
+				r := e.Do("GET", path, tok, nil)
+				if r.Status != 502 || !strings.Contains(string(r.Body), "upstream_bad_answer") {
+					t.Errorf("%s: %d %s, want 502 upstream_bad_answer", path, r.Status, r.Body)
+				}
+			}
+			if e.m.Stats().Refused == refused {
+				t.Error("no refusal counted")
+			}
+		})
+	}
+	// A revision recorded before the file was held, lying about it, and
+	// read once another repo's honest pull stored the file: refused then.
+	other := randomBytes(11, 150_000)
+	u.repo(t, "org", "e", map[string][]byte{"w.bin": other}, nil)
+	u.repo(t, "org", "f", map[string][]byte{"w.bin": other}, nil)
+	e.up.edit = func(repo mirror.RepoRef, f *mirror.File) {
+		if repo.ID == "org/e" {
+			f.SHA256 = strings.Repeat("cd", 32)
+		}
+	}
+	if r := e.Do("GET", "/api/models/org/e", tok, nil); r.Status != 200 {
+		t.Fatalf("org/e recorded while its file is not held: %d %s", r.Status, r.Body)
+	}
+	if r := e.Do("GET", "/org/f/resolve/main/w.bin", tok, nil); r.Status != 200 || !bytes.Equal(r.Body, other) {
+		t.Fatalf("org/f: %d", r.Status)
+	}
+	hits := e.m.Stats().Hits
+	if r := e.Do("GET", "/org/e/resolve/main/w.bin", tok, nil); r.Status != 502 || !strings.Contains(string(r.Body), "upstream_bad_answer") {
+		t.Errorf("org/e, a sha256 claim the held file does not have: %d %s, want 502", r.Status, r.Body)
+	}
+	if e.m.Stats().Hits != hits {
+		t.Error("a refused file was counted as served from the mirror")
+	}
+	e.checkIndex(t)
 }
 
 // TestQuotaEviction: over mirror.quota, the least recently read revision
