@@ -103,6 +103,7 @@ type testUpstream struct {
 	u *upstreamEnv
 	// opens counts the file streams opened; openBytes what they sent.
 	opens, openBytes, revisions atomic.Int64
+	asked                       atomic.Int64 // Revision calls, answered or not
 	down                        atomic.Bool // every call is ErrUnreachable
 	corrupt                     atomic.Bool // file streams have one byte changed
 	// gate, when set, holds every Open until it is closed.
@@ -118,6 +119,7 @@ type testUpstream struct {
 }
 
 func (tu *testUpstream) Revision(ctx context.Context, repo mirror.RepoRef, rev string) (mirror.Revision, error) {
+	tu.asked.Add(1)
 	if tu.down.Load() {
 		return mirror.Revision{}, fmt.Errorf("revision %s: %w", rev, mirror.ErrUnreachable)
 	}

@@ -26,6 +26,15 @@ const (
 	DefaultVisibility             = "internal"
 	DefaultRefresh                = 10 * time.Minute
 	DefaultStaleAfter             = 5 * time.Second
+	// DefaultDownFor is how long the mirror takes the upstream for down
+	// after it did not answer: meanwhile a branch or tag mirrored before
+	// is served at once as it was, and what is not mirrored is refused at
+	// once, instead of every request waiting out the upstream again.
+	DefaultDownFor = 30 * time.Second
+	// DefaultFirstWait bounds how long a request waits for a revision
+	// that is not mirrored yet; past it the request is refused (503,
+	// retry) while the resolution goes on, so that a retry finds it.
+	DefaultFirstWait = 20 * time.Second
 	DefaultMaxUpstreamConnections = 8
 	// DefaultSegmentBytes is how much of a file one upstream stream pulls
 	// before it gives its connection back and queues again, so that one
@@ -80,6 +89,12 @@ type Config struct {
 	// resolved again when a revision of it is stored; past it the stored
 	// one is served (stale) while the resolution goes on.
 	StaleAfter time.Duration
+	// DownFor is how long the upstream is taken for down after it did
+	// not answer (DefaultDownFor when 0).
+	DownFor time.Duration
+	// FirstWait bounds the wait for a revision not mirrored yet
+	// (DefaultFirstWait when 0).
+	FirstWait time.Duration
 	// Now is the clock (time.Now when nil); After the timer (time.After
 	// when nil).
 	Now   func() time.Time
@@ -121,6 +136,10 @@ type Mirror struct {
 
 	mu      sync.Mutex
 	checked map[string]time.Time // local repo + "@" + rev → when resolved upstream
+	// downUntil is when the upstream, which did not answer (in time), is
+	// asked again; zero once it answered.
+	downUntil time.Time
+	answers   uint64 // resolutions the upstream answered, for markDown
 	used    map[string]time.Time // local repo + "@" + sha → last read
 	flights map[string]*flight   // what is being pulled, by key
 	// relayPulls is the files whose pull under a relay is waiting for
@@ -179,6 +198,12 @@ func New(cfg Config) (*Mirror, error) {
 	}
 	if cfg.StaleAfter <= 0 {
 		cfg.StaleAfter = DefaultStaleAfter
+	}
+	if cfg.DownFor <= 0 {
+		cfg.DownFor = DefaultDownFor
+	}
+	if cfg.FirstWait <= 0 {
+		cfg.FirstWait = DefaultFirstWait
 	}
 	if cfg.UpstreamName == "" {
 		cfg.UpstreamName = "the upstream"
@@ -304,14 +329,23 @@ func (m *Mirror) Resolve(ctx context.Context, local store.RepoID, rev string) (s
 	if serr != nil && !errors.Is(serr, store.ErrNotFound) {
 		return store.Commit{}, serr
 	}
-	if serr == nil {
-		m.mu.Lock()
-		fresh := isSHA(rev) || m.cfg.Now().Sub(m.checked[key]) < m.cfg.Refresh
-		m.mu.Unlock()
-		if fresh {
-			m.touch(local, stored.SHA)
-			return stored, nil
-		}
+	m.mu.Lock()
+	now := m.cfg.Now()
+	fresh := serr == nil && (isSHA(rev) || now.Sub(m.checked[key]) < m.cfg.Refresh)
+	down := now.Before(m.downUntil)
+	answers := m.answers
+	m.mu.Unlock()
+	switch {
+	case fresh:
+		m.touch(local, stored.SHA)
+		return stored, nil
+	case down && serr == nil:
+		m.stale.Add(1)
+		m.touch(local, stored.SHA)
+		return stored, nil
+	case down:
+		return store.Commit{}, m.unreachable(fmt.Sprintf("revision %s of %s", rev, m.ref(local).ID),
+			fmt.Errorf("%w: it did not answer in time, and is asked again after %s", ErrUnreachable, m.cfg.DownFor))
 	}
 	type result struct {
 		c   store.Commit
@@ -329,17 +363,32 @@ func (m *Mirror) Resolve(ctx context.Context, local store.RepoID, rev string) (s
 			// Another request recorded it while this one waited.
 			c, err = m.store.Resolve(ctx, local, localRef)
 		}
-		if err == nil {
-			m.mu.Lock()
+		m.mu.Lock()
+		switch {
+		case err == nil:
 			m.checked[key] = m.cfg.Now()
-			m.mu.Unlock()
+			m.downUntil = time.Time{}
+			m.answers++
+		case errors.Is(err, ErrUnreachable):
+			m.downUntil = m.cfg.Now().Add(m.cfg.DownFor)
 		}
+		m.mu.Unlock()
 		done <- result{c, err}
 	}
 	var r result
 	if serr != nil {
-		resolve(ctx)
-		r = <-done
+		// Nothing stored: wait for the upstream at most Config.FirstWait;
+		// the resolution goes on for a retry to find.
+		go resolve(context.WithoutCancel(ctx))
+		select {
+		case r = <-done:
+		case <-m.cfg.After(m.cfg.FirstWait):
+			m.markDown(answers)
+			return store.Commit{}, m.unreachable(fmt.Sprintf("revision %s of %s", rev, m.ref(local).ID),
+				fmt.Errorf("%w: no answer within %s; the mirror goes on asking", ErrUnreachable, m.cfg.FirstWait))
+		case <-ctx.Done():
+			return store.Commit{}, ctx.Err()
+		}
 	} else {
 		// A revision is stored: a slow upstream gets Config.StaleAfter,
 		// then the stored one is served while the resolution goes on.
@@ -347,6 +396,7 @@ func (m *Mirror) Resolve(ctx context.Context, local store.RepoID, rev string) (s
 		select {
 		case r = <-done:
 		case <-m.cfg.After(m.cfg.StaleAfter):
+			m.markDown(answers)
 			m.stale.Add(1)
 			m.log.Warn("mirror: upstream slow, serving the revision mirrored before", "repo", m.ref(local).ID, "rev", rev, "sha", stored.SHA, "after", m.cfg.StaleAfter)
 			m.touch(local, stored.SHA)
@@ -371,6 +421,16 @@ func (m *Mirror) Resolve(ctx context.Context, local store.RepoID, rev string) (s
 		return store.Commit{}, fmt.Errorf("%s of %s: %w: %w", rev, m.ref(local).ID, store.ErrNotFound, err)
 	}
 	return store.Commit{}, err
+}
+
+// markDown takes the upstream for down for Config.DownFor, unless it
+// answered a resolution since answers were counted.
+func (m *Mirror) markDown(answers uint64) {
+	m.mu.Lock()
+	if m.answers == answers {
+		m.downUntil = m.cfg.Now().Add(m.cfg.DownFor)
+	}
+	m.mu.Unlock()
 }
 
 // unreachable is the refusal of what is not mirrored while the upstream

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -329,6 +330,88 @@ func TestOffline(t *testing.T) {
 	e.up.down.Store(false)
 	if r := e.Do("GET", "/org/m/resolve/main/b.bin", tok, nil); r.Status != 200 {
 		t.Errorf("b.bin once the upstream is back: %d", r.Status)
+	}
+}
+
+// TestOfflineBackoff: once the upstream did not answer, it is not asked
+// again for mirror.DownFor: a branch mirrored before is served at once as
+// it was (stale), a repo not mirrored is refused at once (503); past the
+// back-off it is asked again, and an answer ends the back-off.
+func TestOfflineBackoff(t *testing.T) {
+	u := newUpstream(t)
+	u.repo(t, "org", "m", map[string][]byte{"a.bin": randomBytes(16, 50_000)}, nil)
+	e := newMirror(t, u)
+	tok := e.Credential("bob", "read")
+	if r := e.Do("GET", "/org/m/resolve/main/a.bin", tok, nil); r.Status != 200 {
+		t.Fatalf("a.bin: %d", r.Status)
+	}
+	e.up.down.Store(true)
+	e.clock.Advance(mirror.DefaultRefresh + time.Second)
+	if r := e.Do("GET", "/api/models/org/m", tok, nil); r.Status != 200 {
+		t.Fatalf("info, the upstream down: %d %s", r.Status, r.Body)
+	}
+	asked := e.up.asked.Load()
+	for i, p := range []string{"/api/models/org/m", "/org/m/resolve/main/a.bin", "/api/models/org/m/revision/main"} {
+		if r := e.Do("GET", p, tok, nil); r.Status != 200 {
+			t.Errorf("%s within the back-off: %d %s", p, r.Status, r.Body)
+		}
+		if got := e.up.asked.Load(); got != asked {
+			t.Errorf("read %d within the back-off asked the upstream %d times", i, got-asked)
+		}
+	}
+	r := e.Do("GET", "/api/models/org/never", tok, nil)
+	if r.Status != 503 || !strings.Contains(string(r.Body), "upstream_unreachable") || e.up.asked.Load() != asked {
+		t.Errorf("a repo not mirrored, within the back-off: %d %s, asked %d more", r.Status, r.Body, e.up.asked.Load()-asked)
+	}
+	e.clock.Advance(mirror.DefaultDownFor + time.Second)
+	if r := e.Do("GET", "/api/models/org/m", tok, nil); r.Status != 200 || e.up.asked.Load() != asked+1 {
+		t.Errorf("past the back-off: %d, asked %d more, want 1", r.Status, e.up.asked.Load()-asked)
+	}
+	e.up.down.Store(false)
+	e.clock.Advance(mirror.DefaultDownFor + time.Second)
+	if r := e.Do("GET", "/api/models/org/never", tok, nil); r.Status != 404 {
+		t.Errorf("a repo the upstream lacks, once it answers: %d %s", r.Status, r.Body)
+	}
+	asked = e.up.asked.Load()
+	if r := e.Do("GET", "/api/models/org/m", tok, nil); r.Status != 200 || e.up.asked.Load() != asked+1 {
+		t.Errorf("the upstream back: %d, asked %d more, want 1", r.Status, e.up.asked.Load()-asked)
+	}
+	if r := e.Do("GET", "/api/models/org/m", tok, nil); r.Status != 200 || e.up.asked.Load() != asked+1 {
+		t.Errorf("fresh again: %d, asked %d more, want 0", r.Status, e.up.asked.Load()-asked-1)
+	}
+}
+
+// TestFirstWaitBounded: a repo not mirrored yet waits for a hanging
+// upstream at most mirror.FirstWait, then is refused 503 while the
+// resolution goes on; the answer, once it comes, serves the next request.
+func TestFirstWaitBounded(t *testing.T) {
+	u := newUpstream(t)
+	u.repo(t, "org", "m", map[string][]byte{"a.bin": randomBytes(17, 50_000)}, nil)
+	var timers atomic.Int64
+	fired := make(chan time.Time)
+	close(fired)
+	e := newMirror(t, u, func(c *mirror.Config) {
+		c.After = func(d time.Duration) <-chan time.Time {
+			if timers.Add(1) == 1 {
+				if d != mirror.DefaultFirstWait {
+					t.Errorf("first wait %s, want %s", d, mirror.DefaultFirstWait)
+				}
+				return fired
+			}
+			return nil // never
+		}
+	})
+	gate := make(chan struct{})
+	e.up.revGate.Store(&gate)
+	tok := e.Credential("bob", "read")
+	r := e.Do("GET", "/api/models/org/m", tok, nil)
+	if r.Status != 503 || !strings.Contains(string(r.Body), "upstream_unreachable") || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("a hanging upstream, nothing mirrored: %d %s, want 503 upstream_unreachable with Retry-After", r.Status, r.Body)
+	}
+	close(gate)
+	e.clock.Advance(mirror.DefaultDownFor + time.Second)
+	if r := e.Do("GET", "/api/models/org/m", tok, nil); r.Status != 200 {
+		t.Errorf("once the upstream answered: %d %s", r.Status, r.Body)
 	}
 }
 
