@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"openxet/limits"
+	"openxet/store"
 )
 
 func writeFile(t *testing.T, name, content string) string {
@@ -272,7 +273,19 @@ func TestHelpAndVersion(t *testing.T) {
 }
 
 func TestCredentialsOffline(t *testing.T) {
-	dir := t.TempDir()
+	// Run where no server keeps its data, a local command is refused and
+	// creates nothing, rather than answering from a fresh empty directory.
+	empty := t.TempDir()
+	for _, args := range [][]string{{"credentials", "create", "--tenant", "alice", "--scope", "write"}, {"credentials", "list"}, {"usage"}, {"gc"}} {
+		code, out, errOut := run(t, nil, append(args, "--data-dir", filepath.Join(empty, "data"))...)
+		if code != 1 || out != "" || !strings.Contains(errOut, "no index at") || !strings.Contains(errOut, "nothing was created") {
+			t.Errorf("%v in a directory without an index: %d %q %q", args, code, out, errOut)
+		}
+	}
+	if left, _ := os.ReadDir(empty); len(left) != 0 {
+		t.Errorf("a refused local command left %v", left)
+	}
+	dir := serverDataDir(t)
 	code, out, errOut := run(t, nil, "credentials", "create", "--data-dir", dir, "--tenant", "alice", "--scope", "write")
 	if code != 0 || !strings.Contains(out, "token:  hf_oxt_") {
 		t.Fatalf("create: %d %s %s", code, out, errOut)
@@ -295,4 +308,20 @@ func TestCredentialsOffline(t *testing.T) {
 	if code, _, _ := run(t, nil, "credentials", "create", "--data-dir", dir, "--tenant", "a", "--scope", "root"); code == 0 {
 		t.Fatal("bad scope accepted")
 	}
+}
+
+// serverDataDir is a data directory as `openxet serve` leaves it: an
+// index and a bucket, no credential. Local commands refuse a directory
+// without an index (existingIndex).
+func serverDataDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := store.Open(context.Background(), store.DirConfig(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -27,7 +27,7 @@ import (
 // of the hash with another serialization comes before the first client's
 // retry, the index must describe the object actually stored.
 func TestCrashLeftoverXorbWithAnotherSerialization(t *testing.T) {
-	dir := t.TempDir()
+	dir := serverDataDir(t)
 	h := &crashHarness{t: t, dir: dir, acked: map[string]map[xet.Hash]int64{}}
 	bob := h.offlineCredential("bob", "write")
 	rng := rand.New(rand.NewPCG(7, 7))
@@ -86,7 +86,7 @@ func TestCrashLeftoverXorbWithAnotherSerialization(t *testing.T) {
 // rebuilt from the bucket; otherwise the check cannot tell a crash from
 // normal operation.
 func TestReindexCheckWithAChunkInTwoXorbs(t *testing.T) {
-	dir := t.TempDir()
+	dir := serverDataDir(t)
 	h := &crashHarness{t: t, dir: dir, acked: map[string]map[xet.Hash]int64{}}
 	alice := h.offlineCredential("alice", "write")
 	h.start()
@@ -149,7 +149,7 @@ func TestCrashCommitsRacingPasses(t *testing.T) {
 		t.Skip("crash harness skipped in -short mode")
 	}
 	const rounds = 4
-	dir := t.TempDir()
+	dir := serverDataDir(t)
 	h := &crashHarness{t: t, dir: dir}
 	admin := h.offlineCredential("admin", "admin")
 	alice := h.offlineCredential("alice", "write")

@@ -66,7 +66,7 @@ func TestCrashConsistency(t *testing.T) {
 	t.Logf("seed %d (replay with OPENXET_CRASH_SEED=%d)", seed, seed)
 	rng := rand.New(rand.NewPCG(seed, 0x0c0ffee))
 
-	dir := t.TempDir()
+	dir := serverDataDir(t)
 	h := &crashHarness{t: t, dir: dir, rng: rng, acked: map[string]map[xet.Hash]int64{}}
 	// Credentials are made offline, before the first start, so that no
 	// test reads the child's stdout while it runs.

@@ -2,8 +2,11 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -167,12 +170,32 @@ func remoteOrLocal(c *cli.Context, env Env, remote func(*adminClient) error, loc
 	if err != nil {
 		return err
 	}
+	if err := existingIndex(cfg); err != nil {
+		return cli.Exit(err.Error(), 1)
+	}
 	st, err := openStore(c.Context, cfg, nil)
 	if err != nil {
 		return cli.Exit(err.Error(), 1)
 	}
 	defer st.Close()
 	return local(st, cfg)
+}
+
+// existingIndex refuses a local command on a SQLite index that does not
+// exist: run from another directory, it would make a fresh empty data
+// directory and answer from it (a credential the real server rejects).
+// Only serve creates an index; a postgres:// index is checked by opening it.
+func existingIndex(cfg Config) error {
+	if strings.HasPrefix(cfg.Index, "postgres://") || strings.HasPrefix(cfg.Index, "postgresql://") {
+		return nil
+	}
+	if _, err := os.Stat(cfg.Index); errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("no index at %s: this command works on the data of an existing server. Run it where `openxet serve` keeps its data "+
+			"(server.data_dir, now %s), give --data-dir or --config, or reach a running server with --server URL; nothing was created", cfg.Index, cfg.DataDir)
+	} else if err != nil {
+		return fmt.Errorf("index %s: %w", cfg.Index, err)
+	}
+	return nil
 }
 
 func printJSON(w io.Writer, v any) error {

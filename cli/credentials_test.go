@@ -12,7 +12,7 @@ import (
 func TestCredentialsListActive(t *testing.T) {
 	url, tok := loadTestServer(t)
 	remote := map[string]string{"OPENXET_SERVER": url, "OPENXET_TOKEN": tok}
-	offlineDir := t.TempDir()
+	offlineDir := serverDataDir(t)
 	for _, c := range []struct {
 		name  string
 		env   map[string]string
