@@ -117,6 +117,42 @@ def test_xet_round_trip(cell, server, tmp_path):
         assert dest.exists() and sha256_file(dest) == sha256_file(p), f"{p.name} came back different"
 
 
+@pytest.fixture(scope="module")
+def owned_file(server, tmp_path_factory):
+    """A file another tenant stored with the suite's pinned client, for the
+    cells to deduplicate against: (path, xet hash)."""
+    token = server.make_credential("m-owner")
+    tmp = tmp_path_factory.mktemp("matrix-owned")
+    path = tmp / "owned.bin"
+    write_random(path, 3 * MiB + 4097, "matrix-owned")
+    [info] = XetClient(server.url, token, tmp / "up").upload_files([path])
+    return path, info["hash"]
+
+
+@pytest.mark.parametrize("cell", XET_CELLS)
+def test_xet_cross_tenant_dedup(cell, server, owned_file, tmp_path):
+    """Under global dedup a cell's client uploads a file another tenant
+    stored: it references that tenant's xorbs, which openxet accepts only
+    with verification entries that prove it holds the chunks (SECURITY.md,
+    the possession rule), so every client version must send them. The
+    upload succeeds, stores next to nothing new, and downloads back."""
+    py = matrix.python_of(cell)
+    tenant = _tenant(cell, "xdedup")
+    token = server.make_credential(tenant)
+    path, _ = owned_file
+    mark = server.log_mark()
+    [info] = XetClient(server.url, token, tmp_path / "up", python=py).upload_files([path])
+    shards = [e for e in server.requests_since(mark) if e["method"] in ("POST", "PUT") and "shard" in e["path"]]
+    assert shards and all(e["status"] == "200" for e in shards), f"shard uploads: {shards}"
+    # hf_xet 1.1.6 and older give this file another hash than the pinned
+    # client does and store a part of it anew, but find most of it stored.
+    size = path.stat().st_size
+    assert server.usage(tenant) < size // 2, f"{server.usage(tenant)} of {size} bytes stored: the client did not deduplicate"
+    dest = tmp_path / "back.bin"
+    XetClient(server.url, token, tmp_path / "down", python=py).download_files([(dest, info["hash"], size)])
+    assert sha256_file(dest) == sha256_file(path), "the deduplicated file came back different"
+
+
 @pytest.mark.parametrize("cell", HUB_CELLS)
 def test_hub_upload(cell, server, tmp_path):
     py = matrix.python_of(cell)
