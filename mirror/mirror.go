@@ -215,6 +215,11 @@ func New(cfg Config) (*Mirror, error) {
 		recording:  map[store.RepoID]*sync.Mutex{}}, nil
 }
 
+// Served counts a file read answered from what the mirror had stored
+// that did not go through Fetch (which counts its own): the
+// reconstruction of a Xet download, in Stats.Hits.
+func (m *Mirror) Served() { m.hits.Add(1) }
+
 // UpstreamWaiting is how many upstream streams wait for a connection now.
 func (m *Mirror) UpstreamWaiting() int { return m.conns.Stats().Waiting }
 

@@ -741,3 +741,45 @@ func TestAnonymousReaders(t *testing.T) {
 		t.Errorf("a reader who may not read made %d upstream requests", n)
 	}
 }
+
+// TestHitsCountXetDownloads: openxet_mirror_hits_total counts a Xet
+// download of a file the mirror stored (its reconstruction from byte 0)
+// as it counts a resolve download; a later window of the same download
+// and a download that pulls the file are not hits.
+func TestHitsCountXetDownloads(t *testing.T) {
+	u := newUpstream(t)
+	up := u.repo(t, "org", "m", map[string][]byte{"w.bin": randomBytes(19, 300_000)}, nil)
+	e := newMirror(t, u)
+	tok := e.Credential("bob", "read")
+	xt := e.Do("GET", "/api/models/org/m/xet-read-token/main", tok, nil)
+	if xt.Status != 200 {
+		t.Fatalf("xet-read-token: %d %s", xt.Status, xt.Body)
+	}
+	cas, _ := xt.JSON(t)["accessToken"].(string)
+	entry, _ := up.Entry("w.bin")
+	path := "/v1/reconstructions/" + entry.XetHash
+	// The first reconstruction pulls the file (or relays it): no hit.
+	if r := e.Do("GET", path, cas, nil); r.Status != 200 {
+		t.Fatalf("first reconstruction: %d %s", r.Status, r.Body)
+	}
+	if r := e.Do("GET", "/org/m/resolve/main/w.bin", tok, nil); r.Status != 200 {
+		t.Fatalf("resolve: %d", r.Status)
+	}
+	hits := e.m.Stats().Hits
+	for _, tc := range []struct {
+		rng  string
+		want int64
+	}{{"", 1}, {"Range: bytes=0-99", 1}, {"Range: bytes=100000-199999", 0}} {
+		var headers []string
+		if tc.rng != "" {
+			headers = append(headers, tc.rng)
+		}
+		if r := e.Do("GET", path, cas, nil, headers...); r.Status != 200 {
+			t.Fatalf("reconstruction %q: %d %s", tc.rng, r.Status, r.Body)
+		}
+		if got := e.m.Stats().Hits - hits; got != tc.want {
+			t.Errorf("reconstruction %q of a stored file: %d hits, want %d", tc.rng, got, tc.want)
+		}
+		hits = e.m.Stats().Hits
+	}
+}

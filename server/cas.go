@@ -369,23 +369,31 @@ func (s *Server) windowTerms(ctx context.Context, id *identity, owner string, f 
 // another tenant's Shared repo a file that repo references, checked
 // against the index now (store.SharedFile: the repo is still Shared and
 // one of its revisions names h). Either miss is ErrNotFound, alike.
-func (s *Server) fileOf(ctx context.Context, id *identity, h xet.Hash) (store.File, string, error) {
+// mirrored is true when the file is one the mirror had stored already.
+func (s *Server) fileOf(ctx context.Context, id *identity, h xet.Hash) (f store.File, owner string, mirrored bool, err error) {
 	if id.shared != nil {
 		f, err := s.store.SharedFile(ctx, *id.shared, h)
-		if errors.Is(err, store.ErrNotFound) && s.cfg.Mirror != nil {
-			if _, ok := s.cfg.Mirror.PublicRepo(*id.shared); ok {
+		if s.cfg.Mirror == nil {
+			return f, id.shared.Tenant, false, err
+		}
+		_, isMirror := s.cfg.Mirror.PublicRepo(*id.shared)
+		if err == nil {
+			return f, id.shared.Tenant, isMirror, nil
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			if isMirror {
 				// A file of a mirrored revision not pulled yet: pulled now
 				// (coalesced with every other request for it), then read.
 				if err := s.cfg.Mirror.PullFile(ctx, id.Tenant, *id.shared, h, s.reserveFor(ctx, id)); err != nil {
-					return store.File{}, id.shared.Tenant, err
+					return store.File{}, id.shared.Tenant, false, err
 				}
 				f, err = s.store.SharedFile(ctx, *id.shared, h)
 			}
 		}
-		return f, id.shared.Tenant, err
+		return f, id.shared.Tenant, false, err
 	}
-	f, err := s.store.File(ctx, id.Tenant, h)
-	return f, id.Tenant, err
+	f, err = s.store.File(ctx, id.Tenant, h)
+	return f, id.Tenant, false, err
 }
 
 // reconstruction resolves a file and a Range into an answer. Nothing is
@@ -403,7 +411,7 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 		return xet.Reconstruction{}, nil, err
 	}
 	st, t := stagesOf(c), time.Now()
-	f, owner, err := s.fileOf(ctx, id, h)
+	f, owner, mirrored, err := s.fileOf(ctx, id, h)
 	st.since(stageIndex, t)
 	slot.Release()
 	if err != nil {
@@ -412,6 +420,12 @@ func (s *Server) reconstruction(c echo.Context) (xet.Reconstruction, func(), err
 	start, end, err := xet.ParseRange(c.Request().Header.Get("Range"), f.SizeBytes)
 	if err != nil {
 		return xet.Reconstruction{}, nil, err
+	}
+	if mirrored && start == 0 {
+		// A Xet download of a file the mirror stored: counted once, at the
+		// reconstruction of its first byte (a client asks for later
+		// windows of a large file separately).
+		s.cfg.Mirror.Served()
 	}
 	if start >= end { // an empty file: nothing to read
 		rec, err := xet.Reconstruct(nil, 0, 0, nil)

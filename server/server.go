@@ -129,6 +129,9 @@ type Mirror interface {
 	Pull(ctx context.Context, tenant, typ, ns, name, rev string, reserve func(n int64) ([]byte, func(), error)) (mirror.Mirrored, error)
 	// List is every mirrored revision, the least recently used first.
 	List(ctx context.Context) ([]mirror.Mirrored, error)
+	// Served counts a file read answered from what the mirror stored,
+	// that did not go through Fetch (a Xet download's reconstruction).
+	Served()
 	// Stats counts what the mirror did.
 	Stats() mirror.Stats
 	// UpstreamWaiting is how many upstream streams wait for a connection.
