@@ -104,8 +104,8 @@ type testUpstream struct {
 	// opens counts the file streams opened; openBytes what they sent.
 	opens, openBytes, revisions atomic.Int64
 	asked                       atomic.Int64 // Revision calls, answered or not
-	down                        atomic.Bool // every call is ErrUnreachable
-	corrupt                     atomic.Bool // file streams have one byte changed
+	down                        atomic.Bool  // every call is ErrUnreachable
+	corrupt                     atomic.Bool  // file streams have one byte changed
 	// gate, when set, holds every Open until it is closed.
 	gate chan struct{}
 	// revGate, when it holds a channel, holds every Revision until it is
@@ -139,7 +139,7 @@ func (tu *testUpstream) Revision(ctx context.Context, repo mirror.RepoRef, rev s
 	if err != nil {
 		return mirror.Revision{}, err
 	}
-	out := mirror.Revision{SHA: c.SHA, LastModified: c.Created}
+	out := mirror.Revision{SHA: c.SHA, LastModified: c.Created, Title: c.Summary, Message: c.Description}
 	for _, e := range c.Tree {
 		f := mirror.File{Path: e.Path, Size: e.SizeBytes, XetHash: e.XetHash, GitOID: e.GitOID}
 		if e.XetHash != "" {

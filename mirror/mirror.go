@@ -22,10 +22,10 @@ import (
 
 // Defaults of Config (docs/configuration.md, [mirror]).
 const (
-	DefaultTenant                 = "mirror"
-	DefaultVisibility             = "internal"
-	DefaultRefresh                = 10 * time.Minute
-	DefaultStaleAfter             = 5 * time.Second
+	DefaultTenant     = "mirror"
+	DefaultVisibility = "internal"
+	DefaultRefresh    = 10 * time.Minute
+	DefaultStaleAfter = 5 * time.Second
 	// DefaultDownFor is how long the mirror takes the upstream for down
 	// after it did not answer: meanwhile a branch or tag mirrored before
 	// is served at once as it was, and what is not mirrored is refused at
@@ -34,7 +34,7 @@ const (
 	// DefaultFirstWait bounds how long a request waits for a revision
 	// that is not mirrored yet; past it the request is refused (503,
 	// retry) while the resolution goes on, so that a retry finds it.
-	DefaultFirstWait = 20 * time.Second
+	DefaultFirstWait              = 20 * time.Second
 	DefaultMaxUpstreamConnections = 8
 	// DefaultSegmentBytes is how much of a file one upstream stream pulls
 	// before it gives its connection back and queues again, so that one
@@ -139,9 +139,9 @@ type Mirror struct {
 	// downUntil is when the upstream, which did not answer (in time), is
 	// asked again; zero once it answered.
 	downUntil time.Time
-	answers   uint64 // resolutions the upstream answered, for markDown
-	used    map[string]time.Time // local repo + "@" + sha → last read
-	flights map[string]*flight   // what is being pulled, by key
+	answers   uint64               // resolutions the upstream answered, for markDown
+	used      map[string]time.Time // local repo + "@" + sha → last read
+	flights   map[string]*flight   // what is being pulled, by key
 	// relayPulls is the files whose pull under a relay is waiting for
 	// the relay's clients or under way (RelayPlan), by flight key.
 	relayPulls map[string]struct{}
@@ -509,7 +509,14 @@ func (m *Mirror) record(ctx context.Context, local store.RepoID, rev string) (st
 	if created.IsZero() {
 		created = m.cfg.Now()
 	}
-	c := store.Commit{SHA: up.SHA, Summary: "mirrored from " + m.cfg.UpstreamName, Created: created, Tree: tree}
+	// The upstream's own title and message; a placeholder that does not
+	// name the upstream (an internal address is no reader's business)
+	// when it listed none.
+	summary := up.Title
+	if summary == "" {
+		summary = "Mirrored commit " + up.SHA[:12]
+	}
+	c := store.Commit{SHA: up.SHA, Summary: summary, Description: up.Message, Created: created, Tree: tree}
 	if err := m.store.RecordCommit(ctx, local, m.cfg.Visibility, c, refs...); err != nil {
 		return store.Commit{}, err
 	}

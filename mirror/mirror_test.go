@@ -783,3 +783,21 @@ func TestHitsCountXetDownloads(t *testing.T) {
 		hits = e.m.Stats().Hits
 	}
 }
+
+// TestCommitText: a mirrored commit keeps the upstream's title and message,
+// and no answer names the upstream's address.
+func TestCommitText(t *testing.T) {
+	u := newUpstream(t)
+	u.repo(t, "org", "m", map[string][]byte{"a.bin": randomBytes(20, 1000)}, nil)
+	e := newMirror(t, u)
+	tok := e.Credential("bob", "read")
+	r := e.Do("GET", "/api/models/org/m/commits/main", tok, nil)
+	if r.Status != 200 || !strings.Contains(string(r.Body), `"title":"test files"`) {
+		t.Fatalf("commits: %d %s", r.Status, r.Body)
+	}
+	for _, p := range []string{"/api/models/org/m/commits/main", "/api/models/org/m", "/api/models/org/m/tree/main"} {
+		if r := e.Do("GET", p, tok, nil); strings.Contains(string(r.Body), u.URL) || strings.Contains(string(r.Body), strings.TrimPrefix(u.URL, "http://")) {
+			t.Errorf("%s names the upstream's address: %s", p, r.Body)
+		}
+	}
+}

@@ -44,6 +44,9 @@ type Revision struct {
 	// "manual"); its files open only with an upstream token that has
 	// access.
 	Gated bool
+	// Title and Message are the commit's as the upstream lists it (its
+	// commits route); both "" when it gave none.
+	Title, Message string
 }
 
 // File is one file of an upstream revision.

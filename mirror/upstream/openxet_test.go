@@ -54,7 +54,7 @@ func newRealUpstream(tb testing.TB, size int, seed uint64) realRepo {
 	hash := uploadXet(tb, env, write, content)
 	config := []byte(`{"model_type": "test", "hidden_size": 8}` + "\n")
 	sum := sha256.Sum256(content)
-	body := `{"key":"header","value":{"summary":"test"}}` + "\n" +
+	body := `{"key":"header","value":{"summary":"test","description":"upload of model.bin"}}` + "\n" +
 		fmt.Sprintf(`{"key":"lfsFile","value":{"path":"model.bin","algo":"sha256","oid":%q,"size":%d}}`, hex.EncodeToString(sum[:]), len(content)) + "\n" +
 		fmt.Sprintf(`{"key":"file","value":{"path":"config.json","content":%q,"encoding":"base64"}}`, base64.StdEncoding.EncodeToString(config)) + "\n"
 	if r := env.Do("POST", "/api/models/alice/m/commit/main", write, []byte(body)); r.Status != 200 {
@@ -308,6 +308,10 @@ func TestRealUpstreamNotFound(t *testing.T) {
 	rev, err := c.Revision(ctx, u.repo, "main")
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The commit's text, from the upstream's commits route.
+	if rev.Title != "test" || rev.Message != "upload of model.bin" {
+		t.Errorf("commit text %q %q, want the upstream's", rev.Title, rev.Message)
 	}
 	missing := rev.Files[2]
 	missing.Path = "nope.bin"

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"openxet/mirror"
 )
@@ -122,7 +123,59 @@ func (c *Client) Revision(ctx context.Context, repo mirror.RepoRef, rev string) 
 		}
 	}
 	slices.SortFunc(out.Files, func(a, b mirror.File) int { return strings.Compare(a.Path, b.Path) })
+	out.Title, out.Message = c.commitText(ctx, api, info.SHA)
 	return out, nil
+}
+
+// maxCommitText caps a commit's title and message as the mirror keeps
+// them.
+const (
+	maxCommitTitle   = 1 << 10
+	maxCommitMessage = 64 << 10
+)
+
+// commitText is the title and message of commit sha as the upstream's
+// commits route (GET /api/{type}s/{id}/commits/{sha}, what
+// list_repo_commits reads) lists it first, or "" and "" when the upstream
+// does not serve the route or lists another commit first: the text is
+// what people read, never needed to serve a byte.
+func (c *Client) commitText(ctx context.Context, api, sha string) (title, message string) {
+	u := c.urlOf(api+"/commits/"+sha, "limit=1")
+	body, err := c.getJSON(ctx, "commits", u)
+	if err != nil {
+		return "", ""
+	}
+	var list []struct {
+		ID      string `json:"id"`
+		Title   string `json:"title"`
+		Message string `json:"message"`
+	}
+	if json.Unmarshal(body, &list) != nil || len(list) == 0 || list[0].ID != sha {
+		return "", ""
+	}
+	return clip(list[0].Title, maxCommitTitle), clip(list[0].Message, maxCommitMessage)
+}
+
+// clip cuts s to at most n bytes at a rune boundary, without control
+// characters but newlines and tabs.
+func clip(s string, n int) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\t' || (r >= 0x20 && r != 0x7f && r != utf8.RuneError) {
+			return r
+		}
+		return -1
+	}, s)
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for len(s) > 0 {
+		if r, size := utf8.DecodeLastRuneInString(s); r != utf8.RuneError || size > 1 {
+			break
+		}
+		s = s[:len(s)-1] // a rune the cut split
+	}
+	return s
 }
 
 func isFullSHA(s string) bool { return len(s) == 40 && isHex(s) }
