@@ -180,7 +180,11 @@ func (tu *testUpstream) Open(ctx context.Context, repo mirror.RepoRef, sha strin
 	}
 	if res.StatusCode != http.StatusOK && res.StatusCode != http.StatusPartialContent {
 		res.Body.Close()
-		return nil, fmt.Errorf("%w: %s answered %d", mirror.ErrUnreachable, f.Path, res.StatusCode)
+		kind := mirror.ErrUnreachable
+		if res.StatusCode == http.StatusNotFound { // as mirror/upstream reads it
+			kind = mirror.ErrNotFound
+		}
+		return nil, fmt.Errorf("%w: %s answered %d", kind, f.Path, res.StatusCode)
 	}
 	return &countingBody{rc: res.Body, tu: tu, corrupt: tu.corrupt.Load()}, nil
 }

@@ -563,6 +563,11 @@ func (m *Mirror) entry(ctx context.Context, ref RepoRef, sha string, f File) (st
 		if errors.Is(err, ErrBadAnswer) {
 			return store.TreeEntry{}, m.badAnswer(what, err)
 		}
+		if errors.Is(err, ErrNotFound) {
+			// The upstream lists the file and will not serve it: a wrong
+			// answer about the revision, not a repo that does not exist.
+			return store.TreeEntry{}, m.badAnswer(what, fmt.Errorf("listed in the tree, not served: %v", err))
+		}
 		return store.TreeEntry{}, err
 	}
 	m.upstreamBytes.Add(int64(len(data)))

@@ -801,3 +801,23 @@ func TestCommitText(t *testing.T) {
 		}
 	}
 }
+
+// TestListedFileNotServed: a regular file the upstream lists but does not
+// serve makes its revision a bad answer (502), not a repo that does not
+// exist (404).
+func TestListedFileNotServed(t *testing.T) {
+	u := newUpstream(t)
+	u.repo(t, "org", "m", map[string][]byte{"a.bin": randomBytes(21, 1000)}, map[string][]byte{"config.json": []byte("{}")})
+	e := newMirror(t, u)
+	e.up.edit = func(_ mirror.RepoRef, f *mirror.File) {
+		if f.Path == "config.json" {
+			f.Path = "missing.json"
+		}
+	}
+	tok := e.Credential("bob", "read")
+	for _, p := range []string{"/api/models/org/m", "/org/m/resolve/main/a.bin"} {
+		if r := e.Do("GET", p, tok, nil); r.Status != 502 || !strings.Contains(string(r.Body), "upstream_bad_answer") {
+			t.Errorf("%s: %d %s, want 502 upstream_bad_answer", p, r.Status, r.Body)
+		}
+	}
+}
