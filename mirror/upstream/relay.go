@@ -43,7 +43,23 @@ type spool struct {
 	clients    int
 	lastClient time.Time
 	clientWake chan struct{}
+	// plans is the upstream's plans of the relay's windows, newest last
+	// (at most maxSpoolPlans): the pull reads its windows from them, so
+	// that a file its client read whole through the relay is stored even
+	// if the upstream goes away meanwhile.
+	plans []spooledPlan
 }
+
+// spooledPlan is the upstream's reconstruction of bytes [start, end) of a
+// relayed file.
+type spooledPlan struct {
+	start, end int64
+	rec        reconstruction
+}
+
+// maxSpoolPlans bounds the plans a spool keeps (a client asks one per
+// window of a large file).
+const maxSpoolPlans = 256
 
 // spooledRange is one upstream fetch range of a spool: where it lives in
 // the spool file, and the fetch that fills it.
@@ -145,6 +161,36 @@ func (c *Client) Close() error {
 	return nil
 }
 
+// addPlan keeps the plan rec of bytes [start, end).
+func (sp *spool) addPlan(start, end int64, rec reconstruction) {
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	if len(sp.plans) == maxSpoolPlans {
+		sp.plans = slices.Delete(sp.plans, 0, 1)
+	}
+	sp.plans = append(sp.plans, spooledPlan{start, end, rec})
+}
+
+// relayedPlan is the plan of bytes [start, end) of h cut from a plan the
+// relay of h holds, and whether one covers the window.
+func (c *Client) relayedPlan(h xet.Hash, start, end int64) (reconstruction, bool) {
+	sp, _ := c.spoolOf(h, false)
+	if sp == nil {
+		return reconstruction{}, false
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	for i := len(sp.plans) - 1; i >= 0; i-- {
+		p := sp.plans[i]
+		if p.start <= start && end <= p.end {
+			if rec, ok := p.rec.window(uint64(start-p.start), uint64(end-p.start)); ok {
+				return rec, true
+			}
+		}
+	}
+	return reconstruction{}, false
+}
+
 // add records the fetch range e of upstream xorb x in the spool unless a
 // range it holds already has it, and returns the range that has it.
 func (sp *spool) add(x xet.Hash, e fetchEntry) *spooledRange {
@@ -191,6 +237,7 @@ func (c *Client) Plan(ctx context.Context, repo mirror.RepoRef, sha string, f mi
 	if err != nil {
 		return xet.Reconstruction{}, time.Time{}, err
 	}
+	sp.addPlan(start, end, rec)
 	until := c.now().Add(c.relayTTL)
 	c.extend(h, sp, until)
 	sp.clientSeen(c.now(), 0) // its client is about to read

@@ -271,6 +271,32 @@ func parseReconstruction(body []byte) (reconstruction, error) {
 }
 
 // entryFor finds the fetch entry whose chunk range holds t's.
+// window is the plan of bytes [from, to) of r's own window (offsets
+// relative to the first byte r gives): the terms that overlap it, the
+// offset into the first of them, every fetch entry. ok is false when r's
+// terms do not reach to.
+func (r reconstruction) window(from, to uint64) (reconstruction, bool) {
+	out := reconstruction{Fetch: r.Fetch}
+	var pos uint64 // plan offset (after r.Offset) of the current term's start, plus r.Offset
+	first := true
+	for _, t := range r.Terms {
+		tStart, tEnd := pos, pos+t.Unpacked // in term-stream bytes
+		pos = tEnd
+		if tEnd <= r.Offset+from {
+			continue
+		}
+		if tStart >= r.Offset+to {
+			break
+		}
+		if first {
+			out.Offset = r.Offset + from - tStart
+			first = false
+		}
+		out.Terms = append(out.Terms, t)
+	}
+	return out, !first && pos >= r.Offset+to
+}
+
 func (r reconstruction) entryFor(t reconTerm) (fetchEntry, bool) {
 	for _, e := range r.Fetch[t.Xorb] {
 		if e.Start <= t.Start && t.End <= e.End {
@@ -316,9 +342,15 @@ type xetStream struct {
 func (s *xetStream) nextWindow() error {
 	start := s.windowEnd
 	end := min(start+s.c.window, s.size)
-	rec, err := s.c.reconstructionOf(s.ctx, s.key, s.hash, start, end)
-	if err != nil {
-		return err
+	// A window a relay's client had planned is read from that plan: the
+	// same upstream answer, checked alike, and no request that a gone
+	// upstream could fail.
+	rec, ok := s.c.relayedPlan(s.hash, start, end)
+	if !ok {
+		var err error
+		if rec, err = s.c.reconstructionOf(s.ctx, s.key, s.hash, start, end); err != nil {
+			return err
+		}
 	}
 	s.rec, s.term, s.skip, s.left, s.inTerm = rec, 0, rec.Offset, end-start, false
 	s.windowEnd = end
