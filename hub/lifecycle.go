@@ -149,16 +149,25 @@ func (h *Hub) listRefs(c echo.Context) error {
 	}
 	branches, tags := []refJSON{}, []refJSON{}
 	mirrored := h.mirrored(r)
+	mirrorTags := map[string]bool{}
+	if mirrored {
+		for _, ref := range refs {
+			if name, ok := strings.CutPrefix(ref.Name, mirrorTagPrefix); ok {
+				mirrorTags[name] = true
+			}
+		}
+	}
 	for _, ref := range refs {
 		if mirrored {
 			// A mirrored repo's refs are the mirror's own (mirror.go): the
-			// revision names clients resolved through it show as branches,
-			// the pins of commits not at all.
+			// revision names clients resolved through it show as tags when
+			// the upstream lists them so, else as branches; the pins of
+			// commits not at all.
 			name, ok := strings.CutPrefix(ref.Name, mirrorNamePrefix)
 			if !ok || strings.HasPrefix(name, "refs/") {
 				continue
 			}
-			ref.Name = name
+			ref.Name, ref.Tag = name, mirrorTags[name]
 		}
 		if ref.Tag {
 			tags = append(tags, refJSON{ref.Name, "refs/tags/" + ref.Name, ref.Commit})

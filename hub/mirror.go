@@ -47,6 +47,7 @@ type Mirror interface {
 // the commits are other refs under refs/mirror/.
 const (
 	mirrorNamePrefix = "refs/mirror/names/"
+	mirrorTagPrefix  = "refs/mirror/tags/" // marks a name the upstream lists as a tag
 	mirrorMainRef    = mirrorNamePrefix + "main"
 )
 

@@ -140,6 +140,11 @@ func (tu *testUpstream) Revision(ctx context.Context, repo mirror.RepoRef, rev s
 		return mirror.Revision{}, err
 	}
 	out := mirror.Revision{SHA: c.SHA, LastModified: c.Created, Title: c.Summary, Message: c.Description}
+	if refs, err := tu.u.Store.Refs(ctx, store.RepoID{Tenant: ns, Type: repo.Type, Name: name}); err == nil {
+		for _, r := range refs {
+			out.Tag = out.Tag || (r.Tag && r.Name == rev)
+		}
+	}
 	for _, e := range c.Tree {
 		f := mirror.File{Path: e.Path, Size: e.SizeBytes, XetHash: e.XetHash, GitOID: e.GitOID}
 		if e.XetHash != "" {

@@ -180,8 +180,10 @@ func (m *Mirror) EnforceQuota(ctx context.Context) ([]Mirrored, error) {
 // other owners). The next read of it pulls it again.
 func (m *Mirror) Evict(ctx context.Context, mv Mirrored) error {
 	for _, n := range mv.Names {
-		if err := m.store.DeleteRef(ctx, mv.Local, nameRefPrefix+n); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("evict %s@%s: %w", mv.Repo, mv.SHA, err)
+		for _, ref := range []string{nameRefPrefix + n, tagRefPrefix + n} {
+			if err := m.store.DeleteRef(ctx, mv.Local, ref); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return fmt.Errorf("evict %s@%s: %w", mv.Repo, mv.SHA, err)
+			}
 		}
 		m.mu.Lock()
 		delete(m.checked, mv.Local.Tenant+"/"+mv.Local.Type+"/"+mv.Local.Name+"@"+n)

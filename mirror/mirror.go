@@ -53,6 +53,9 @@ const (
 const (
 	pinRefPrefix  = "refs/mirror/commits/"
 	nameRefPrefix = "refs/mirror/names/"
+	// tagRefPrefix marks a name the upstream lists as a tag: the refs
+	// route shows it among the tags (it resolves through its name ref).
+	tagRefPrefix = "refs/mirror/tags/"
 )
 
 // Config is what a Mirror needs. Store and Upstream are required; every
@@ -481,6 +484,9 @@ func (m *Mirror) record(ctx context.Context, local store.RepoID, rev string) (st
 	refs := []string{pinRefPrefix + up.SHA}
 	if !isSHA(rev) {
 		refs = append(refs, nameRefPrefix+rev)
+	}
+	if up.Tag {
+		refs = append(refs, tagRefPrefix+rev)
 	}
 	if c, err := m.store.Resolve(ctx, local, up.SHA); err == nil {
 		// Known already: only the names move.

@@ -821,3 +821,31 @@ func TestListedFileNotServed(t *testing.T) {
 		}
 	}
 }
+
+// TestTagsStayTags: a tag of the upstream that clients resolve through the
+// mirror is listed among the repo's tags (refs/tags/…), its branches among
+// the branches, as the upstream lists them; eviction drops both.
+func TestTagsStayTags(t *testing.T) {
+	u := newUpstream(t)
+	c := u.repo(t, "org", "m", map[string][]byte{"a.bin": randomBytes(22, 1000)}, nil)
+	if err := u.Store.CreateTag(context.Background(), store.RepoID{Tenant: "org", Type: "model", Name: "m"}, "v1", c); err != nil {
+		t.Fatal(err)
+	}
+	e := newMirror(t, u)
+	tok := e.Credential("bob", "read")
+	for _, rev := range []string{"main", "v1"} {
+		if r := e.Do("GET", "/api/models/org/m/revision/"+rev, tok, nil); r.Status != 200 {
+			t.Fatalf("revision %s: %d %s", rev, r.Status, r.Body)
+		}
+	}
+	r := e.Do("GET", "/api/models/org/m/refs", tok, nil)
+	var refs struct {
+		Branches, Tags []struct{ Name, Ref string }
+	}
+	if err := json.Unmarshal(r.Body, &refs); err != nil || r.Status != 200 {
+		t.Fatalf("refs: %d %s", r.Status, r.Body)
+	}
+	if len(refs.Tags) != 1 || refs.Tags[0].Name != "v1" || refs.Tags[0].Ref != "refs/tags/v1" || len(refs.Branches) != 1 || refs.Branches[0].Name != "main" {
+		t.Errorf("refs %+v, want branch main and tag v1", refs)
+	}
+}

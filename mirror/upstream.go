@@ -47,6 +47,9 @@ type Revision struct {
 	// Title and Message are the commit's as the upstream lists it (its
 	// commits route); both "" when it gave none.
 	Title, Message string
+	// Tag is true when the revision asked for is a name the upstream lists
+	// among its tags (its refs route), not a branch.
+	Tag bool
 }
 
 // File is one file of an upstream revision.

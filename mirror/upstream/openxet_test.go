@@ -20,6 +20,7 @@ import (
 	"openxet/mirror"
 	"openxet/mirror/upstream"
 	"openxet/server/servertest"
+	"openxet/store"
 	"openxet/xet"
 )
 
@@ -312,6 +313,17 @@ func TestRealUpstreamNotFound(t *testing.T) {
 	// The commit's text, from the upstream's commits route.
 	if rev.Title != "test" || rev.Message != "upload of model.bin" {
 		t.Errorf("commit text %q %q, want the upstream's", rev.Title, rev.Message)
+	}
+	// A tag is told from a branch by the upstream's refs route.
+	cm, err := u.env.Store.Resolve(ctx, store.RepoID{Tenant: "alice", Type: "model", Name: "m"}, "main")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := u.env.Store.CreateTag(ctx, store.RepoID{Tenant: "alice", Type: "model", Name: "m"}, "v1", cm); err != nil {
+		t.Fatal(err)
+	}
+	if tag, err := c.Revision(ctx, u.repo, "v1"); err != nil || !tag.Tag || rev.Tag {
+		t.Errorf("tag v1: %v, Tag %v; main Tag %v", err, tag.Tag, rev.Tag)
 	}
 	missing := rev.Files[2]
 	missing.Path = "nope.bin"

@@ -124,7 +124,35 @@ func (c *Client) Revision(ctx context.Context, repo mirror.RepoRef, rev string) 
 	}
 	slices.SortFunc(out.Files, func(a, b mirror.File) int { return strings.Compare(a.Path, b.Path) })
 	out.Title, out.Message = c.commitText(ctx, api, info.SHA)
+	if !isFullSHA(rev) && rev != "main" {
+		out.Tag = c.isTag(ctx, api, rev)
+	}
 	return out, nil
+}
+
+// isTag reports whether the upstream's refs route (GET
+// /api/{type}s/{id}/refs, what list_repo_refs reads) lists name among its
+// tags; false when it does not answer, so that a name is shown as a
+// branch, as before.
+func (c *Client) isTag(ctx context.Context, api, name string) bool {
+	body, err := c.getJSON(ctx, "refs", c.urlOf(api+"/refs", ""))
+	if err != nil {
+		return false
+	}
+	var refs struct {
+		Tags []struct {
+			Name string `json:"name"`
+		} `json:"tags"`
+	}
+	if json.Unmarshal(body, &refs) != nil {
+		return false
+	}
+	for _, t := range refs.Tags {
+		if t.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // maxCommitText caps a commit's title and message as the mirror keeps
