@@ -325,6 +325,24 @@ func TestRealUpstreamNotFound(t *testing.T) {
 	if tag, err := c.Revision(ctx, u.repo, "v1"); err != nil || !tag.Tag || rev.Tag {
 		t.Errorf("tag v1: %v, Tag %v; main Tag %v", err, tag.Tag, rev.Tag)
 	}
+	// A Xet file listed smaller than its reconstruction is refused at Open,
+	// before a byte is read, as a plan of its last window.
+	for i, f := range rev.Files {
+		if f.XetHash == "" {
+			continue
+		}
+		small := f
+		small.Size -= 1000
+		if rc, err := c.Open(ctx, u.repo, rev.SHA, small, 0); !errors.Is(err, mirror.ErrBadAnswer) {
+			if rc != nil {
+				rc.Close()
+			}
+			t.Errorf("file %d listed 1000 bytes short: Open %v, want ErrBadAnswer", i, err)
+		}
+		if _, _, err := c.Plan(ctx, u.repo, rev.SHA, small, 0, small.Size); !errors.Is(err, mirror.ErrBadAnswer) {
+			t.Errorf("file %d listed 1000 bytes short: Plan %v, want ErrBadAnswer", i, err)
+		}
+	}
 	missing := rev.Files[2]
 	missing.Path = "nope.bin"
 	missing.XetHash = strings.Repeat("ab", 32)

@@ -229,7 +229,7 @@ func (c *Client) Plan(ctx context.Context, repo mirror.RepoRef, sha string, f mi
 	if err != nil || !isFullSHA(sha) || start < 0 || start >= end || end > f.Size {
 		return xet.Reconstruction{}, time.Time{}, fmt.Errorf("plan of %s [%d,%d) at %q: not a Xet file window", f.Path, start, end, sha)
 	}
-	rec, err := c.reconstructionOf(ctx, tokenKey{api: api, sha: sha}, h, start, end)
+	rec, err := c.reconstructionOf(ctx, tokenKey{api: api, sha: sha}, h, start, end, f.Size)
 	if err != nil {
 		return xet.Reconstruction{}, time.Time{}, err
 	}

@@ -348,7 +348,7 @@ func (s *xetStream) nextWindow() error {
 	rec, ok := s.c.relayedPlan(s.hash, start, end)
 	if !ok {
 		var err error
-		if rec, err = s.c.reconstructionOf(s.ctx, s.key, s.hash, start, end); err != nil {
+		if rec, err = s.c.reconstructionOf(s.ctx, s.key, s.hash, start, end, s.size); err != nil {
 			return err
 		}
 	}
@@ -360,8 +360,10 @@ func (s *xetStream) nextWindow() error {
 // reconstructionOf asks the upstream for its reconstruction of bytes
 // [start, end) of the file h, with a CAS token for key (asked for once
 // more when the upstream refuses the cached one), and checks that its
-// terms cover the window.
-func (c *Client) reconstructionOf(ctx context.Context, key tokenKey, h xet.Hash, start, end int64) (reconstruction, error) {
+// terms cover the window; a window that ends at size (the file's size as
+// the tree lists it) must be covered exactly: terms past it mean a file
+// larger than listed, refused before a byte of it is read.
+func (c *Client) reconstructionOf(ctx context.Context, key tokenKey, h xet.Hash, start, end, size int64) (reconstruction, error) {
 	tok, err := c.casToken(ctx, key, false)
 	if err != nil {
 		return reconstruction{}, err
@@ -404,6 +406,9 @@ func (c *Client) reconstructionOf(ctx context.Context, key tokenKey, h xet.Hash,
 	}
 	if total-rec.Offset < uint64(end-start) {
 		return reconstruction{}, badAnswer("reconstruction", u, a.StatusCode, "terms give %d bytes from %d, the window is %d", total-rec.Offset, start, end-start)
+	}
+	if end == size && total-rec.Offset != uint64(end-start) {
+		return reconstruction{}, badAnswer("reconstruction", u, a.StatusCode, "terms give %d bytes from %d, past the %d bytes the tree lists for the file", total-rec.Offset, start, size)
 	}
 	return rec, nil
 }
