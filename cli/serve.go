@@ -164,8 +164,12 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer closeAside(dln)
-	st, err := openStore(ctx, cfg, log)
+	st, err := openStoreWaiting(ctx, cfg, log, ln, tlsConf)
 	if err != nil {
+		if ctx.Err() != nil {
+			log.Info("openxet stopped while waiting for its index")
+			return nil
+		}
 		return cli.Exit(err.Error(), 1)
 	}
 	defer st.Close()

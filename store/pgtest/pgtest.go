@@ -217,6 +217,19 @@ func (s *Server) Restart() error {
 	return s.waitReady()
 }
 
+// Halt stops the server as Restart does, and leaves it stopped until
+// Resume: an index that does not answer.
+func (s *Server) Halt() { s.halt() }
+
+// Resume starts a server Halt stopped, on the same port and data, and
+// returns once it accepts connections.
+func (s *Server) Resume() error {
+	if err := s.run(); err != nil {
+		return err
+	}
+	return s.waitReady()
+}
+
 // Close stops the server and removes its directory.
 func (s *Server) Close() {
 	s.Stop()
