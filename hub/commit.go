@@ -13,7 +13,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -35,41 +34,9 @@ type commitOp struct {
 	} `json:"value"`
 }
 
-// maxRepoPathBytes caps a path in a repo.
-const maxRepoPathBytes = 1024
-
 // repoPathProblem is why p cannot name a file or folder in a repo, or ""
-// when it can: a path is 1 to 1,024 bytes of UTF-8 without control
-// characters (NUL, newlines, DEL), its components separated by single "/",
-// none of them ".", ".." or ".git"; it neither starts nor ends with "/".
-func repoPathProblem(p string) string {
-	switch {
-	case p == "":
-		return "the path is empty"
-	case len(p) > maxRepoPathBytes:
-		return fmt.Sprintf("the path has %d bytes, over the %d a path may have", len(p), maxRepoPathBytes)
-	case !utf8.ValidString(p):
-		return "the path is not UTF-8"
-	case strings.HasPrefix(p, "/") || strings.HasSuffix(p, "/"):
-		return `the path starts or ends with "/"`
-	}
-	for _, r := range p {
-		if r < 0x20 || r == 0x7f {
-			return "the path has a control character"
-		}
-	}
-	for _, part := range strings.Split(p, "/") {
-		switch part {
-		case "":
-			return `the path has an empty component ("//")`
-		case ".", "..":
-			return fmt.Sprintf("the path has a %q component", part)
-		case ".git":
-			return `the path has a ".git" component`
-		}
-	}
-	return ""
-}
+// when it can: store.PathProblem, the rule every recorded tree obeys.
+func repoPathProblem(p string) string { return store.PathProblem(p) }
 
 // commitRequest is a commit body, parsed and checked, before anything is
 // written.

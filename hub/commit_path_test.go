@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"openxet/store"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -54,7 +55,7 @@ func FuzzRepoPathProblem(f *testing.F) {
 		if repoPathProblem(p) != "" {
 			return
 		}
-		if p == "" || len(p) > maxRepoPathBytes || !utf8.ValidString(p) || strings.ContainsAny(p, "\x00\n\r\x7f") {
+		if p == "" || len(p) > store.MaxRepoPathBytes || !utf8.ValidString(p) || strings.ContainsAny(p, "\x00\n\r\x7f") {
 			t.Fatalf("%q accepted", p)
 		}
 		for _, part := range strings.Split(p, "/") {
