@@ -361,26 +361,7 @@ func (m *Mirror) Resolve(ctx context.Context, local store.RepoID, rev string) (s
 	}
 	done := make(chan result, 1)
 	resolve := func(ctx context.Context) {
-		var c store.Commit
-		err := m.coalesce(ctx, "rev:"+key, func(ctx context.Context) error {
-			var err error
-			c, err = m.record(ctx, local, rev)
-			return err
-		})
-		if err == nil && c.SHA == "" {
-			// Another request recorded it while this one waited.
-			c, err = m.store.Resolve(ctx, local, localRef)
-		}
-		m.mu.Lock()
-		switch {
-		case err == nil:
-			m.checked[key] = m.cfg.Now()
-			m.downUntil = time.Time{}
-			m.answers++
-		case errors.Is(err, ErrUnreachable):
-			m.downUntil = m.cfg.Now().Add(m.cfg.DownFor)
-		}
-		m.mu.Unlock()
+		c, err := m.ask(ctx, local, rev, key, localRef)
 		done <- result{c, err}
 	}
 	var r result
@@ -429,6 +410,33 @@ func (m *Mirror) Resolve(ctx context.Context, local store.RepoID, rev string) (s
 		return store.Commit{}, fmt.Errorf("%s of %s: %w: %w", rev, m.ref(local).ID, store.ErrNotFound, err)
 	}
 	return store.Commit{}, err
+}
+
+// ask resolves rev against the upstream (one request per key at a time)
+// and records what the answer says about the upstream: it answered, or it
+// is down for Config.DownFor.
+func (m *Mirror) ask(ctx context.Context, local store.RepoID, rev, key, localRef string) (store.Commit, error) {
+	var c store.Commit
+	err := m.coalesce(ctx, "rev:"+key, func(ctx context.Context) error {
+		var err error
+		c, err = m.record(ctx, local, rev)
+		return err
+	})
+	if err == nil && c.SHA == "" {
+		// Another request recorded it while this one waited.
+		c, err = m.store.Resolve(ctx, local, localRef)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case err == nil:
+		m.checked[key] = m.cfg.Now()
+		m.downUntil = time.Time{}
+		m.answers++
+	case errors.Is(err, ErrUnreachable):
+		m.downUntil = m.cfg.Now().Add(m.cfg.DownFor)
+	}
+	return c, err
 }
 
 // markDown takes the upstream for down for Config.DownFor, unless it
