@@ -177,7 +177,9 @@ func AnswerRange(c echo.Context, size uint64) (start, end uint64, status int, er
 			hdr.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", start, end-1, size))
 		}
 	}
-	hdr.Set(echo.HeaderContentType, "application/octet-stream")
+	if hdr.Get(echo.HeaderContentType) == "" {
+		hdr.Set(echo.HeaderContentType, "application/octet-stream")
+	}
 	hdr.Set(echo.HeaderContentLength, strconv.FormatUint(end-start, 10))
 	return start, end, status, nil
 }
@@ -193,7 +195,9 @@ func (a *lazyAnswer) Write(p []byte) (int, error) {
 	if !a.started {
 		a.started = true
 		hdr := a.c.Response().Header()
-		hdr.Set(echo.HeaderContentType, "application/octet-stream")
+		if hdr.Get(echo.HeaderContentType) == "" {
+			hdr.Set(echo.HeaderContentType, "application/octet-stream")
+		}
 		hdr.Set(echo.HeaderContentLength, strconv.FormatInt(a.size, 10))
 		a.c.Response().WriteHeader(http.StatusOK)
 	}

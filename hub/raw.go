@@ -30,7 +30,9 @@ func (h *Hub) raw(c echo.Context) error {
 	hdr := c.Response().Header()
 	hdr.Set("X-Repo-Commit", cm.SHA)
 	hdr.Set("ETag", `"`+e.GitOID+`"`)
+	userContent(hdr, filePath)
 	if e.XetHash != "" {
+		// The pointer git stores, not the file: plain text.
 		hdr.Set("X-Xet-Hash", e.XetHash)
 		hdr.Set("Content-Type", "text/plain; charset=utf-8")
 		http.ServeContent(c.Response(), c.Request(), "", time.Time{}, strings.NewReader(lfsPointer(e.SHA256, e.SizeBytes)))

@@ -29,6 +29,7 @@ func (h *Hub) resolve(c echo.Context) error {
 		return hubNotFound("EntryNotFound", "file %s not found in %s at %s", filePath, h.shown(r), cm.SHA)
 	}
 	hdr.Set("Accept-Ranges", "bytes")
+	userContent(hdr, filePath)
 	if e.SizeBytes == 0 && c.Request().Header.Get("Range") != "" {
 		// An empty file has no byte to send for a Range: the answer is 200
 		// with Content-Length: 0 (net/http's ServeContent ignores the Range

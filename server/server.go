@@ -301,12 +301,23 @@ func (s *Server) MetricsHandler() http.Handler {
 	return promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 }
 
+// noSniff marks every answer, pages, JSON and refusals included, with
+// X-Content-Type-Options: nosniff, so that a browser takes each for the
+// type it names and never runs bytes it guessed were a page or a script.
+// The answers carrying a repo's files set more (hub's userContent).
+func noSniff(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("X-Content-Type-Options", "nosniff")
+		return next(c)
+	}
+}
+
 func (s *Server) routes() *echo.Echo {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	e.HTTPErrorHandler = s.errorHandler
 	e.IPExtractor = ipExtractor(s.cfg.TrustedProxies)
-	e.Use(s.pauseRefused, s.requestID, s.requestLog, s.recoverPanics)
+	e.Use(noSniff, s.pauseRefused, s.requestID, s.requestLog, s.recoverPanics)
 
 	e.GET("/healthz", s.healthz)
 	e.GET("/readyz", s.readyz)
