@@ -222,6 +222,8 @@ func (h *Hub) commit(c echo.Context) error {
 	switch {
 	case errors.Is(err, store.ErrEntryNotFound):
 		return hubNotFound("EntryNotFound", "%v", err)
+	case errors.Is(err, store.ErrNoRepo):
+		return hubNotFound("RepoNotFound", "repository %s not found", h.shown(r))
 	case errors.Is(err, store.ErrNoBranch):
 		return hubNotFound("RevisionNotFound", "branch %s not found in %s", branch, r)
 	case errors.Is(err, store.ErrRefMoved) && parent != "":

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -64,6 +65,10 @@ var ErrEntryNotFound = fmt.Errorf("entry %w", ErrNotFound)
 // an ErrNotFound.
 var ErrNoBranch = fmt.Errorf("branch %w", ErrNotFound)
 
+// ErrNoRepo means the repo a write names is not there (it was deleted
+// while the write was checked). It is an ErrNotFound.
+var ErrNoRepo = fmt.Errorf("repo %w", ErrNotFound)
+
 // Commit applies nc's changes to the head of branch and records the result
 // as a new commit on it, which it returns. Errors, each before anything is
 // written: ErrNotBranch when branch names a tag or a ref under refs/;
@@ -81,8 +86,10 @@ func (s *Store) Commit(ctx context.Context, id RepoID, branch string, nc NewComm
 			return Commit{}, fmt.Errorf("commit to %s of %s: change %+v has no operation or path", branch, id, ch)
 		}
 	}
-	// Against the head as it is, before anything is written.
-	if _, _, err := applyToHead(ctx, s.db, id, branch, nc); err != nil {
+	// Against the head as it is, before anything is written. A head that
+	// moved under this read is no refusal of a commit without a parent:
+	// the transaction applies the changes to the head it finds.
+	if _, _, err := applyToHead(ctx, s.db, id, branch, nc); err != nil && (nc.Parent != "" || !errors.Is(err, ErrRefMoved)) {
 		return Commit{}, err
 	}
 	stored := map[string]bool{}
@@ -119,16 +126,24 @@ func (s *Store) Commit(ctx context.Context, id RepoID, branch string, nc NewComm
 		if err := insertCommit(ctx, tx, id, c); err != nil {
 			return err
 		}
-		return setRef(ctx, tx, id, branch, c.SHA)
+		if err := setRef(ctx, tx, id, branch, c.SHA); err != nil {
+			return err
+		}
+		// The ref record goes to the bucket before the index moves the
+		// ref, while this transaction holds it: the bucket is never behind
+		// what the index serves. A bucket that fails here fails the commit
+		// (the transaction rolls back, nothing is applied); only a failure
+		// of the index's own COMMIT can leave the bucket one commit ahead,
+		// a commit no client was told of, which reindex --check reports
+		// and a reindex would apply.
+		rr, _ := json.Marshal(refRecord{RepoID: id, Ref: branch, Commit: c.SHA})
+		if _, err := s.writeObject(ctx, id.prefix()+"refs/"+HashName(branch)+".json", rr, typeJSON, false); err != nil {
+			return fmt.Errorf("write ref %s: %w", branch, err)
+		}
+		return nil
 	})
 	if err != nil {
 		return Commit{}, err
-	}
-	// The ref record follows the index: reindex takes the newest commit a
-	// ref record names, so a crash here leaves the bucket one commit behind.
-	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: branch, Commit: c.SHA})
-	if _, err := s.writeObject(ctx, id.prefix()+"refs/"+HashName(branch)+".json", rr, typeJSON, false); err != nil {
-		return Commit{}, fmt.Errorf("write ref %s: %w", branch, err)
 	}
 	return c, nil
 }
@@ -161,6 +176,9 @@ func applyToHead(ctx context.Context, q queryer, id RepoID, branch string, nc Ne
 		if !errors.Is(err, sql.ErrNoRows) {
 			return Commit{}, nil, fmt.Errorf("ref %s: %w", branch, err)
 		}
+		if gone, err := repoGone(ctx, q, id); err != nil || gone {
+			return Commit{}, nil, cmp.Or(err, fmt.Errorf("%s: %w", id, ErrNoRepo))
+		}
 		return Commit{}, nil, fmt.Errorf("%s of %s: %w", branch, id, ErrNoBranch)
 	}
 	if err != nil {
@@ -173,6 +191,15 @@ func applyToHead(ctx context.Context, q queryer, id RepoID, branch string, nc Ne
 	var blob []byte
 	err = q.QueryRowContext(ctx, `SELECT tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`,
 		id.Tenant, id.Type, id.Name, sha).Scan(&blob)
+	if errors.Is(err, sql.ErrNoRows) {
+		// Read outside a transaction (Commit's check before it writes),
+		// the head can go between the two reads: the repo was deleted, or
+		// the branch moved and its old head was dropped.
+		if gone, err := repoGone(ctx, q, id); err != nil || gone {
+			return Commit{}, nil, cmp.Or(err, fmt.Errorf("%s: %w", id, ErrNoRepo))
+		}
+		return Commit{}, nil, fmt.Errorf("head %s of %s moved while the commit was checked: %w", sha, branch, ErrRefMoved)
+	}
 	if err != nil {
 		return Commit{}, nil, fmt.Errorf("head %s of %s: %w", sha, branch, err)
 	}
@@ -184,6 +211,16 @@ func applyToHead(ctx context.Context, q queryer, id RepoID, branch string, nc Ne
 		return Commit{}, nil, fmt.Errorf("commit to %s of %s: %w", branch, id, err)
 	}
 	return head, tree, nil
+}
+
+// repoGone reports whether the repo id is not in the index.
+func repoGone(ctx context.Context, q queryer, id RepoID) (bool, error) {
+	var one int
+	err := q.QueryRowContext(ctx, `SELECT 1 FROM repos WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return true, nil
+	}
+	return false, err
 }
 
 // applyChanges applies changes in order to tree (which it does not change)

@@ -17,6 +17,10 @@
 //   - a new owner is written in the order xorb object, owner record in the
 //     bucket, index transaction, so a crash leaves the index behind the bucket,
 //     never ahead of it;
+//   - a repo's records (repo.json last) and a commit's ref record are
+//     written inside the index transaction that claims the name or moves
+//     the ref: the bucket is never behind what the index serves, and of
+//     writers racing for one name or ref only the one that holds it writes;
 //   - a xorb object is written only where none is (create-if-absent) and is
 //     never replaced or deleted by an upload, so the layout the index has
 //     for a xorb is the layout of the bytes in the bucket, across every

@@ -177,10 +177,6 @@ func (s *Store) createRepo(ctx context.Context, id RepoID, visibility string, pr
 	if err := s.clearMoveRecord(ctx, id); err != nil {
 		return Repo{}, err
 	}
-	rec, _ := json.Marshal(r)
-	if _, err := s.writeObject(ctx, id.prefix()+"repo.json", rec, typeJSON, false); err != nil {
-		return Repo{}, fmt.Errorf("create repo %s: %w", id, err)
-	}
 	tree := append([]TreeEntry(nil), initial...)
 	sort.Slice(tree, func(i, j int) bool { return tree[i].Path < tree[j].Path })
 	blobs := make([]string, 0, len(tree))
@@ -192,14 +188,20 @@ func (s *Store) createRepo(ctx context.Context, id RepoID, visibility string, pr
 	}
 	c := Commit{Summary: "initial commit", Created: now, Tree: tree}
 	c.SHA = commitSHA(c)
-	if err := s.writeCommitRecords(ctx, id, "main", c); err != nil {
-		return Repo{}, err
-	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		// The name is taken in the transaction, and the bucket's records
+		// are written while it holds the name: of creators racing for one
+		// name exactly one writes them and succeeds, the others are
+		// ErrRepoExists and write nothing (the index's repo row is the
+		// claim; PostgreSQL's unique key makes a second inserter wait,
+		// then fail and run again).
+		if err := repoTaken(ctx, tx, id); err != nil {
+			return err
+		}
 		if err := touchTx(ctx, tx, now.Unix(), blobs...); err != nil {
 			return err
 		}
-		if err := insertRepo(ctx, tx, r); err != nil {
+		if err := claimRepo(ctx, tx, r); err != nil {
 			return err
 		}
 		if err := deleteMove(ctx, tx, id); err != nil {
@@ -208,8 +210,16 @@ func (s *Store) createRepo(ctx context.Context, id RepoID, visibility string, pr
 		if err := insertCommit(ctx, tx, id, c); err != nil {
 			return err
 		}
-		return setRef(ctx, tx, id, "main", c.SHA)
+		if err := setRef(ctx, tx, id, "main", c.SHA); err != nil {
+			return err
+		}
+		// repo.json last: a failure before it leaves records reindex
+		// ignores.
+		return s.writeRepoRecords(ctx, r, repoHistory{commits: []Commit{c}, refs: map[string]string{"main": c.SHA}})
 	})
+	if err != nil {
+		return Repo{}, err
+	}
 	return r, err
 }
 
@@ -225,14 +235,35 @@ func (s *Store) writeCommitRecords(ctx context.Context, id RepoID, ref string, c
 	return nil
 }
 
+// insertRepo indexes r; a repo of its id already there stays as it is
+// (claimRepo refuses it instead).
 func insertRepo(ctx context.Context, tx *sql.Tx, r Repo) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO repos(tenant, type, name, private, created, visibility, gated) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+	_, err := insertRepoRow(ctx, tx, r)
+	return err
+}
+
+// claimRepo indexes r, a new repo: ErrRepoExists when its id is taken,
+// also by a transaction that committed since this one looked.
+func claimRepo(ctx context.Context, tx *sql.Tx, r Repo) error {
+	n, err := insertRepoRow(ctx, tx, r)
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%s: %w", r.RepoID, ErrRepoExists)
+	}
+	return err
+}
+
+func insertRepoRow(ctx context.Context, tx *sql.Tx, r Repo) (int64, error) {
+	res, err := tx.ExecContext(ctx, `INSERT INTO repos(tenant, type, name, private, created, visibility, gated) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 		r.Tenant, r.Type, r.Name, boolInt(r.Private), r.Created.Unix(), r.Visibility, r.Gated)
 	if err != nil {
-		return fmt.Errorf("index repo %s: %w", r.RepoID, err)
+		return 0, fmt.Errorf("index repo %s: %w", r.RepoID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
 	}
 	_, err = tx.ExecContext(ctx, `INSERT INTO tenants(name) VALUES (?) ON CONFLICT DO NOTHING`, r.Tenant)
-	return err
+	return n, err
 }
 
 func insertCommit(ctx context.Context, tx *sql.Tx, id RepoID, c Commit) error {

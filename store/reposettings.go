@@ -370,9 +370,6 @@ func (s *Store) DuplicateRepo(ctx context.Context, from, to RepoID, visibility s
 	if err := s.clearMoveRecord(ctx, to); err != nil {
 		return Repo{}, err
 	}
-	if err := s.writeRepoRecords(ctx, dup, h); err != nil {
-		return Repo{}, err
-	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if err := repoTaken(ctx, tx, to); err != nil {
 			return err
@@ -396,13 +393,18 @@ func (s *Store) DuplicateRepo(ctx context.Context, from, to RepoID, visibility s
 				}
 			}
 		}
-		if err := insertRepo(ctx, tx, dup); err != nil {
+		if err := claimRepo(ctx, tx, dup); err != nil {
 			return err
 		}
 		if err := deleteMove(ctx, tx, to); err != nil {
 			return err
 		}
-		return insertHistory(ctx, tx, to, h, s.now().Unix())
+		if err := insertHistory(ctx, tx, to, h, s.now().Unix()); err != nil {
+			return err
+		}
+		// The bucket's records while the transaction holds the name (as
+		// createRepo): one of two racing duplicates writes them.
+		return s.writeRepoRecords(ctx, dup, h)
 	})
 	return dup, err
 }

@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,6 +35,27 @@ type Env struct {
 	URL    string // the server's base URL, without a trailing slash
 	Store  *store.Store
 	Server *server.Server
+	Dir    string // the store's data directory (New's); "" for Serve's
+	Logs   *Logs  // what the server logged at WARN and above (text handler)
+}
+
+// Logs is a server's log, safe for concurrent writes.
+type Logs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *Logs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String is everything logged so far.
+func (l *Logs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 // Config is the configuration New starts from: the documented default
@@ -58,11 +80,31 @@ func Config() server.Config {
 // and closes its store.
 func New(tb testing.TB, mutate ...func(*server.Config)) *Env {
 	tb.Helper()
-	st, err := store.Open(context.Background(), store.DirConfig(tb.TempDir()))
+	dir := tb.TempDir()
+	st, err := store.Open(context.Background(), store.DirConfig(dir))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return Serve(tb, st, mutate...)
+	e := Serve(tb, st, mutate...)
+	e.Dir = dir
+	return e
+}
+
+// IndexAgrees fails the test unless reindex --check finds the index and
+// the bucket of New's store in agreement.
+func (e *Env) IndexAgrees() {
+	e.TB.Helper()
+	if e.Dir == "" {
+		e.TB.Fatal("IndexAgrees needs the store New opened")
+	}
+	cfg := store.DirConfig(e.Dir)
+	diffs, err := store.CheckIndex(context.Background(), store.ReindexConfig{IndexPath: cfg.IndexPath, BucketURL: cfg.BucketURL})
+	if err != nil {
+		e.TB.Fatal(err)
+	}
+	for _, d := range diffs {
+		e.TB.Errorf("reindex --check: %s", d)
+	}
 }
 
 // Serve is New over st, a store the caller opened (and that tb's cleanup
@@ -73,7 +115,8 @@ func Serve(tb testing.TB, st *store.Store, mutate ...func(*server.Config)) *Env 
 	for _, m := range mutate {
 		m(&cfg)
 	}
-	srv, err := server.New(cfg, st, slog.New(slog.NewTextHandler(io.Discard, nil)), prometheus.NewRegistry())
+	logs := &Logs{}
+	srv, err := server.New(cfg, st, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})), prometheus.NewRegistry())
 	if err != nil {
 		st.Close()
 		tb.Fatal(err)
@@ -83,7 +126,7 @@ func Serve(tb testing.TB, st *store.Store, mutate ...func(*server.Config)) *Env 
 		hs.Close()
 		st.Close()
 	})
-	return &Env{TB: tb, URL: hs.URL, Store: st, Server: srv}
+	return &Env{TB: tb, URL: hs.URL, Store: st, Server: srv, Logs: logs}
 }
 
 // Credential makes a credential of tenant and returns its token.
