@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"github.com/labstack/echo/v4"
 
@@ -276,6 +277,10 @@ func storeMeaning(err error) *apiError {
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "tenant names match [a-z0-9][a-z0-9._-]{0,62}", Cause: err}
 	case errors.Is(err, store.ErrRepoExists), errors.Is(err, store.ErrRefMoved):
 		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another change got there first; read the current state and retry", Cause: err}
+	case errors.Is(err, store.ErrNoSpace), errors.Is(err, syscall.ENOSPC):
+		return &apiError{Status: http.StatusInsufficientStorage, Code: "insufficient_storage", Cause: err,
+			Message: "the server's storage is full: it could not store what this request sent",
+			Hint:    "the request changed nothing; tell the operator (the server logged the cause), and retry once room is freed"}
 	case errors.Is(err, store.ErrIndexInUse):
 		return &apiError{Status: 503, Code: "unavailable", RetryAfter: 1, Message: errText(err), Hint: "the index is being rebuilt; retry shortly", Cause: err}
 	case errors.Is(err, store.ErrIndexLockLost):
@@ -393,6 +398,13 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	setRefusal(c, ae)
 	s.metrics.refusalCodes.WithLabelValues(ae.Code).Inc()
+	switch {
+	case ae.Code == "insufficient_storage":
+		s.log.Error("storage full", "method", c.Request().Method, "path", c.Request().URL.Path, "request_id", requestIDOf(c), "err", err)
+	case ae.Status == http.StatusServiceUnavailable && errors.Is(err, store.ErrUnavailable):
+		// Its cause in the log: which store failed, and how.
+		s.log.Warn("storage unavailable", "method", c.Request().Method, "path", c.Request().URL.Path, "request_id", requestIDOf(c), "err", err)
+	}
 	if ae.Status >= 500 && ae.Code == "internal" {
 		if gone := c.Request().Context().Err(); gone != nil && errors.Is(err, gone) {
 			// The client went away (cancelled, disconnected) before its

@@ -321,6 +321,12 @@ func pgRetry(err error) bool {
 // pgErr marks a PostgreSQL error with ErrUnavailable when a retry may cure
 // it: the server unreachable, shutting down, out of resources, a lock not
 // granted within the busy timeout, a transaction that kept losing.
+// pgDiskFull reports whether err is PostgreSQL's disk_full (53100).
+func pgDiskFull(err error) bool {
+	pe, ok := errors.AsType[*pgconn.PgError](err)
+	return ok && pe.Code == "53100"
+}
+
 func pgErr(err error) error {
 	if pe, ok := errors.AsType[*pgconn.PgError](err); ok {
 		switch {

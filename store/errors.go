@@ -4,6 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"syscall"
 
 	"gocloud.dev/gcerrors"
 	"modernc.org/sqlite"
@@ -41,10 +42,34 @@ var ErrIndexLockLost = errors.New("index lock lost")
 // It wraps the cause (errors.Is/As reach both).
 var ErrUnavailable = errors.New("storage unavailable")
 
+// ErrNoSpace means the index or the bucket has no room left for a write
+// (ENOSPC on a file, SQLite's "database or disk is full", PostgreSQL's
+// disk_full, MinIO's storage full). The write changed nothing; it may
+// succeed once the operator frees room. It wraps the cause.
+var ErrNoSpace = errors.New("no space left in storage")
+
+// noSpace reports whether err says the storage under it is full.
+func noSpace(err error) bool {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return true
+	}
+	if se, ok := errors.AsType[*sqlite.Error](err); ok && se.Code()&0xff == sqlite3.SQLITE_FULL {
+		return true
+	}
+	switch s3ErrorCode(err) {
+	case "XMinioStorageFull", "XMinioAdminBucketQuotaExceeded":
+		return true
+	}
+	return pgDiskFull(err) // engine.go
+}
+
 // dbErr marks an index error with ErrUnavailable when a retry may cure it.
 func dbErr(err error) error {
-	if err == nil || err == sql.ErrNoRows || errors.Is(err, ErrUnavailable) {
+	if err == nil || err == sql.ErrNoRows || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoSpace) {
 		return err // ErrNoRows: every index miss, as it is
+	}
+	if noSpace(err) {
+		return fmt.Errorf("%w: index: %w", ErrNoSpace, err)
 	}
 	se, ok := errors.AsType[*sqlite.Error](err)
 	if !ok {
@@ -62,8 +87,11 @@ func dbErr(err error) error {
 // transport or service failure (not NotFound, not a refused precondition,
 // argument or permission).
 func bucketErr(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) {
+	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoSpace) {
 		return err
+	}
+	if noSpace(err) {
+		return fmt.Errorf("%w: bucket: %w", ErrNoSpace, err)
 	}
 	if s3ErrorCode(err) != "" { // gocloud calls most S3 refusals Unknown (s3.go)
 		return s3Err(err)

@@ -205,8 +205,11 @@ func s3ErrorCode(err error) string {
 // retry does not cure (a missing bucket or key, a refused precondition, an
 // argument, the credentials) or the caller's context ended.
 func s3Err(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) {
+	if errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoSpace) {
 		return err
+	}
+	if noSpace(err) {
+		return fmt.Errorf("%w: bucket: %w", ErrNoSpace, err)
 	}
 	switch s3ErrorCode(err) {
 	case "NoSuchBucket", "NoSuchKey", "NotFound", "PreconditionFailed", "InvalidRange",
