@@ -110,7 +110,7 @@ func (h *Hub) deleteTag(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	tag := unescape(c.Param("rev"))
+	tag := param(c, "rev")
 	if err := h.store.DeleteRef(c.Request().Context(), r, store.TagRef(tag)); err != nil {
 		if errors.Is(err, store.ErrNotFound) {
 			return refNotFound("tag", tag, r)

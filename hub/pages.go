@@ -118,13 +118,13 @@ type fileRow struct {
 }
 
 func (h *Hub) repoPage(c echo.Context) error {
-	ns, name := unescape(c.Param("ns")), unescape(c.Param("name"))
+	ns, name := param(c, "ns"), param(c, "name")
 	if h.reservedNamespace(ns) {
 		return apiMiss(c)
 	}
 	typ := repoTypeOfPath(c.Request().URL.Path)
-	rev := unescape(c.Param("rev"))
-	sub := strings.Trim(unescape(c.Param("*")), "/")
+	rev := param(c, "rev")
+	sub := strings.Trim(param(c, "*"), "/")
 	flag := ""
 	if typ != "model" {
 		flag = " --repo-type " + typ

@@ -22,7 +22,7 @@ func (h *Hub) raw(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	filePath := unescape(c.Param("*"))
+	filePath := param(c, "*")
 	e, ok := cm.Entry(filePath)
 	if !ok {
 		return hubNotFound("EntryNotFound", "file %s not found in %s at %s", filePath, r, cm.SHA)

@@ -98,8 +98,17 @@ func (h *Hub) repoRoutes(e *echo.Echo) {
 	}
 }
 
-// unescape decodes a path parameter (revisions arrive as refs%2Fpr%2F1).
-func unescape(v string) string {
+// param is the path parameter name of c's route, decoded once. Echo
+// matches a request on its raw path when the client escaped more than Go
+// would (RawPath is set: "refs%2Fheads%2Fmain"), and then hands the
+// parameter over escaped; otherwise the path it matched is decoded
+// already, and decoding it again would read a file named
+// "percent%2e%2e.txt" as "percent...txt".
+func param(c echo.Context, name string) string {
+	v := c.Param(name)
+	if c.Request().URL.RawPath == "" {
+		return v
+	}
 	if u, err := url.PathUnescape(v); err == nil {
 		return u
 	}
@@ -108,7 +117,7 @@ func unescape(v string) string {
 
 // revision maps the client's revision names to a ref or commit.
 func revision(c echo.Context) string {
-	rev := unescape(c.Param("rev"))
+	rev := param(c, "rev")
 	if rev == "" || rev == "None" {
 		return "main"
 	}
@@ -143,7 +152,7 @@ const (
 // someone else.
 func (h *Hub) repoID(c echo.Context, typ string, acc access) (store.RepoID, error) {
 	id := h.cfg.Principal(c)
-	r := store.RepoID{Tenant: unescape(c.Param("ns")), Type: typ, Name: unescape(c.Param("name"))}
+	r := store.RepoID{Tenant: param(c, "ns"), Type: typ, Name: param(c, "name")}
 	repo, err := h.store.Repo(c.Request().Context(), r)
 	if errors.Is(err, store.ErrNotFound) {
 		// Not a repo here: perhaps one of the mirror's upstream (mirror.go).
@@ -344,6 +353,11 @@ func (h *Hub) deleteRepo(c echo.Context) error {
 	if req.Organization != nil && *req.Organization != "" {
 		ns = *req.Organization
 	}
+	if before, after, ok := strings.Cut(req.Name, "/"); ok {
+		// A whole repo id, as create takes it: its namespace is the one
+		// named, not the caller's.
+		ns, req.Name = before, after
+	}
 	typ := req.Type
 	if typ == "" {
 		typ = "model"
@@ -445,7 +459,9 @@ func (h *Hub) createBranch(c echo.Context) error {
 		StartingPoint string `json:"startingPoint"`
 	}
 	json.NewDecoder(io.LimitReader(c.Request().Body, 1<<20)).Decode(&req)
-	branch := revision(c)
+	// The name as sent: refs/heads/x is not stripped to x (revision does
+	// that for a ref to read), it is refused as no branch name.
+	branch := param(c, "rev")
 	if err := store.ValidRefName(branch); err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func (h *Hub) resolve(c echo.Context) error {
 	}
 	hdr := c.Response().Header()
 	hdr.Set("X-Repo-Commit", cm.SHA)
-	filePath := unescape(c.Param("*"))
+	filePath := param(c, "*")
 	e, ok := cm.Entry(filePath)
 	if !ok {
 		return hubNotFound("EntryNotFound", "file %s not found in %s at %s", filePath, h.shown(r), cm.SHA)

@@ -76,7 +76,7 @@ func (h *Hub) tree(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	dir := unescape(c.Param("*"))
+	dir := param(c, "*")
 	items := treeItems(cm, dir, c.QueryParam("recursive") == "true" || c.QueryParam("recursive") == "1")
 	if dir != "" && len(items) == 0 {
 		return hubNotFound("EntryNotFound", "path %s not found in %s at %s", dir, r, cm.SHA)

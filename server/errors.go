@@ -301,6 +301,8 @@ func storeMeaning(err error) *apiError {
 		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another process is collecting; try again when its pass is done", Cause: err}
 	case errors.Is(err, store.ErrNotBranch):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "commit to, squash or delete a branch (main cannot be deleted); a tag can only be created or deleted", Cause: err}
+	case errors.Is(err, store.ErrPathClash):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "a path is a file or a folder, not both: delete the file before adding files under its name, or the folder before adding a file of its name", Cause: err}
 	case errors.Is(err, store.ErrBadRefName):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "branch and tag names follow git check-ref-format: at most 200 bytes, no space, control character, ~ ^ : ? * [ \\, '..', '@{' or '//', no component starting with '.' or ending in '.lock', no refs/ prefix, not 40 hex digits", Cause: err}
 	case errors.Is(err, store.ErrBadSetting):

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path"
 	"sort"
 	"strings"
 )
@@ -238,19 +239,17 @@ func applyChanges(tree []TreeEntry, changes []Change) ([]TreeEntry, error) {
 			e.Path = ch.Path
 			files[ch.Path] = e
 		case DeleteFile:
-			if _, ok := files[ch.Path]; !ok {
+			if _, ok := files[ch.Path]; ok {
+				delete(files, ch.Path)
+				continue
+			}
+			// A deletedFile naming a folder deletes the folder, as the
+			// Hub does (huggingface_hub's delete_file of a folder's path).
+			if deleteFolder(files, ch.Path) == 0 {
 				return nil, fmt.Errorf("no file %s to delete: %w", ch.Path, ErrEntryNotFound)
 			}
-			delete(files, ch.Path)
 		case DeleteFolder:
-			prefix, n := ch.Path+"/", 0
-			for p := range files {
-				if strings.HasPrefix(p, prefix) {
-					delete(files, p)
-					n++
-				}
-			}
-			if n == 0 {
+			if deleteFolder(files, ch.Path) == 0 {
 				return nil, fmt.Errorf("no folder %s to delete: %w", ch.Path, ErrEntryNotFound)
 			}
 		default:
@@ -262,7 +261,44 @@ func applyChanges(tree []TreeEntry, changes []Change) ([]TreeEntry, error) {
 		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	if err := fileFolderClash(out); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// deleteFolder deletes every file under folder dir from files and returns
+// how many it deleted.
+func deleteFolder(files map[string]TreeEntry, dir string) int {
+	prefix, n := dir+"/", 0
+	for p := range files {
+		if strings.HasPrefix(p, prefix) {
+			delete(files, p)
+			n++
+		}
+	}
+	return n
+}
+
+// ErrPathClash means a tree would hold a file and a folder of one name
+// (fd and fd/child): git cannot record it and no client can check it out.
+var ErrPathClash = errors.New("a file and a folder of one name")
+
+// fileFolderClash refuses a tree, sorted by path, in which a file's path
+// is also a folder of another file's.
+func fileFolderClash(tree []TreeEntry) error {
+	files := make(map[string]bool, len(tree))
+	for _, e := range tree {
+		files[e.Path] = true
+	}
+	for _, e := range tree {
+		for dir := path.Dir(e.Path); dir != "."; dir = path.Dir(dir) {
+			if files[dir] {
+				return fmt.Errorf("%w: %s is a file, so %s cannot be in a folder of that name", ErrPathClash, dir, e.Path)
+			}
+		}
+	}
+	return nil
 }
 
 // checkNewTree is Commit's hook, in its transaction: every xet file the new

@@ -34,7 +34,7 @@ func TestApplyChanges(t *testing.T) {
 		{"add then delete", []Change{put("n", "6"), del("n")}, head},
 		{"delete then add", []Change{del("a.txt"), put("a.txt", "7")}, []TreeEntry{e("a.txt", "7"), e("d/x", "2"), e("d/y/z", "3"), e("dd", "4")}},
 		{"missing file", []Change{del("nope")}, nil},
-		{"a folder is not a file", []Change{del("d")}, nil},
+		{"a file's deletion naming a folder deletes the folder, as the Hub's", []Change{del("d")}, []TreeEntry{e("a.txt", "1"), e("dd", "4")}},
 		{"a file is not a folder", []Change{delDir("a.txt")}, nil},
 		{"missing folder", []Change{delDir("e")}, nil},
 		{"deleted twice", []Change{del("a.txt"), del("a.txt")}, nil},
@@ -54,6 +54,20 @@ func TestApplyChanges(t *testing.T) {
 		if diff := cmp.Diff(c.want, got); diff != "" {
 			t.Errorf("%s:\n%s", c.name, diff)
 		}
+	}
+	// A file and a folder of one name cannot both be: ErrPathClash.
+	for name, changes := range map[string][]Change{
+		"a file under a file":             {put("a.txt/x", "5")},
+		"a file named as a folder":        {put("d", "5")},
+		"a file named as a nested folder": {put("d/y", "5")},
+		"a folder under a new file":       {put("n", "5"), put("n/m/o", "6")},
+	} {
+		if _, err := applyChanges(head, changes); !errors.Is(err, ErrPathClash) {
+			t.Errorf("%s: %v, want ErrPathClash", name, err)
+		}
+	}
+	if got, err := applyChanges(head, []Change{del("a.txt"), put("a.txt/x", "5")}); err != nil || len(got) != 4 {
+		t.Errorf("a file replaced by a folder of its name: %v %v", got, err)
 	}
 	if head[0].Path != "a.txt" || len(head) != 4 {
 		t.Fatalf("applyChanges changed its input: %v", head)

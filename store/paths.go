@@ -12,7 +12,8 @@ const MaxRepoPathBytes = 1024
 // PathProblem is why p cannot name a file or folder in a repo, or "" when
 // it can: a path is 1 to MaxRepoPathBytes bytes of UTF-8 without control
 // characters (NUL, newlines, DEL), its components separated by single "/",
-// none of them ".", ".." or ".git"; it neither starts nor ends with "/".
+// none of them ".", ".." or ".git", also when split again at a backslash (a
+// Windows client's separator); it neither starts nor ends with "/".
 // Every tree openxet records obeys it: a commit's (hub) and a mirrored
 // upstream's (mirror), so that no client writes outside its target folder
 // or into a git work tree's .git.
@@ -33,13 +34,18 @@ func PathProblem(p string) string {
 		}
 	}
 	for _, part := range strings.Split(p, "/") {
-		switch part {
-		case "":
+		if part == "" {
 			return `the path has an empty component ("//")`
-		case ".", "..":
-			return fmt.Sprintf("the path has a %q component", part)
-		case ".git":
-			return `the path has a ".git" component`
+		}
+		// A backslash separates folders on Windows, where a client
+		// writes the file: "..\x" climbs out of the target folder there.
+		for _, sub := range strings.Split(part, `\`) {
+			switch sub {
+			case ".", "..":
+				return fmt.Sprintf("the path has a %q component (folders are separated by / and, on Windows, \\)", sub)
+			case ".git":
+				return `the path has a ".git" component`
+			}
 		}
 	}
 	return ""
