@@ -155,6 +155,16 @@ func (h *Hub) repoID(c echo.Context, typ string, acc access) (store.RepoID, erro
 	r := store.RepoID{Tenant: param(c, "ns"), Type: typ, Name: param(c, "name")}
 	repo, err := h.store.Repo(c.Request().Context(), r)
 	if errors.Is(err, store.ErrNotFound) {
+		// The Hub takes Org/Name and org/name for one repo: the answers
+		// name it as it was created.
+		if folded, ferr := h.store.FoldRepoID(c.Request().Context(), r); ferr == nil {
+			r = folded
+			repo, err = h.store.Repo(c.Request().Context(), r)
+		} else if !errors.Is(ferr, store.ErrNotFound) {
+			return r, ferr
+		}
+	}
+	if errors.Is(err, store.ErrNotFound) {
 		// Not a repo here: perhaps one of the mirror's upstream (mirror.go).
 		local, ok, merr := h.mirrorRepo(c, r, acc, id)
 		if merr != nil {
@@ -331,7 +341,11 @@ func (h *Hub) createRepo(c echo.Context) error {
 	if _, err := h.store.CreateRepoWith(c.Request().Context(), r, vis, initial); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
 			// huggingface_hub's create_repo(exist_ok=True) reads the url of
-			// the 409 answer.
+			// the 409 answer: the repo's as created, when the name asked
+			// differs from it only in letter case.
+			if have, ferr := h.store.FoldRepoID(c.Request().Context(), r); ferr == nil {
+				body = map[string]any{"url": h.repoURL(c, have), "id": have.String(), "name": have.String()}
+			}
 			return &ExistsError{Message: "You already created this " + typ + " repo", Fields: body, Cause: err}
 		}
 		return err

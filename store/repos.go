@@ -293,8 +293,26 @@ func (s *Store) Repo(ctx context.Context, id RepoID) (Repo, error) {
 	return r, nil
 }
 
-// Resolve returns the commit a revision names: a ref (branch) or a commit
-// sha of the repo. ErrNotFound when it names neither.
+// FoldRepoID is the id of the repo that id names when letter case is not
+// looked at: the Hub takes Org/Name and org/name for one repo, and so does
+// openxet (a second repo whose name differs only in case cannot be
+// created: repoTaken). ErrNotFound when there is none.
+func (s *Store) FoldRepoID(ctx context.Context, id RepoID) (RepoID, error) {
+	out := RepoID{Tenant: strings.ToLower(id.Tenant), Type: id.Type}
+	err := s.queryRow(ctx, `SELECT name FROM repos WHERE tenant = ? AND type = ? AND lower(name) = lower(?) ORDER BY name LIMIT 1`,
+		out.Tenant, id.Type, id.Name).Scan(&out.Name)
+	if errors.Is(err, sql.ErrNoRows) {
+		return RepoID{}, fmt.Errorf("repo %s: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return RepoID{}, fmt.Errorf("repo %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// Resolve returns the commit a revision names: a branch, a tag, a commit
+// sha of the repo, or the first 7 or more hex digits of exactly one of its
+// commit ids. ErrNotFound when it names none.
 func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, error) {
 	sha := rev
 	var head string
@@ -305,6 +323,30 @@ func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, err
 		sha = head
 	} else if !errors.Is(err, sql.ErrNoRows) {
 		return Commit{}, fmt.Errorf("ref %s: %w", rev, err)
+	} else if shortSHA(rev) {
+		// An abbreviated commit id (git's 7 hex digits, or more) names
+		// the one commit of the repo it starts, if only one does.
+		rows, err := s.query(ctx, `SELECT sha FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha >= ? AND sha < ? LIMIT 2`,
+			id.Tenant, id.Type, id.Name, rev, rev+"g")
+		if err != nil {
+			return Commit{}, fmt.Errorf("revision %s: %w", rev, err)
+		}
+		var found []string
+		for rows.Next() {
+			var full string
+			if err := rows.Scan(&full); err != nil {
+				rows.Close()
+				return Commit{}, err
+			}
+			found = append(found, full)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return Commit{}, err
+		}
+		if len(found) == 1 {
+			sha = found[0]
+		}
 	}
 	var (
 		c       Commit
@@ -324,6 +366,20 @@ func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, err
 		return Commit{}, fmt.Errorf("tree of %s: %w", sha, err)
 	}
 	return c, nil
+}
+
+// shortSHA reports whether rev may be an abbreviated commit id: 7 to 39
+// lowercase hex digits.
+func shortSHA(rev string) bool {
+	if len(rev) < 7 || len(rev) >= 40 {
+		return false
+	}
+	for _, c := range rev {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // DeleteRepo removes a repo and releases the files its revisions

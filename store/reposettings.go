@@ -207,10 +207,21 @@ func (s *Store) checkTarget(ctx context.Context, to RepoID) error {
 
 // repoTaken reports, inside tx, whether a repo named to exists.
 func repoTaken(ctx context.Context, tx *sql.Tx, to RepoID) error {
-	var one int
-	err := tx.QueryRowContext(ctx, `SELECT 1 FROM repos WHERE tenant = ? AND type = ? AND name = ?`, to.Tenant, to.Type, to.Name).Scan(&one)
-	if err == nil {
+	return repoTakenBut(ctx, tx, to, RepoID{})
+}
+
+// repoTakenBut is repoTaken for a name that may be taken by except (a repo
+// renamed to its own name in another case). A name is taken by a repo of
+// the same name in any letter case (FoldRepoID).
+func repoTakenBut(ctx context.Context, tx *sql.Tx, to, except RepoID) error {
+	var name string
+	err := tx.QueryRowContext(ctx, `SELECT name FROM repos WHERE tenant = ? AND type = ? AND lower(name) = lower(?) AND name <> ?`,
+		to.Tenant, to.Type, to.Name, except.Name).Scan(&name)
+	if err == nil && name == to.Name {
 		return fmt.Errorf("%s: %w", to, ErrRepoExists)
+	}
+	if err == nil {
+		return fmt.Errorf("%s: %w: %s/%s differs from it only in letter case", to, ErrRepoExists, to.Tenant, name)
 	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
@@ -244,7 +255,7 @@ func (s *Store) MoveRepo(ctx context.Context, from, to RepoID) (Repo, error) {
 		return Repo{}, err
 	}
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		if err := repoTaken(ctx, tx, to); err != nil {
+		if err := repoTakenBut(ctx, tx, to, from); err != nil {
 			return err
 		}
 		if err := insertMove(ctx, tx, from, to.Name); err != nil {
