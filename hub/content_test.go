@@ -1,6 +1,7 @@
 package hub_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -77,6 +78,35 @@ func TestUserContentIsNotAPage(t *testing.T) {
 	for _, p := range []string{"/", "/alice/m", "/api/models/alice/m", "/alice/m/resolve/main/nope.html", "/nobody/none"} {
 		if r := e.Do("GET", p, "", nil); r.Header.Get("X-Content-Type-Options") != "nosniff" {
 			t.Errorf("GET %s: %d, X-Content-Type-Options %q", p, r.Status, r.Header.Get("X-Content-Type-Options"))
+		}
+	}
+}
+
+// TestAnswersAboutUserContentKeepTheirType: the answers of resolve that are
+// not the file's bytes carry their own type, not the file's: the Xet file
+// info @huggingface/hub asks for (it reads the size from X-Linked-Size only
+// under application/vnd.xet-fileinfo+json, and fails without it) and a
+// refusal, which is JSON and no attachment.
+func TestAnswersAboutUserContentKeepTheirType(t *testing.T) {
+	e := newEnv(t)
+	alice := e.Credential("alice", "write")
+	e.createRepoJSON(alice, `{"name":"m"}`)
+	line, data := e.xetFileLine(alice, "w.bin", 3)
+	if r := e.commitLines(alice, "alice/m", line); r.Status != 200 {
+		t.Fatalf("commit: %d %s", r.Status, r.Body)
+	}
+	r := e.Do("GET", "/alice/m/resolve/main/w.bin", alice, nil,
+		"Range: bytes=0-0", "Accept: application/vnd.xet-fileinfo+json, */*")
+	if r.Status != 200 || r.Header.Get("Content-Type") != "application/vnd.xet-fileinfo+json" ||
+		r.Header.Get("X-Linked-Size") != strconv.Itoa(len(data)) || r.Header.Get("Content-Disposition") != "" {
+		t.Errorf("file info: %d Content-Type %q X-Linked-Size %q Content-Disposition %q", r.Status,
+			r.Header.Get("Content-Type"), r.Header.Get("X-Linked-Size"), r.Header.Get("Content-Disposition"))
+	}
+	for _, method := range []string{"GET", "HEAD"} {
+		r = e.Do(method, "/alice/m/resolve/main/w.bin", alice, nil, "Range: bytes=999999999-")
+		if r.Status != 416 || r.Header.Get("Content-Type") != "application/json" || r.Header.Get("Content-Disposition") != "" {
+			t.Errorf("%s unsatisfiable range: %d Content-Type %q Content-Disposition %q %s", method, r.Status,
+				r.Header.Get("Content-Type"), r.Header.Get("Content-Disposition"), r.Body)
 		}
 	}
 }

@@ -65,6 +65,11 @@ func (h *Hub) resolve(c echo.Context) error {
 	hdr.Set("Link", "<"+auth+`>; rel="xet-auth", <`+recon+`>; rel="xet-reconstruction-info"`)
 	hdr.Set("X-Xet-Refresh-Route", auth)
 	if strings.Contains(c.Request().Header.Get("Accept"), "application/vnd.xet-fileinfo+json") {
+		// The answer is about the file, not its bytes: its own type (echo's
+		// Blob keeps a Content-Type already set, and @huggingface/hub reads
+		// the size from X-Linked-Size only under this one).
+		hdr.Set("Content-Type", "application/vnd.xet-fileinfo+json")
+		hdr.Del("Content-Disposition")
 		return c.Blob(http.StatusOK, "application/vnd.xet-fileinfo+json", mustJSON(map[string]any{
 			"hash": e.XetHash, "size": e.SizeBytes, "etag": e.SHA256, "refreshUrl": auth, "reconstructionUrl": recon}))
 	}

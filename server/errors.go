@@ -435,6 +435,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	for k, v := range ae.Headers {
 		h.Set(k, v)
 	}
+	// A refusal is JSON whatever a handler had set for the answer it
+	// meant to give (a user file's type and disposition): echo's Blob
+	// keeps a Content-Type already set.
+	h.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	h.Del("Content-Disposition")
 	if c.Request().Method == http.MethodHead {
 		c.NoContent(ae.Status)
 		return
