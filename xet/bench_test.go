@@ -365,3 +365,25 @@ func jsonText(seed uint64, n int) []byte {
 	}
 	return b[:n]
 }
+
+// BG4 un-grouping alone, over one 64 KiB chunk: the current code, its
+// portable path, and the byte-at-a-time reference it replaced (issue 50).
+func BenchmarkBG4Regroup(b *testing.B) {
+	g := bg4Split(bf16Weights(11, 64<<10))
+	out := make([]byte, len(g))
+	for _, f := range []struct {
+		name string
+		fn   func(g, out []byte)
+	}{
+		{"current", bg4Regroup},
+		{"portable", func(g, out []byte) { regroupBG4(g, out, false) }},
+		{"reference", bg4RegroupRef},
+	} {
+		b.Run(f.name, func(b *testing.B) {
+			b.SetBytes(int64(len(g)))
+			for b.Loop() {
+				f.fn(g, out)
+			}
+		})
+	}
+}

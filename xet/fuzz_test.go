@@ -285,7 +285,7 @@ func FuzzParseHash(f *testing.F) {
 // the same bytes, and one that it refused is refused at the same offset
 // for the same reason. The decoder has decoded a full-size chunk before,
 // so stale bytes in its buffers would show. The payload read as BG4 groups
-// also un-groups to the reference's bytes.
+// also un-groups to the reference's bytes, with and without assembly.
 func FuzzDecodeChunk(f *testing.F) {
 	for _, s := range chunkSeeds(f) {
 		f.Add(s.scheme, s.usize, s.payload)
@@ -309,10 +309,12 @@ func FuzzDecodeChunk(f *testing.F) {
 		}
 		ref := make([]byte, len(payload))
 		bg4RegroupRef(payload, ref)
-		out := make([]byte, len(payload))
-		bg4Regroup(payload, out)
-		if !bytes.Equal(out, ref) {
-			t.Fatalf("bg4Regroup of %d bytes differs from the reference", len(payload))
+		for _, simd := range []bool{true, false} {
+			out := make([]byte, len(payload))
+			regroupBG4(payload, out, simd)
+			if !bytes.Equal(out, ref) {
+				t.Fatalf("regroupBG4(simd %v) of %d bytes differs from the reference", simd, len(payload))
+			}
 		}
 	})
 }
