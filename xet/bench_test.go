@@ -240,8 +240,26 @@ func BenchmarkParseXorbEmptyChunks(b *testing.B) {
 // weights and JSON text with LZ4. b.SetBytes counts the uncompressed bytes
 // (MB/s is the rate of data ingested, comparable with BenchmarkChunkHashers);
 // cMB/s is the rate over the compressed body, ratio the uncompressed bytes
-// per compressed byte.
+// per compressed byte. The log names the hash kernel the process chose
+// (wideBLAKE3 times both once; on a busy machine either may win).
 func BenchmarkParseXorbCompressed(b *testing.B) {
+	benchCompressed(b, true, func(body []byte, h Hash) error {
+		_, err := ParseXorb(body, h)
+		return err
+	})
+}
+
+// The same xorbs decoded and checked but not hashed (walkXorb as
+// DecodeChunks runs it, without DecodeChunks' copies): the cost of
+// decompression alone.
+func BenchmarkDecodeXorbCompressed(b *testing.B) {
+	benchCompressed(b, false, func(body []byte, _ Hash) error {
+		_, err := walkXorb(body, nil, false)
+		return err
+	})
+}
+
+func benchCompressed(b *testing.B, hashed bool, parse func(body []byte, h Hash) error) {
 	const size = 16 << 20
 	for _, p := range []struct {
 		name   string
@@ -256,10 +274,13 @@ func BenchmarkParseXorbCompressed(b *testing.B) {
 		b.Run(p.name, func(b *testing.B) {
 			data := p.data()
 			body, h := compressedXorb(data, p.scheme)
+			if hashed {
+				b.Logf("hash kernel: %s", HashKernel())
+			}
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := ParseXorb(body, h); err != nil {
+				if err := parse(body, h); err != nil {
 					b.Fatal(err)
 				}
 			}
