@@ -279,3 +279,92 @@ func FuzzParseHash(f *testing.F) {
 		}
 	})
 }
+
+// FuzzDecodeChunk holds chunkDecoder.decode to the decoder it replaced
+// (decoderef_test.go): a payload that one accepted the other decodes to
+// the same bytes, and one that it refused is refused at the same offset
+// for the same reason. The decoder has decoded a full-size chunk before,
+// so stale bytes in its buffers would show. The payload read as BG4 groups
+// also un-groups to the reference's bytes, with and without assembly.
+func FuzzDecodeChunk(f *testing.F) {
+	for _, s := range chunkSeeds(f) {
+		f.Add(s.scheme, s.usize, s.payload)
+	}
+	warm := bg4Split(bf16Weights(1, MaxChunkBytes))
+	warmFrame := appendLZ4Frame(nil, warm, &lz4.Compressor{})
+	f.Fuzz(func(t *testing.T, scheme byte, usize uint32, payload []byte) {
+		scheme %= SchemeBG4LZ4 + 1
+		n := int(usize % (MaxChunkBytes + 1))
+		var d chunkDecoder
+		if _, _, reason := d.decode(SchemeBG4LZ4, warmFrame, len(warm)); reason != "" {
+			t.Fatal(reason)
+		}
+		got, goff, greason := d.decode(scheme, payload, n)
+		want, woff, wreason := decodeChunkRef(scheme, payload, n)
+		if greason != wreason || goff != woff {
+			t.Fatalf("scheme %d, %d bytes: refused at %d (%q), reference at %d (%q)", scheme, n, goff, greason, woff, wreason)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("scheme %d, %d bytes: decoded %d bytes, not the reference's %d", scheme, n, len(got), len(want))
+		}
+		ref := make([]byte, len(payload))
+		bg4RegroupRef(payload, ref)
+		for _, simd := range []bool{true, false} {
+			out := make([]byte, len(payload))
+			regroupBG4(payload, out, simd)
+			if !bytes.Equal(out, ref) {
+				t.Fatalf("regroupBG4(simd %v) of %d bytes differs from the reference", simd, len(payload))
+			}
+		}
+	})
+}
+
+type chunkSeed struct {
+	scheme  byte
+	usize   uint32
+	payload []byte
+}
+
+// chunkSeeds: every chunk of at most 16 KiB of the captured xorbs
+// (xorbSeeds), and built LZ4 and BG4 chunks of weights and text, with
+// frames of other shapes (linked blocks, checksums, content size) and an
+// LZ4 bomb; some also with their size off by one.
+func chunkSeeds(f *testing.F) []chunkSeed {
+	var seeds []chunkSeed
+	for _, body := range xorbSeeds(f) {
+		for off := 0; len(body)-off >= ChunkHeaderBytes && body[off] == 0; {
+			h := body[off:]
+			csize := int(h[1]) | int(h[2])<<8 | int(h[3])<<16
+			usize := int(h[5]) | int(h[6])<<8 | int(h[7])<<16
+			if h[4] > SchemeBG4LZ4 || csize > len(h)-ChunkHeaderBytes {
+				break
+			}
+			seeds = append(seeds, chunkSeed{h[4], uint32(usize), h[ChunkHeaderBytes : ChunkHeaderBytes+csize]})
+			off += ChunkHeaderBytes + csize
+		}
+	}
+	var c lz4.Compressor
+	for _, data := range [][]byte{bf16Weights(2, 4099), fp32Weights(3, 8190), int8Weights(4, 3001), jsonText(5, 5000), textBytes(6, 70_001)} {
+		for _, scheme := range []byte{SchemeLZ4, SchemeBG4LZ4} {
+			in := data
+			if scheme == SchemeBG4LZ4 {
+				in = bg4Split(data)
+			}
+			frame := appendLZ4Frame(nil, in, &c)
+			n := uint32(len(data))
+			seeds = append(seeds, chunkSeed{scheme, n, frame}, chunkSeed{scheme, n - 1, frame}, chunkSeed{scheme, n + 1, frame})
+		}
+	}
+	text := textBytes(7, 20_000)
+	for _, opts := range [][]lz4.Option{
+		{lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(true), lz4.BlockChecksumOption(true)},
+		{lz4.SizeOption(uint64(len(text)))},
+		{lz4.ConcurrencyOption(1), lz4.LegacyOption(false)},
+	} {
+		seeds = append(seeds, chunkSeed{SchemeLZ4, uint32(len(text)), lz4FrameOf(f, text, opts...)})
+	}
+	bomb := lz4FrameOf(f, make([]byte, 1<<20), lz4.BlockSizeOption(lz4.Block1Mb), lz4.ChecksumOption(false))
+	seeds = append(seeds, chunkSeed{SchemeLZ4, MaxChunkBytes, bomb}, chunkSeed{SchemeBG4LZ4, MaxChunkBytes, bomb})
+	seeds = append(seeds, chunkSeed{SchemeNone, 3, []byte("abc")}, chunkSeed{SchemeNone, 4, []byte("abc")}, chunkSeed{SchemeLZ4, 0, nil})
+	return seeds
+}

@@ -185,37 +185,6 @@ func appendLZ4FrameTmp(dst, src []byte, c *lz4.Compressor, tmpp *[]byte) []byte 
 	return binary.LittleEndian.AppendUint32(dst, 0) // end mark
 }
 
-// bg4Regroup undoes byte grouping (docs/protocol.md §5.2 scheme 2): g holds four groups
-// back to back (byte k of the original went to group k%4); out receives the
-// original order. len(out) must equal len(g).
-func bg4Regroup(g, out []byte) {
-	n := len(g)
-	q, r := n/4, n%4
-	l0, l1, l2 := q, q, q
-	if r > 0 {
-		l0++
-	}
-	if r > 1 {
-		l1++
-	}
-	if r > 2 {
-		l2++
-	}
-	g0 := g[:l0]
-	g1 := g[l0 : l0+l1]
-	g2 := g[l0+l1 : l0+l1+l2]
-	g3 := g[l0+l1+l2:]
-	out = out[:n]
-	for i := 0; i < q; i++ {
-		o := out[4*i : 4*i+4 : 4*i+4]
-		o[0], o[1], o[2], o[3] = g0[i], g1[i], g2[i], g3[i]
-	}
-	groups := [3][]byte{g0, g1, g2}
-	for j := 0; j < r; j++ {
-		out[4*q+j] = groups[j][q]
-	}
-}
-
 // xxh32 is the 32-bit xxHash used by LZ4 frames for header, block and
 // content checksums.
 func xxh32(b []byte, seed uint32) uint32 {

@@ -148,8 +148,7 @@ func walkXorb(body []byte, each func(i int, data []byte), hashed bool) (XorbInfo
 		later    laterHashes // stored chunks hashed in batches, with kh's wide kernel
 		agg      AggregatedHasher
 		chunks   = make([]XorbChunk, 0, countChunkHeaders(body))
-		scratch  []byte // decompression output, allocated on first compressed chunk
-		grouped  []byte // BG4 intermediate, allocated on first BG4 chunk
+		dec      chunkDecoder
 		unpacked uint64
 		off      int
 		info     XorbInfo
@@ -186,33 +185,9 @@ func walkXorb(body []byte, each func(i int, data []byte), hashed bool) (XorbInfo
 			return XorbInfo{}, xorbErr(off+1, "chunk data ("+strconv.Itoa(csize)+" bytes) extends past the end of the body")
 		}
 		dataOff := off + ChunkHeaderBytes
-		payload := body[dataOff : dataOff+csize]
-		var data []byte
-		switch scheme {
-		case SchemeNone:
-			if csize != usize {
-				return XorbInfo{}, xorbErr(off, "uncompressed chunk: compressed size "+strconv.Itoa(csize)+" != uncompressed size "+strconv.Itoa(usize))
-			}
-			data = payload
-		case SchemeLZ4, SchemeBG4LZ4:
-			if scratch == nil {
-				scratch = make([]byte, MaxChunkBytes)
-			}
-			n, eoff, reason := decodeLZ4Frame(payload, scratch[:usize])
-			if reason != "" {
-				return XorbInfo{}, xorbErr(dataOff+eoff, reason)
-			}
-			if n != usize {
-				return XorbInfo{}, xorbErr(off, "chunk decompresses to "+strconv.Itoa(n)+" bytes, header says "+strconv.Itoa(usize))
-			}
-			data = scratch[:n]
-			if scheme == SchemeBG4LZ4 {
-				if grouped == nil {
-					grouped = make([]byte, MaxChunkBytes)
-				}
-				bg4Regroup(data, grouped[:n])
-				data = grouped[:n]
-			}
+		data, eoff, reason := dec.decode(scheme, body[dataOff:dataOff+csize], usize)
+		if reason != "" {
+			return XorbInfo{}, xorbErr(off+eoff, reason)
 		}
 		if each != nil {
 			each(len(chunks), data)

@@ -364,13 +364,22 @@ func TestLZ4LinkedBlocks(t *testing.T) {
 }
 
 func TestBG4(t *testing.T) {
-	for _, n := range []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 1001, MaxChunkBytes} {
+	// Every length up to a few 64-byte SSE2 blocks (each remainder for
+	// each path), and large ones, with and without assembly.
+	var lengths []int
+	for n := range 300 {
+		lengths = append(lengths, n)
+	}
+	lengths = append(lengths, 1001, 4099, MaxChunkBytes-1, MaxChunkBytes)
+	for _, n := range lengths {
 		data := randBytes(uint64(n), n)
 		g := bg4Split(data)
-		out := make([]byte, n)
-		bg4Regroup(g, out)
-		if !bytes.Equal(out, data) {
-			t.Fatalf("n=%d: regroup(split(x)) != x", n)
+		for _, simd := range []bool{true, false} {
+			out := make([]byte, n)
+			regroupBG4(g, out, simd)
+			if !bytes.Equal(out, data) {
+				t.Fatalf("n=%d, simd %v: regroup(split(x)) != x", n, simd)
+			}
 		}
 	}
 	// A scheme-2 chunk built by hand parses and hashes to its data.
