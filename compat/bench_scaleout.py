@@ -203,7 +203,8 @@ def main():
         breakdown = {t: [] for t in targets}
         offsets = {t: 0 for t in targets}
         for run in range(opts.runs):
-            src = write_source(os.path.join(work, f"src-{run}.bin"), f"scaleout-{run}", size)
+            src = os.path.join(work, f"src-{run}.bin")
+            write_source(src, f"scaleout-{run}", size)
             order = list(targets) if run % 2 == 0 else list(reversed(targets))
             for target in order:
                 url, tok, pid = targets[target]

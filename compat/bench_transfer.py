@@ -3,6 +3,13 @@
 store, in the same run on the same data. Prints a table and JSON.
 
     .venv/bin/python compat/bench_transfer.py [--mib 512] [--runs 3] [--binary PATH] [--warm-download]
+        [--payload random,bf16,fp32,int8,json,parquet]
+
+--payload picks what is uploaded (compat/payloads.py; default random, which
+hf_xet stores uncompressed): model weights in bf16 and fp32 (hf_xet
+compresses their chunks with BG4-LZ4, which the server decodes to check
+every hash), int8-quantized weights, tokenizer-like JSON, a Parquet table.
+Each payload is reported on its own.
 
 Each operation runs in a fresh interpreter with a fresh HF_XET_CACHE, so the
 client cannot dedup against its cache. The ratio openxet/local is the figure
@@ -91,11 +98,15 @@ def serve(binary, data_dir, flags, env, admin=None, errlog=subprocess.DEVNULL, l
     return proc, url, admin, json.load(urllib.request.urlopen(req))["token"]
 
 
-def write_source(path, seed, size):
-    """Write size bytes derived from seed (random-looking, reproducible) to path."""
-    with open(path, "wb") as f:
-        f.write(hashlib.shake_128(seed.encode()).digest(size))
-    return path
+def write_source(path, seed, size, kind="random"):
+    """Write about size bytes of payload kind derived from seed
+    (reproducible) to path; returns the size written."""
+    if kind == "random":  # no numpy needed, as before payloads.py
+        with open(path, "wb") as f:
+            f.write(hashlib.shake_128(seed.encode()).digest(size))
+        return size
+    import payloads
+    return payloads.write(path, kind, seed, size)
 
 
 def client_env(work, cache):
@@ -141,50 +152,63 @@ def round_trip(work, tag, src, size, endpoint, tok, pid, warm=None, after_upload
     return size / dt_up / 1e6, size / dt_down / 1e6, (c1 - c0) / gib, (c2 - c1) / gib
 
 
+def bench_payload(opts, work, kind, url, token, srv):
+    """The runs of one payload: the stock client against openxet and
+    local://, alternated; returns the JSON record and prints its table."""
+    results = {"openxet": {"upload": [], "download": []}, "local": {"upload": [], "download": []}}
+    cpu = {"upload": [], "download": []}  # server CPU seconds per GiB
+    data = os.path.join(work, "data")
+    for run in range(opts.runs):
+        src = os.path.join(work, f"src-{kind}-{run}.bin")
+        size = write_source(src, f"bench-{kind}-{run}", opts.mib << 20, kind)
+        for target, endpoint, tok in (("openxet", url, token), ("local", "local://" + os.path.join(work, f"local-{kind}-{run}"), None)):
+            warm = data if opts.warm_download and target == "openxet" else None
+            up, down, cpu_up, cpu_down = round_trip(work, f"{target}-{kind}-{run}", src, size, endpoint, tok, srv.pid, warm)
+            if target == "openxet":
+                cpu["upload"].append(cpu_up)
+                cpu["download"].append(cpu_down)
+            results[target]["upload"].append(up)
+            results[target]["download"].append(down)
+        os.remove(src)
+    summary = {t: {op: round(statistics.median(v), 1) for op, v in ops.items()} for t, ops in results.items()}
+    print(f"hf_xet 1.8.0, {opts.mib} MiB of {kind} data, median of {opts.runs} runs (MB/s, includes client start-up and hashing)"
+          + (", the server's objects in the page cache before each download" if opts.warm_download else ""))
+    print(f"{'target':10} {'upload':>10} {'download':>10}")
+    for t in ("openxet", "local"):
+        print(f"{t:10} {summary[t]['upload']:>10} {summary[t]['download']:>10}")
+    print(f"{'ratio':10} {summary['openxet']['upload'] / summary['local']['upload']:>10.2f} "
+          f"{summary['openxet']['download'] / summary['local']['download']:>10.2f}")
+    cpu_median = {op: round(statistics.median(v), 2) for op, v in cpu.items()}
+    print(f"server CPU s per GiB: upload {cpu_median['upload']} (runs {[round(x, 2) for x in cpu['upload']]}), "
+          f"download {cpu_median['download']} (runs {[round(x, 2) for x in cpu['download']]})")
+    return {"payload": kind, "mib": opts.mib, "runs": opts.runs, "warm_download": opts.warm_download, "raw": results,
+            "median": summary, "server_cpu_s_per_gib": {"raw": cpu, "median": cpu_median}}
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--mib", type=int, default=512, help="MiB of random data per run")
+    ap.add_argument("--mib", type=int, default=512, help="MiB of data per run")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--binary", help="an openxet binary to serve with (default: build this checkout)")
+    ap.add_argument("--payload", default="random",
+                    help="comma-separated payloads of compat/payloads.py: random, bf16, fp32, int8, json, parquet")
     ap.add_argument("--warm-download", action="store_true",
                     help="read the server's stored objects into the page cache before each download: "
                          "the server writes xorbs with O_DIRECT, so by default its first read comes from the disk, "
                          "while local:// reads files it has just written through the page cache")
     opts = ap.parse_args()
+    kinds = opts.payload.split(",")
+    for k in kinds:
+        if k not in ("random", "bf16", "fp32", "int8", "json", "parquet"):
+            ap.error(f"unknown payload {k!r}")
     work = tempfile.mkdtemp(prefix="openxet-bench-")
     binary = opts.binary or os.path.join(work, "openxet")
     if not opts.binary:
         subprocess.run(["go", "build", "-o", binary, "."], cwd=ROOT, check=True)
-    data = os.path.join(work, "data")
-    srv, url, _, token = serve(binary, data, [], {})
+    srv, url, _, token = serve(binary, os.path.join(work, "data"), [], {})
     try:
-        size = opts.mib << 20
-        results = {"openxet": {"upload": [], "download": []}, "local": {"upload": [], "download": []}}
-        cpu = {"upload": [], "download": []}  # server CPU seconds per GiB
-        for run in range(opts.runs):
-            src = write_source(os.path.join(work, f"src-{run}.bin"), f"bench-{run}", size)
-            for target, endpoint, tok in (("openxet", url, token), ("local", "local://" + os.path.join(work, f"local-{run}"), None)):
-                warm = data if opts.warm_download and target == "openxet" else None
-                up, down, cpu_up, cpu_down = round_trip(work, f"{target}-{run}", src, size, endpoint, tok, srv.pid, warm)
-                if target == "openxet":
-                    cpu["upload"].append(cpu_up)
-                    cpu["download"].append(cpu_down)
-                results[target]["upload"].append(up)
-                results[target]["download"].append(down)
-            os.remove(src)
-        summary = {t: {op: round(statistics.median(v), 1) for op, v in ops.items()} for t, ops in results.items()}
-        print(f"hf_xet 1.8.0, {opts.mib} MiB random data, median of {opts.runs} runs (MB/s, includes client start-up and hashing)"
-              + (", the server's objects in the page cache before each download" if opts.warm_download else ""))
-        print(f"{'target':10} {'upload':>10} {'download':>10}")
-        for t in ("openxet", "local"):
-            print(f"{t:10} {summary[t]['upload']:>10} {summary[t]['download']:>10}")
-        print(f"{'ratio':10} {summary['openxet']['upload'] / summary['local']['upload']:>10.2f} "
-              f"{summary['openxet']['download'] / summary['local']['download']:>10.2f}")
-        cpu_median = {op: round(statistics.median(v), 2) for op, v in cpu.items()}
-        print(f"server CPU s per GiB: upload {cpu_median['upload']} (runs {[round(x, 2) for x in cpu['upload']]}), "
-              f"download {cpu_median['download']} (runs {[round(x, 2) for x in cpu['download']]})")
-        print(json.dumps({"mib": opts.mib, "runs": opts.runs, "warm_download": opts.warm_download, "raw": results, "median": summary,
-                          "server_cpu_s_per_gib": {"raw": cpu, "median": cpu_median}}))
+        records = [bench_payload(opts, work, k, url, token, srv) for k in kinds]
+        print(json.dumps(records[0] if len(records) == 1 else records))
     finally:
         srv.send_signal(signal.SIGTERM)
         srv.wait(timeout=30)
