@@ -5,7 +5,10 @@ huggingface_hub never sends through Xet) and through hf_xet (upload_file from
 a path), each to a fresh tenant; then the bytes stored when the same file
 arrives once through each, in both orders. Prints a table and JSON.
 
-    .venv/bin/python compat/bench_lfs.py [--mib 1024] [--binary PATH]
+    .venv/bin/python compat/bench_lfs.py [--mib 1024] [--binary PATH] [--payload KIND]
+
+--payload is one of compat/payloads.py's (default random; bf16 stands for a
+model's weights).
 
 MB/s is the file's size over the wall time of upload_file (fresh interpreter
 and caches each time; the LFS path includes the client's own SHA-256 pass,
@@ -25,6 +28,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import payloads  # noqa: E402
 from bench_transfer import cpu_seconds  # noqa: E402
 from conftest import MiB, GiB, HubClient, OpenxetServer, bench_binary, write_random  # noqa: E402
 
@@ -71,18 +75,22 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--mib", type=int, default=1024)
     ap.add_argument("--binary", default=None)
+    ap.add_argument("--payload", default="random", choices=payloads.KINDS)
     args = ap.parse_args()
     work = tempfile.mkdtemp(prefix="bench-lfs-")
     binary = bench_binary(args.binary, work)
-    size = args.mib * MiB
     src = os.path.join(work, "file.bin")
-    write_random(src, size, seed="bench-lfs")
+    if args.payload == "random":
+        size = args.mib * MiB
+        write_random(src, size, seed="bench-lfs")
+    else:
+        size = payloads.write(src, args.payload, "bench-lfs", args.mib * MiB)
     # Tenant-scoped dedup: each tenant stores its own copy, so the second
     # throughput upload is not deduplicated against the first.
     server = OpenxetServer(binary, os.path.join(work, "server"), ("--dedup-scope", "tenant")).start()
     try:
         gib = size / GiB
-        out = {"mib": args.mib}
+        out = {"mib": args.mib, "payload": args.payload}
         lfs = upload(server, "lfs1", src, "lfs1/r", "f.bin", "lfs", work)
         xet = upload(server, "xet1", src, "xet1/r", "f.bin", "xet", work)
         out["lfs"] = dict(lfs, mb_s=size / 1e6 / lfs["seconds"], put_mb_s=size / 1e6 / (lfs["put_ms"] / 1e3),

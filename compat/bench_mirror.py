@@ -13,7 +13,7 @@ against direct (goal >= 0.8, a speed ratio: direct's time over first's)
 and mirrored against local (goal >= 0.95); and the mirror's CPU seconds per
 GiB for a first download with its pull (relay and storing).
 
-    .venv/bin/python compat/bench_mirror.py [--mib 256] [--runs 3] [--binary PATH]
+    .venv/bin/python compat/bench_mirror.py [--mib 256] [--runs 3] [--binary PATH] [--payload bf16]
 
 The clients, both servers and the loopback share the machine's cores, so the
 ratios are what to read; the MB/s follow the host. Before each timed download
@@ -36,6 +36,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import payloads  # noqa: E402
 from conftest import HubClient, OpenxetServer, bench_binary, write_random  # noqa: E402
 from bench_transfer import cpu_seconds  # noqa: E402
 from test_parity import run_py  # noqa: E402
@@ -74,6 +75,8 @@ def main():
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--binary")
+    ap.add_argument("--payload", default="random", choices=[k for k in payloads.KINDS if k != "parquet"],
+                    help="what the upstream holds (compat/payloads.py); bf16 stands for a model's weights")
     a = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-mirror-"))
     binary = bench_binary(a.binary, work)
@@ -93,7 +96,10 @@ def main():
     try:
         for run in range(a.runs):
             src = work / f"big-{run}.bin"
-            write_random(src, size, seed=3300 + run)
+            if a.payload == "random":
+                write_random(src, size, seed=3300 + run)
+            else:
+                payloads.write(str(src), a.payload, f"mirror-{run}", size)
             repo = f"alice/big-{run}"
             alice.api("create_repo", repo_id=repo)
             alice.api("upload_file", path_or_fileobj=str(src), path_in_repo="big.bin", repo_id=repo)
