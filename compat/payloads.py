@@ -1,7 +1,9 @@
 """Payloads that look like what people upload, generated from a seed
 (reproducible, nothing downloaded), for compat/bench_transfer.py.
 
-    random  bytes from SHAKE-128: hf_xet stores every chunk uncompressed
+    random  bytes from SHAKE-128, which hf_xet stores uncompressed (written
+            by the benches' own helpers, bench_transfer.write_source and
+            conftest.write_random, as before this module)
     bf16    a weight tensor N(0, 0.02²) as bfloat16, as a model's safetensors
             holds it: hf_xet's byte-grouping LZ4 (BG4-LZ4) shrinks it ~10 %
     fp32    the same as float32 (BG4-LZ4 shrinks it ~2 %)
@@ -15,8 +17,8 @@ A safetensors file is a JSON header and the tensors' raw bytes; the header
 is a few KiB of a multi-GiB file, so the tensors alone stand for it.
 """
 
+import hashlib
 import io
-import json
 
 import numpy as np
 
@@ -88,10 +90,9 @@ def _parquet(rng, f, nbytes):
 
 
 def write(path, kind, seed, size):
-    """Write about size bytes of payload kind, derived from seed, to path;
-    returns the size written (exactly size, but for parquet, which ends at
-    a row group)."""
-    import hashlib
+    """Write about size bytes of payload kind (any but random), derived from
+    seed, to path; returns the size written (exactly size, but for parquet,
+    which ends at a row group)."""
     rng = np.random.default_rng(int.from_bytes(hashlib.sha256(seed.encode()).digest()[:8], "little"))
     with open(path, "wb") as f:
         if kind == "parquet":
@@ -101,10 +102,7 @@ def write(path, kind, seed, size):
         written = 0
         while written < size:
             step = min(_BLOCK, size - written)
-            if kind == "random":
-                block = hashlib.shake_128((seed + str(written)).encode()).digest(step)
-            else:
-                block = gen(rng, step)[:step]
+            block = gen(rng, step)[:step]
             f.write(block)
             written += len(block)
     return written

@@ -326,23 +326,10 @@ func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, err
 	} else if shortSHA(rev) {
 		// An abbreviated commit id (git's 7 hex digits, or more) names
 		// the one commit of the repo it starts, if only one does.
-		rows, err := s.query(ctx, `SELECT sha FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha >= ? AND sha < ? LIMIT 2`,
+		found, err := queryStrings(ctx, s.db, `SELECT sha FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha >= ? AND sha < ? LIMIT 2`,
 			id.Tenant, id.Type, id.Name, rev, rev+"g")
 		if err != nil {
-			return Commit{}, fmt.Errorf("revision %s: %w", rev, err)
-		}
-		var found []string
-		for rows.Next() {
-			var full string
-			if err := rows.Scan(&full); err != nil {
-				rows.Close()
-				return Commit{}, err
-			}
-			found = append(found, full)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return Commit{}, err
+			return Commit{}, fmt.Errorf("revision %s: %w", rev, dbErr(err))
 		}
 		if len(found) == 1 {
 			sha = found[0]

@@ -214,6 +214,9 @@ func repoTaken(ctx context.Context, tx *sql.Tx, to RepoID) error {
 // renamed to its own name in another case). A name is taken by a repo of
 // the same name in any letter case (FoldRepoID).
 func repoTakenBut(ctx context.Context, tx *sql.Tx, to, except RepoID) error {
+	if except.Name == to.Name {
+		except = RepoID{} // not another case: the name itself is taken
+	}
 	var name string
 	err := tx.QueryRowContext(ctx, `SELECT name FROM repos WHERE tenant = ? AND type = ? AND lower(name) = lower(?) AND name <> ?`,
 		to.Tenant, to.Type, to.Name, except.Name).Scan(&name)
