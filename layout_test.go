@@ -9,9 +9,10 @@ import (
 
 // TestLayout keeps the dependency rules of docs/design.md §1: imports
 // point one way (cli → server → hub → {limits, budget, store} → xet; hub
-// never imports server), only server and hub import echo, only cli
-// urfave/cli, only store (and its test helpers) database/sql, gocloud.dev,
-// the AWS SDK and the PostgreSQL driver. Every package `go list ./...`
+// never imports server; store → store/objects), only server and hub import
+// echo, only cli urfave/cli, only store (and its test helpers) database/sql
+// and the PostgreSQL driver, only store/objects (and store/s3test)
+// gocloud.dev and the AWS SDK. Every package `go list ./...`
 // finds must have a row: a new package gets one with the openxet packages
 // it may import, or the test fails.
 func TestLayout(t *testing.T) {
@@ -26,7 +27,8 @@ func TestLayout(t *testing.T) {
 		"turns":                  {},
 		"wirejson":               {},
 		"refusal":                {"openxet/wirejson"},
-		"store":                  {"openxet/xet"},
+		"store":                  {"openxet/xet", "openxet/store/objects"},
+		"store/objects":          {}, // never openxet/store: store → objects
 		"store/pgtest":           {"openxet/testproc"},
 		"store/s3test":           {"openxet/testcert", "openxet/testproc"},
 		"testcert":               {},
@@ -50,8 +52,8 @@ func TestLayout(t *testing.T) {
 		"github.com/labstack/echo": {"server", "hub"},
 		"github.com/urfave/cli":    {"cli"},
 		"database/sql":             {"store", "store/pgtest"},
-		"gocloud.dev":              {"store"},
-		"github.com/aws/":          {"store", "store/s3test"},
+		"gocloud.dev":              {"store/objects"},
+		"github.com/aws/":          {"store/objects", "store/s3test"},
 		"github.com/jackc/pgx":     {"store", "store/pgtest"},
 		"go.yaml.in/yaml":          {"hub"},
 	}

@@ -7,7 +7,7 @@ import (
 	"errors"
 	"fmt"
 
-	"gocloud.dev/blob"
+	"openxet/store/objects"
 )
 
 // deploymentKey is the bucket object that names the deployment the bucket
@@ -122,7 +122,7 @@ func indexDeployment(ctx context.Context, db *sql.DB) (string, error) {
 }
 
 // bucketDeployment returns the bucket's deployment id, "" when it has none.
-func bucketDeployment(ctx context.Context, b *blob.Bucket) (string, error) {
+func bucketDeployment(ctx context.Context, b *objects.Bucket) (string, error) {
 	data, err := b.ReadAll(ctx, deploymentKey)
 	if isNotFound(err) {
 		return "", nil
@@ -139,7 +139,7 @@ func bucketDeployment(ctx context.Context, b *blob.Bucket) (string, error) {
 
 // copyDeployment gives a rebuilt index the bucket's deployment marker (none
 // when the bucket has none: the next Open creates it).
-func copyDeployment(ctx context.Context, b *blob.Bucket, db *sql.DB) error {
+func copyDeployment(ctx context.Context, b *objects.Bucket, db *sql.DB) error {
 	id, err := bucketDeployment(ctx, b)
 	if err != nil || id == "" {
 		return err

@@ -21,7 +21,7 @@ func bucketObjects(tb testing.TB, bucketURL string) map[string]string {
 		tb.Fatal(err)
 	}
 	defer b.Close()
-	keys, err := listKeys(ctx, b, fileBucketDir(bucketURL), "")
+	keys, err := b.ListKeys(ctx, "")
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,7 +1,14 @@
-// Package store owns openxet's durable state: the gocloud.dev/blob bucket
-// (the source of truth) and the index derived from it, on SQLite
-// (modernc.org/sqlite in WAL mode, the embedded default) or PostgreSQL (the
-// scale-out index); what differs between the two engines is in engine.go.
+// Package store owns openxet's durable state: the bucket (the source of
+// truth) and the index derived from it, on SQLite (modernc.org/sqlite in
+// WAL mode, the embedded default) or PostgreSQL (the scale-out index); what
+// differs between the two engines is in engine.go.
+//
+// The bucket itself is package store/objects (a gocloud.dev/blob bucket:
+// opening its URL, the one way to write an object, reads, listings, what its
+// errors mean); store decides what goes under which key and never reaches
+// into gocloud.dev itself. objects must not import store. ErrNotFound,
+// ErrUnavailable and ErrNoSpace are objects' sentinels, re-exported here as
+// the same values.
 //
 // The bucket holds xorbs, shards, owner records, credentials, tenant-limit
 // records, repos and their commits, blobs and file releases, under the key

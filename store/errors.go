@@ -4,16 +4,17 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"syscall"
 
-	"gocloud.dev/gcerrors"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"openxet/store/objects"
 )
 
 // ErrNotFound means the thing asked for is not in the index (for a tenant,
-// "not visible to that tenant" is the same answer).
-var ErrNotFound = errors.New("not found")
+// "not visible to that tenant" is the same answer) or not in the bucket. It
+// is objects.ErrNotFound, the same value.
+var ErrNotFound = objects.ErrNotFound
 
 // ErrOverQuota is the sentinel of *OverQuotaError.
 var ErrOverQuota = errors.New("over quota")
@@ -39,25 +40,23 @@ var ErrIndexLockLost = errors.New("index lock lost")
 // right now: SQLite stayed busy or locked past the busy timeout, or failed
 // on storage; the bucket failed in transport or in the service. The call
 // changed nothing it reports as done, and the same call may succeed later.
-// It wraps the cause (errors.Is/As reach both).
-var ErrUnavailable = errors.New("storage unavailable")
+// It wraps the cause (errors.Is/As reach both). It is
+// objects.ErrUnavailable, the same value.
+var ErrUnavailable = objects.ErrUnavailable
 
 // ErrNoSpace means the index or the bucket has no room left for a write
 // (ENOSPC on a file, SQLite's "database or disk is full", PostgreSQL's
 // disk_full, MinIO's storage full). The write changed nothing; it may
-// succeed once the operator frees room. It wraps the cause.
-var ErrNoSpace = errors.New("no space left in storage")
+// succeed once the operator frees room. It wraps the cause. It is
+// objects.ErrNoSpace, the same value.
+var ErrNoSpace = objects.ErrNoSpace
 
 // noSpace reports whether err says the storage under it is full.
 func noSpace(err error) bool {
-	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+	if objects.NoSpace(err) {
 		return true
 	}
 	if se, ok := errors.AsType[*sqlite.Error](err); ok && se.Code()&0xff == sqlite3.SQLITE_FULL {
-		return true
-	}
-	switch s3ErrorCode(err) {
-	case "XMinioStorageFull", "XMinioAdminBucketQuotaExceeded":
 		return true
 	}
 	return pgDiskFull(err) // engine.go
@@ -84,24 +83,8 @@ func dbErr(err error) error {
 }
 
 // bucketErr marks an error of a bucket call with ErrUnavailable when it is a
-// transport or service failure (not NotFound, not a refused precondition,
-// argument or permission).
-func bucketErr(err error) error {
-	if err == nil || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoSpace) {
-		return err
-	}
-	if noSpace(err) {
-		return fmt.Errorf("%w: bucket: %w", ErrNoSpace, err)
-	}
-	if s3ErrorCode(err) != "" { // gocloud calls most S3 refusals Unknown (s3.go)
-		return s3Err(err)
-	}
-	switch gcerrors.Code(err) {
-	case gcerrors.Unknown, gcerrors.Internal, gcerrors.ResourceExhausted, gcerrors.DeadlineExceeded:
-		return fmt.Errorf("%w: bucket: %w", ErrUnavailable, err)
-	}
-	return err
-}
+// transport or service failure (objects.Err).
+func bucketErr(err error) error { return objects.Err(err) }
 
 // OverQuotaError is returned when the index transaction that would record a
 // new owner finds that the tenant's usage plus the xorb would pass its quota.

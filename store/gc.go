@@ -5,10 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-
-	"gocloud.dev/blob"
 
 	"openxet/xet"
 )
@@ -399,34 +396,6 @@ func (p *pass) tidyTenants(ctx context.Context) error {
 		return fmt.Errorf("tidy tenants: %w", err)
 	}
 	return nil
-}
-
-// listObjects lists the objects under prefix with their size and time,
-// skipping temporary files: a file:// bucket (dir, its directory; "" for
-// other buckets) by a walk of its own (filelist.go), others in large pages.
-func listObjects(ctx context.Context, b *blob.Bucket, dir, prefix string) ([]*blob.ListObject, error) {
-	if dir != "" {
-		if objs, ok, err := listFileObjects(ctx, dir, prefix); ok || err != nil {
-			return objs, err
-		}
-	}
-	var out []*blob.ListObject
-	token := blob.FirstPageToken
-	for {
-		page, next, err := b.ListPage(ctx, token, listPageSize, &blob.ListOptions{Prefix: prefix})
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", prefix, bucketErr(err))
-		}
-		for _, obj := range page {
-			if !obj.IsDir && !strings.HasSuffix(obj.Key, ".tmp") {
-				out = append(out, obj)
-			}
-		}
-		if len(next) == 0 {
-			return out, nil
-		}
-		token = next
-	}
 }
 
 func queryStrings(ctx context.Context, q queryer, query string, args ...any) ([]string, error) {

@@ -414,7 +414,7 @@ func (p *pass) deleteObjects(ctx context.Context, keys []string) error {
 	}
 	for _, key := range keys {
 		if k, name, ok := objectOf(key); ok && k.ownersPrefix(name) != "" {
-			recs, err := listKeys(ctx, p.s.bucket, p.s.dir, k.ownersPrefix(name))
+			recs, err := p.s.bucket.ListKeys(ctx, k.ownersPrefix(name))
 			if err != nil {
 				return err
 			}

@@ -57,7 +57,7 @@ func (p *pass) markAndPlan(ctx context.Context) error {
 	}
 	var listed [len(objectKinds)][]sweepable
 	for _, k := range objectKinds {
-		objs, err := listObjects(ctx, p.s.bucket, p.s.dir, k.prefix())
+		objs, err := p.s.bucket.ListObjects(ctx, k.prefix())
 		if err != nil {
 			return err
 		}

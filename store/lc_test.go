@@ -236,7 +236,7 @@ func (l *lc) usage(tenant string) int64 {
 func (l *lc) ownedInBucket(tenant string) int64 {
 	l.tb.Helper()
 	ctx := context.Background()
-	keys, err := listKeys(ctx, l.s.bucket, l.s.dir, prefixXorbOwners)
+	keys, err := l.s.bucket.ListKeys(ctx, prefixXorbOwners)
 	if err != nil {
 		l.tb.Fatal(err)
 	}

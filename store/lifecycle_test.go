@@ -60,7 +60,7 @@ func TestDeleteRepoGivesQuotaBack(t *testing.T) {
 	}
 	l.clock.advance(time.Second)
 	l.collect(0)
-	keys, _ := listKeys(ctx, l.s.bucket, l.s.dir, prefixShards)
+	keys, _ := l.s.bucket.ListKeys(ctx, prefixShards)
 	if len(keys) != 0 {
 		t.Fatalf("shards left: %v", keys)
 	}

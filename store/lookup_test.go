@@ -4,7 +4,20 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"openxet/xet"
 )
+
+// storedXorb puts one xorb of n random chunks and returns its hash and
+// stored bytes.
+func storedXorb(tb testing.TB, s *Store, n int) (xet.Hash, []byte) {
+	tb.Helper()
+	body, info := xet.BuildXorb(chunksOf(7, n, 64<<10), false)
+	if _, err := s.PutXorb(context.Background(), "t", info, body[:info.StreamLen], 1<<40); err != nil {
+		tb.Fatal(err)
+	}
+	return info.Hash, body[:info.StreamLen]
+}
 
 // The lookups on a request's path run without the request's cancellation
 // on SQLite (lookupCtx), but a request that has already ended reads

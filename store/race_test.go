@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -281,29 +280,4 @@ func TestPutXorbCrashAfterOwnerRecord(t *testing.T) {
 			t.Fatalf("upload of an owned xorb: %v %v", inserted, err)
 		}
 	})
-}
-
-// TestObjectLockAcrossStores: the lock that makes create-if-absent atomic
-// in file:// buckets is exclusive across stores (processes) sharing the
-// index, not only within one.
-func TestObjectLockAcrossStores(t *testing.T) {
-	dir := t.TempDir()
-	p1, p2 := mustOpen(t, dir, fileBucket(dir)), mustOpen(t, dir, fileBucket(dir))
-	unlock, err := p1.lockObjects()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(p2.objects.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); !errors.Is(err, syscall.EWOULDBLOCK) {
-		t.Fatalf("second process took the object lock while the first held it: %v", err)
-	}
-	unlock()
-	unlock2, err := p2.lockObjects()
-	if err != nil {
-		t.Fatal(err)
-	}
-	unlock2()
-	mem := mustOpen(t, t.TempDir(), "mem://")
-	if mem.objects != nil {
-		t.Fatal("a mem:// store opened an object lock file")
-	}
 }

@@ -10,8 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"gocloud.dev/blob"
-
+	"openxet/store/objects"
 	"openxet/xet"
 )
 
@@ -95,7 +94,7 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 		return err
 	}
 	defer db.Close()
-	b := &builder{ctx: ctx, bucket: bucket, dir: fileBucketDir(cfg.BucketURL), db: db, progress: progress}
+	b := &builder{ctx: ctx, bucket: bucket, db: db, progress: progress}
 	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.shardOwners, b.repos, b.lifecycle, b.unownedXorbs} {
 		if err := step(); err != nil {
 			return err
@@ -112,15 +111,14 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 
 type builder struct {
 	ctx      context.Context
-	bucket   *blob.Bucket
-	dir      string // the bucket's directory when it is file:// (filelist.go)
+	bucket   *objects.Bucket
 	db       *sql.DB
 	progress Progress
 }
 
 // each lists prefix and runs fn for every key in batches of one transaction.
 func (b *builder) each(stage, prefix string, fn func(tx *sql.Tx, key string) error) error {
-	keys, err := listKeys(b.ctx, b.bucket, b.dir, prefix)
+	keys, err := b.bucket.ListKeys(b.ctx, prefix)
 	if err != nil {
 		return err
 	}
@@ -276,7 +274,7 @@ func (b *builder) shardOwners() error {
 }
 
 func (b *builder) repos() error {
-	keys, err := listKeys(b.ctx, b.bucket, b.dir, "repos/")
+	keys, err := b.bucket.ListKeys(b.ctx, "repos/")
 	if err != nil {
 		return err
 	}

@@ -387,7 +387,7 @@ func (s *Store) DeleteRepo(ctx context.Context, id RepoID) error {
 		tenant:     id.Tenant,
 		candidates: cands,
 		before: func(ctx context.Context) error {
-			keys, err := listKeys(ctx, s.bucket, s.dir, id.prefix())
+			keys, err := s.bucket.ListKeys(ctx, id.prefix())
 			if err != nil {
 				return err
 			}

@@ -281,7 +281,7 @@ func (s *Store) MoveRepo(ctx context.Context, from, to RepoID) (Repo, error) {
 	if err != nil {
 		return Repo{}, err
 	}
-	keys, err := listKeys(ctx, s.bucket, s.dir, from.prefix())
+	keys, err := s.bucket.ListKeys(ctx, from.prefix())
 	if err != nil {
 		return moved, err
 	}

@@ -14,13 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"gocloud.dev/blob"
-	_ "gocloud.dev/blob/fileblob" // file:// buckets
-	_ "gocloud.dev/blob/memblob"  // mem:// buckets (tests)
-	_ "gocloud.dev/blob/s3blob"   // s3:// buckets
-	"gocloud.dev/gcerrors"
 	"modernc.org/sqlite" // also the database/sql driver "sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
+
+	"openxet/store/objects"
 )
 
 // Config says where the index and the bucket are.
@@ -71,7 +68,7 @@ type Store struct {
 	busy   time.Duration
 	db     *sql.DB // reads
 	wdb    *sql.DB // writes: one connection, transactions BEGIN IMMEDIATE
-	bucket *blob.Bucket
+	bucket *objects.Bucket
 	lock   indexLock
 	pg     bool // the index is PostgreSQL (engine.go)
 	log    *slog.Logger
@@ -97,20 +94,11 @@ type Store struct {
 	checkpointsDone   chan struct{}
 	checkpointsByHand bool
 	checkpoints       checkpointCounts
-	// dir is the directory of a file:// bucket that the store lists and
-	// reads itself (fileBucketDir), "" for other buckets.
-	dir string
-
-	// objects serializes create-if-absent object writes in file://
-	// buckets across processes (see writeObject); nil for other buckets.
-	objects   *os.File
-	objectsMu sync.Mutex
 
 	xorbLocks [64]sync.Mutex
 	layouts   *layoutCache
 
-	deployment string    // the deployment id (deployment.go)
-	s3         *s3Writer // writes of s3:// buckets (s3.go); nil for others
+	deployment string // the deployment id (deployment.go)
 
 	// hook, when set (by tests only), is called between the steps of a
 	// write with the name of the step just done; an error stops the write
@@ -144,7 +132,7 @@ func New(cfg Config) *Store {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), log: log, lockCheck: lockCheck, checkpointEvery: checkpointEvery,
-		dir: fileBucketDir(cfg.BucketURL), layouts: newLayoutCache(4096)}
+		layouts: newLayoutCache(4096)}
 }
 
 // Open opens (creating when absent) the index and the bucket and runs the
@@ -172,10 +160,10 @@ func (s *Store) Open(ctx context.Context) error {
 				db.Close()
 			}
 		}
-		if s.objects != nil {
-			s.objects.Close()
+		if s.bucket != nil {
+			s.bucket.Close()
 		}
-		s.db, s.wdb, s.cdb, s.objects = nil, nil, nil, nil
+		s.db, s.wdb, s.cdb, s.bucket = nil, nil, nil, nil
 		s.unlock()
 		return err
 	}
@@ -189,35 +177,17 @@ func (s *Store) Open(ctx context.Context) error {
 	if s.db, err = openDB(ctx, s.cfg.IndexPath, s.busy, false, auto); err != nil {
 		return fail(err)
 	}
-	if path, ok := objectLockPath(s.cfg); ok {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			return fail(fmt.Errorf("object lock: %w", err))
-		}
-		if s.objects, err = os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644); err != nil {
-			return fail(fmt.Errorf("object lock: %w", err))
-		}
-	}
 	if err := s.openLifecycle(ctx); err != nil {
 		return fail(err)
 	}
-	b, err := OpenBucket(ctx, s.cfg.BucketURL)
-	if err != nil {
-		return fail(err)
-	}
-	s.bucket = b
-	if s.s3, err = newS3Writer(b, s.cfg.BucketURL); err != nil {
-		b.Close()
-		s.bucket = nil
+	lockPath, _ := objectLockPath(s.cfg)
+	if s.bucket, err = objects.Open(ctx, s.cfg.BucketURL, lockPath); err != nil {
 		return fail(err)
 	}
 	if err := s.openDeployment(ctx); err != nil {
-		b.Close()
-		s.bucket = nil
 		return fail(err)
 	}
 	if err := s.startCheckpoints(ctx); err != nil {
-		b.Close()
-		s.bucket = nil
 		return fail(err)
 	}
 	if _, ok := s.lock.(*pgLock); ok && s.lockCheck > 0 {
@@ -250,10 +220,9 @@ func (s *Store) writable() error {
 
 // FileBucketURL is the URL of the file:// bucket in dir: created when
 // absent, no metadata sidecar files, temporary files beside their targets
-// (so a write is a rename within one file system).
-func FileBucketURL(dir string) string {
-	return "file://" + dir + "?create_dir=1&metadata=skip&no_tmp_dir=1"
-}
+// (so a write is a rename within one file system). It is
+// objects.FileBucketURL.
+func FileBucketURL(dir string) string { return objects.FileBucketURL(dir) }
 
 // DirConfig is the layout of a data directory: the index at dir/index.db,
 // the bucket at dir/bucket.
@@ -261,21 +230,11 @@ func DirConfig(dir string) Config {
 	return Config{IndexPath: filepath.Join(dir, "index.db"), BucketURL: FileBucketURL(filepath.Join(dir, "bucket"))}
 }
 
-// OpenBucket opens a gocloud.dev/blob bucket URL.
-func OpenBucket(ctx context.Context, bucketURL string) (*blob.Bucket, error) {
-	u, err := url.Parse(bucketURL)
-	if err != nil {
-		return nil, fmt.Errorf("bucket %q: %w", bucketURL, err)
-	}
-	open := bucketURL
-	if u.Scheme == "s3" {
-		open = withS3Defaults(u) // s3.go
-	}
-	b, err := blob.OpenBucket(ctx, open)
-	if err != nil {
-		return nil, fmt.Errorf("open bucket %q: %w", bucketURL, err)
-	}
-	return b, nil
+// OpenBucket opens a gocloud.dev/blob bucket URL (for reindex and tools),
+// without the cross-process lock of create-if-absent file:// writes. The
+// caller closes it.
+func OpenBucket(ctx context.Context, bucketURL string) (*objects.Bucket, error) {
+	return objects.Open(ctx, bucketURL, "")
 }
 
 // openDB opens the index at path (a SQLite file or a postgres:// URL): for
@@ -405,9 +364,6 @@ func (s *Store) Close() error {
 		if s.bucket != nil {
 			errs = append(errs, s.bucket.Close())
 		}
-		if s.objects != nil {
-			errs = append(errs, s.objects.Close())
-		}
 		s.unlock()
 		s.closeErr = errors.Join(errs...)
 	})
@@ -433,7 +389,7 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Bucket returns the underlying bucket (for reindex and tools).
-func (s *Store) Bucket() *blob.Bucket { return s.bucket }
+func (s *Store) Bucket() *objects.Bucket { return s.bucket }
 
 // step reports a finished step of a write to the test hook.
 func (s *Store) step(name string) error {
@@ -443,7 +399,8 @@ func (s *Store) step(name string) error {
 	return s.hook(name)
 }
 
-func isNotFound(err error) bool { return gcerrors.Code(err) == gcerrors.NotFound }
+// isNotFound reports whether err is a bucket's "no object under the key".
+func isNotFound(err error) bool { return objects.IsNotFound(err) }
 
 // inTx runs fn in one immediate transaction on the write connection.
 // Writers of this process queue for that connection, at most the busy
@@ -550,23 +507,4 @@ func (s *Store) lookupCtx(ctx context.Context) context.Context {
 func (s *Store) query(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	return rows, dbErr(err)
-}
-
-// listPageSize is the page size of bucket listings that are not file://
-// (filelist.go lists those). S3 answers at most 1,000 keys a request
-// whatever the page size.
-const listPageSize = 100_000
-
-// listKeys returns every key under prefix, skipping temporary files; dir
-// is the bucket's directory when it is file:// (fileBucketDir), else "".
-func listKeys(ctx context.Context, b *blob.Bucket, dir, prefix string) ([]string, error) {
-	objs, err := listObjects(ctx, b, dir, prefix)
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]string, len(objs))
-	for i, obj := range objs {
-		keys[i] = obj.Key
-	}
-	return keys, nil
 }

@@ -67,7 +67,7 @@ func (s *Store) DeleteTenant(ctx context.Context, tenant string) (TenantDeletion
 		out.Repos = append(out.Repos, r.Type+"/"+r.Name)
 	}
 	// The records of names its repos were moved from.
-	moved, err := listKeys(ctx, s.bucket, s.dir, "repos/"+HashName(tenant)+"/")
+	moved, err := s.bucket.ListKeys(ctx, "repos/"+HashName(tenant)+"/")
 	if err != nil {
 		return out, err
 	}

@@ -284,9 +284,9 @@ func (s *Store) XorbChunks(ctx context.Context, h xet.Hash) ([]xet.XorbChunk, er
 
 // OpenXorbRange returns a reader of length bytes of the stored chunk stream
 // from offset. The caller closes it. A file:// bucket's object is read
-// from its file directly (fileread.go).
+// from its file directly (objects.Bucket.OpenFileRange).
 func (s *Store) OpenXorbRange(ctx context.Context, h xet.Hash, offset, length int64) (io.ReadCloser, error) {
-	if r, ok, err := openFileRange(s.dir, xorbKey(h.String()), offset, length); ok {
+	if r, ok, err := s.bucket.OpenFileRange(xorbKey(h.String()), offset, length); ok {
 		if err != nil {
 			return nil, fmt.Errorf("xorb %s: %w", h, err)
 		}

@@ -1,4 +1,4 @@
-package store
+package objects
 
 import (
 	"context"
@@ -46,7 +46,7 @@ func TestListFileBucketAsFileblob(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
 			url := FileBucketURL(dir)
-			b, err := OpenBucket(ctx, url)
+			b, err := Open(ctx, url, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -57,9 +57,9 @@ func TestListFileBucketAsFileblob(t *testing.T) {
 				}
 			}
 			for _, prefix := range []string{"", "a", "a/", "a/c", "a-", "b/", "x", "xorbs/default/", "xorb-owners/", "none/"} {
-				want := fileblobKeys(t, b, prefix)
+				want := fileblobKeys(t, b.b, prefix)
 				slices.Sort(want)
-				got, err := listKeys(ctx, b, fileBucketDir(url), prefix)
+				got, err := b.ListKeys(ctx, prefix)
 				if err != nil {
 					t.Fatalf("prefix %q: %v", prefix, err)
 				}
@@ -80,7 +80,7 @@ func TestListFileBucketWhileWriting(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	url := FileBucketURL(dir)
-	b, err := OpenBucket(ctx, url)
+	b, err := Open(ctx, url, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestListFileBucketWhileWriting(t *testing.T) {
 	}
 	defer func() { close(stop); wg.Wait() }()
 	for round := range 20 {
-		keys, err := listKeys(ctx, b, fileBucketDir(url), prefixXorbs)
+		keys, err := b.ListKeys(ctx, prefixXorbs)
 		if err != nil {
 			t.Fatalf("listing %d: %v", round, err)
 		}
@@ -142,7 +142,7 @@ func TestFileBucketDir(t *testing.T) {
 func TestListFileBucketCancelled(t *testing.T) {
 	dir := t.TempDir()
 	url := FileBucketURL(dir)
-	b, err := OpenBucket(context.Background(), url)
+	b, err := Open(context.Background(), url, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestListFileBucketCancelled(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if keys, err := listKeys(ctx, b, fileBucketDir(url), prefixShards); !errors.Is(err, context.Canceled) {
+	if keys, err := b.ListKeys(ctx, prefixShards); !errors.Is(err, context.Canceled) {
 		t.Fatalf("listKeys with a cancelled context: %v, %v; want context.Canceled", keys, err)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package store
+package objects
 
 import (
 	"bytes"
@@ -26,7 +26,7 @@ func TestLargeObjectsBypassThePageCache(t *testing.T) {
 	if !supportsDirect(t, dir) {
 		t.Skipf("the file system of %s refuses O_DIRECT", dir)
 	}
-	s := mustOpen(t, dir, FileBucketURL(filepath.Join(dir, "bucket")))
+	s := mustOpen(t, FileBucketURL(filepath.Join(dir, "bucket")), lockBeside(dir))
 	ctx := context.Background()
 	// A page-aligned buffer, as the server's pooled body buffers are.
 	data := alignedBytes(directMinBytes + 3*directAlign + 100)
@@ -44,14 +44,14 @@ func TestLargeObjectsBypassThePageCache(t *testing.T) {
 		{"small", data[:directMinBytes-directAlign], func(cached, pages int) bool { return cached == pages }, "every page (written through the cache)"},
 	} {
 		key := "xorbs/default/" + tc.name
-		if _, err := s.writeObject(ctx, key, tc.data, typeBinary, true); err != nil {
+		if _, err := s.Write(ctx, key, tc.data, typeBinary, true); err != nil {
 			t.Fatal(err)
 		}
 		cached, pages := residentPages(t, filepath.Join(dir, "bucket", key))
 		if !tc.wantCached(cached, pages) {
 			t.Errorf("%s object: %d of its %d pages are in the page cache right after the write; want %s", tc.name, cached, pages, tc.description)
 		}
-		got, err := s.bucket.ReadAll(ctx, key)
+		got, err := s.ReadAll(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package store
+package objects
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"gocloud.dev/blob"
 )
 
-// Listing file:// buckets: the store walks the bucket's directory itself
+// Listing file:// buckets: ListObjects walks the bucket's directory itself
 // instead of asking fileblob, for two reasons.
 //
 //   - fileblob reads each directory, then stats its entries one by one,
@@ -110,4 +110,50 @@ func listFileObjects(ctx context.Context, dir, prefix string) (objs []*blob.List
 	}
 	slices.SortFunc(objs, func(a, b *blob.ListObject) int { return strings.Compare(a.Key, b.Key) })
 	return objs, true, nil
+}
+
+// listPageSize is the page size of bucket listings that are not file://
+// (those are walked here). S3 answers at most 1,000 keys a request
+// whatever the page size.
+const listPageSize = 100_000
+
+// ListObjects lists the objects under prefix with their size and time, in
+// key order, skipping temporary files: a file:// bucket by a walk of its
+// own, others in large pages.
+func (bk *Bucket) ListObjects(ctx context.Context, prefix string) ([]*blob.ListObject, error) {
+	if bk.dir != "" {
+		if objs, ok, err := listFileObjects(ctx, bk.dir, prefix); ok || err != nil {
+			return objs, err
+		}
+	}
+	var out []*blob.ListObject
+	token := blob.FirstPageToken
+	for {
+		page, next, err := bk.b.ListPage(ctx, token, listPageSize, &blob.ListOptions{Prefix: prefix})
+		if err != nil {
+			return nil, fmt.Errorf("list %s: %w", prefix, Err(err))
+		}
+		for _, obj := range page {
+			if !obj.IsDir && !strings.HasSuffix(obj.Key, ".tmp") {
+				out = append(out, obj)
+			}
+		}
+		if len(next) == 0 {
+			return out, nil
+		}
+		token = next
+	}
+}
+
+// ListKeys returns every key under prefix, as ListObjects lists them.
+func (bk *Bucket) ListKeys(ctx context.Context, prefix string) ([]string, error) {
+	objs, err := bk.ListObjects(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(objs))
+	for i, obj := range objs {
+		keys[i] = obj.Key
+	}
+	return keys, nil
 }

@@ -1,4 +1,4 @@
-package store
+package objects
 
 import (
 	"context"
@@ -26,12 +26,12 @@ func BenchmarkObjectWrite(b *testing.B) {
 	}
 	ctx := context.Background()
 	dir := b.TempDir()
-	s := mustOpen(b, dir, FileBucketURL(filepath.Join(dir, "bucket")))
+	s := mustOpen(b, FileBucketURL(filepath.Join(dir, "bucket")), lockBeside(dir))
 	b.Run("WriteAll", func(b *testing.B) {
 		b.SetBytes(size)
 		b.ReportAllocs()
 		for b.Loop() {
-			if err := s.bucket.WriteAll(ctx, "xorbs/default/bench", data, nil); err != nil {
+			if err := s.WriteAll(ctx, "xorbs/default/bench", data, nil); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -40,7 +40,7 @@ func BenchmarkObjectWrite(b *testing.B) {
 		b.SetBytes(size)
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := s.writeObject(ctx, "xorbs/default/bench", data, typeBinary, false); err != nil {
+			if _, err := s.Write(ctx, "xorbs/default/bench", data, typeBinary, false); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -49,33 +49,33 @@ func BenchmarkObjectWrite(b *testing.B) {
 
 // BenchmarkListKeys lists n owner records (xorb-owners/{xorb}/{tenant},
 // one directory per xorb) of a file:// bucket: with listKeys (one walk of
-// the store's own, filelist.go), and through fileblob with gocloud's
+// its own, list.go), and through fileblob with gocloud's
 // iterator (pages of 1,000) and with pages of 100,000. fileblob walks the
 // whole tree again for every page, so the iterator's time per key grows
 // with n.
 //
-//	go test -run '^$' -bench ListKeys -benchtime 3x ./store/
+//	go test -run '^$' -bench ListKeys -benchtime 3x ./store/objects/
 func BenchmarkListKeys(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{5_000, 20_000} {
 		dir := b.TempDir()
-		bucket, err := OpenBucket(ctx, FileBucketURL(dir))
+		bucket, err := Open(ctx, FileBucketURL(dir), "")
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer bucket.Close()
 		for i := range n {
-			if err := bucket.WriteAll(ctx, xorbOwnerKey(fmt.Sprintf("%064x", i), "bench"), []byte("{}"), nil); err != nil {
+			if err := bucket.WriteAll(ctx, prefixXorbOwners+fmt.Sprintf("%064x", i)+"/bench", []byte("{}"), nil); err != nil {
 				b.Fatal(err)
 			}
 		}
 		list := map[string]func() (int, error){
 			"listKeys": func() (int, error) {
-				keys, err := listKeys(ctx, bucket, fileBucketDir(FileBucketURL(dir)), prefixXorbOwners)
+				keys, err := bucket.ListKeys(ctx, prefixXorbOwners)
 				return len(keys), err
 			},
 			"fileblob-pages=100000": func() (int, error) {
-				keys, err := listKeys(ctx, bucket, "", prefixXorbOwners)
+				keys, err := (&Bucket{b: bucket.b}).ListKeys(ctx, prefixXorbOwners) // no dir: through fileblob
 				return len(keys), err
 			},
 			"fileblob-iterator": func() (int, error) {

@@ -1,4 +1,4 @@
-package store
+package objects
 
 import (
 	"errors"
@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 )
 
-// Reading ranges of file:// objects: OpenXorbRange opens the object's file
-// itself instead of asking fileblob. fileblob's NewRangeReader stats the
+// Reading ranges of file:// objects: OpenFileRange (and so store's
+// OpenXorbRange) opens the object's file itself instead of asking fileblob. fileblob's NewRangeReader stats the
 // path, then opens the key's .attrs sidecar, which our buckets never write
 // (FileBucketURL skips it), and only then opens the file: three path
 // lookups for one read, one of them a failing one. On tmpfs a failing
@@ -20,7 +20,7 @@ import (
 // lookups (the trace is in commit 28bb4f0; BENCHMARKS.md, "Downloads").
 // Here a read is one open and one seek.
 //
-// The key's path is the one listFileObjects walks (filelist.go): keys the
+// The key's path is the one listFileObjects walks (list.go): keys the
 // store makes are plain, and for anything else (or a bucket URL with a
 // prefix) the read goes through fileblob.
 
@@ -46,15 +46,17 @@ func (r *fileRange) As(i any) bool {
 	return ok
 }
 
-// openFileRange opens length bytes from offset of the object under key in
-// the file:// bucket in dir (length < 0: to the end), or returns ok false
-// when the key is not one this package reads itself. A missing object is
-// ErrNotFound. As with fileblob, a range past the object's end reads short.
-func openFileRange(dir, key string, offset, length int64) (r io.ReadCloser, ok bool, err error) {
-	if dir == "" || !plainKey(key) {
+// OpenFileRange opens length bytes from offset of the object under key in
+// a file:// bucket (length < 0: to the end), or returns ok false when the
+// bucket or the key is not one this package reads itself (the caller then
+// reads through NewRangeReader). A missing object is ErrNotFound, a file
+// that fails to open ErrUnavailable. As with fileblob, a range past the
+// object's end reads short. The caller closes r.
+func (bk *Bucket) OpenFileRange(key string, offset, length int64) (r io.ReadCloser, ok bool, err error) {
+	if bk.dir == "" || !plainKey(key) {
 		return nil, false, nil
 	}
-	f, err := os.Open(filepath.Join(dir, filepath.FromSlash(key)))
+	f, err := os.Open(filepath.Join(bk.dir, filepath.FromSlash(key)))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, true, fmt.Errorf("%s: %w", key, ErrNotFound)
 	}

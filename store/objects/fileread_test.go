@@ -1,26 +1,30 @@
-package store
+package objects
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
-
-	"openxet/xet"
 )
 
-// storedXorb puts one xorb of n random chunks and returns its hash and
-// stored bytes.
-func storedXorb(tb testing.TB, s *Store, n int) (xet.Hash, []byte) {
+// storedObject writes n random chunks' worth of bytes (as a xorb of n
+// chunks of 64 KiB) and returns its key and bytes.
+func storedObject(tb testing.TB, s *Bucket, n int) (string, []byte) {
 	tb.Helper()
-	body, info := xet.BuildXorb(chunksOf(7, n, 64<<10), false)
-	if _, err := s.PutXorb(context.Background(), "t", info, body[:info.StreamLen], 1<<40); err != nil {
+	r := rand.New(rand.NewPCG(7, uint64(n)))
+	data := make([]byte, n*(64<<10)+8*n)
+	for i := range data {
+		data[i] = byte(r.Uint32())
+	}
+	key := prefixXorbs + "stored"
+	if _, err := s.Write(context.Background(), key, data, typeBinary, true); err != nil {
 		tb.Fatal(err)
 	}
-	return info.Hash, body[:info.StreamLen]
+	return key, data
 }
 
 // A range of a file:// object read from its file is what fileblob reads:
@@ -29,16 +33,15 @@ func storedXorb(tb testing.TB, s *Store, n int) (xet.Hash, []byte) {
 // ErrNotFound for a missing object.
 func TestFileRangeReadsAsFileblob(t *testing.T) {
 	dir := t.TempDir()
-	s := mustOpen(t, dir, fileBucket(dir))
+	s := mustOpen(t, fileBucket(dir), lockBeside(dir))
 	if s.dir == "" {
 		t.Fatal("the store does not read its file:// bucket itself")
 	}
-	ctx := context.Background()
-	h, stored := storedXorb(t, s, 6)
+	key, stored := storedObject(t, s, 6)
 	size := int64(len(stored))
 	for _, rg := range [][2]int64{{0, size}, {0, -1}, {1000, 200 << 10}, {size - 10, 10}, {size - 10, 100}, {size, 10}, {size + 5, 10}, {0, 0}} {
-		r, err := s.OpenXorbRange(ctx, h, rg[0], rg[1])
-		if err != nil {
+		r, ok, err := s.OpenFileRange(key, rg[0], rg[1])
+		if !ok || err != nil {
 			t.Fatalf("range %v: %v", rg, err)
 		}
 		if _, ok := r.(*fileRange); !ok {
@@ -49,13 +52,13 @@ func TestFileRangeReadsAsFileblob(t *testing.T) {
 		if err != nil {
 			t.Fatalf("range %v: %v", rg, err)
 		}
-		want := fileblobRange(t, s, xorbKey(h.String()), rg[0], rg[1])
+		want := fileblobRange(t, s, key, rg[0], rg[1])
 		if !bytes.Equal(got, want) {
 			t.Fatalf("range %v: %d bytes, fileblob reads %d", rg, len(got), len(want))
 		}
 	}
 
-	r, err := s.OpenXorbRange(ctx, h, 1000, 4096)
+	r, _, err := s.OpenFileRange(key, 1000, 4096)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,17 +78,15 @@ func TestFileRangeReadsAsFileblob(t *testing.T) {
 		t.Error("As answered for a type it does not have")
 	}
 
-	var missing xet.Hash
-	missing[0] = 1
-	if _, err := s.OpenXorbRange(ctx, missing, 0, 10); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.OpenFileRange(prefixXorbs+"missing", 0, 10); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("missing xorb: %v, want ErrNotFound", err)
 	}
 }
 
 // fileblobRange reads a range through the bucket, as OpenXorbRange did.
-func fileblobRange(tb testing.TB, s *Store, key string, offset, length int64) []byte {
+func fileblobRange(tb testing.TB, s *Bucket, key string, offset, length int64) []byte {
 	tb.Helper()
-	r, err := s.bucket.NewRangeReader(context.Background(), key, offset, length, nil)
+	r, err := s.NewRangeReader(context.Background(), key, offset, length, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -101,16 +102,16 @@ func fileblobRange(tb testing.TB, s *Store, key string, offset, length int64) []
 // the store never writes) is not read, even one fileblob cannot parse.
 func TestFileRangeIgnoresSidecar(t *testing.T) {
 	dir := t.TempDir()
-	s := mustOpen(t, dir, fileBucket(dir))
-	h, stored := storedXorb(t, s, 2)
-	path := filepath.Join(s.dir, filepath.FromSlash(xorbKey(h.String())))
+	s := mustOpen(t, fileBucket(dir), lockBeside(dir))
+	key, stored := storedObject(t, s, 2)
+	path := filepath.Join(s.dir, filepath.FromSlash(key))
 	if err := os.WriteFile(path+".attrs", []byte("not json"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.bucket.NewRangeReader(context.Background(), xorbKey(h.String()), 0, 10, nil); err == nil {
+	if _, err := s.NewRangeReader(context.Background(), key, 0, 10, nil); err == nil {
 		t.Fatal("fileblob read past a sidecar it cannot parse: the test no longer shows that the sidecar is skipped")
 	}
-	r, err := s.OpenXorbRange(context.Background(), h, 0, -1)
+	r, _, err := s.OpenFileRange(key, 0, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,16 +122,16 @@ func TestFileRangeIgnoresSidecar(t *testing.T) {
 	}
 }
 
-// BenchmarkOpenXorbRange opens and closes a 64 KiB range of a stored
+// BenchmarkOpenFileRange opens and closes a 64 KiB range of a stored
 // file:// xorb, from its file (direct) and through fileblob.
-func BenchmarkOpenXorbRange(b *testing.B) {
+func BenchmarkOpenFileRange(b *testing.B) {
 	dir := b.TempDir()
-	s := mustOpen(b, dir, fileBucket(dir))
-	h, _ := storedXorb(b, s, 4)
+	s := mustOpen(b, fileBucket(dir), lockBeside(dir))
+	key, _ := storedObject(b, s, 4)
 	ctx := context.Background()
 	b.Run("direct", func(b *testing.B) {
 		for b.Loop() {
-			r, err := s.OpenXorbRange(ctx, h, 4096, 64<<10)
+			r, _, err := s.OpenFileRange(key, 4096, 64<<10)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -139,7 +140,7 @@ func BenchmarkOpenXorbRange(b *testing.B) {
 	})
 	b.Run("fileblob", func(b *testing.B) {
 		for b.Loop() {
-			r, err := s.bucket.NewRangeReader(ctx, xorbKey(h.String()), 4096, 64<<10, nil)
+			r, err := s.NewRangeReader(ctx, key, 4096, 64<<10, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,11 +1,10 @@
-package store
+package objects
 
 import (
 	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -15,7 +14,6 @@ import (
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"gocloud.dev/blob"
 )
@@ -50,7 +48,7 @@ import (
 //     sends it, and the SDK skips its own pass over the cold body (about a
 //     tenth of an S3 upload's CPU). The service still checks it.
 
-// s3DefaultParams are the URL parameters OpenBucket adds to an s3:// URL
+// s3DefaultParams are the URL parameters Open adds to an s3:// URL
 // that does not set them.
 var s3DefaultParams = map[string]string{"response_checksum_validation": "when_required"}
 
@@ -189,37 +187,4 @@ func unsignedPayload(stack *middleware.Stack) error {
 		func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
 			return next.HandleInitialize(v4.SetPayloadHash(ctx, "UNSIGNED-PAYLOAD"), in)
 		}), middleware.After)
-}
-
-// s3ErrorCode is the S3 error code of err ("" when it has none).
-func s3ErrorCode(err error) string {
-	var ae smithy.APIError
-	if errors.As(err, &ae) {
-		return ae.ErrorCode()
-	}
-	return ""
-}
-
-// s3Err marks an error of a direct S3 call as bucketErr does gocloud's:
-// ErrUnavailable unless the service refused the request for a reason a
-// retry does not cure (a missing bucket or key, a refused precondition, an
-// argument, the credentials) or the caller's context ended.
-func s3Err(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoSpace) {
-		return err
-	}
-	if noSpace(err) {
-		return fmt.Errorf("%w: bucket: %w", ErrNoSpace, err)
-	}
-	switch s3ErrorCode(err) {
-	case "NoSuchBucket", "NoSuchKey", "NotFound", "PreconditionFailed", "InvalidRange",
-		// credentials, permissions, region, a request the store does not support:
-		// configuration to fix, not load to wait out
-		"AccessDenied", "Forbidden", "AllAccessDisabled", "AccountProblem", "InvalidAccessKeyId",
-		"SignatureDoesNotMatch", "ExpiredToken", "InvalidToken", "InvalidSecurity",
-		"AuthorizationHeaderMalformed", "PermanentRedirect", "InvalidArgument", "InvalidRequest",
-		"InvalidBucketName", "MethodNotAllowed", "NotImplemented":
-		return err
-	}
-	return fmt.Errorf("%w: bucket: %w", ErrUnavailable, err)
 }

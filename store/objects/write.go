@@ -1,4 +1,4 @@
-package store
+package objects
 
 import (
 	"bytes"
@@ -12,17 +12,11 @@ import (
 	"gocloud.dev/gcerrors"
 )
 
-// Content types of the objects the store writes.
-const (
-	typeBinary = "application/octet-stream"
-	typeJSON   = "application/json"
-)
-
-// directMinBytes is the size from which writeObject writes a file://
+// directMinBytes is the size from which Write writes a file://
 // object with O_DIRECT (writeDirect): xorbs, not records.
 const directMinBytes = 1 << 20
 
-// writeObject is the one way the store writes an object: data under key,
+// Write is the one way the store writes an object: data under key,
 // replacing any object there, or with ifAbsent only when the key is free
 // (written reports which; an object already there is left as it is).
 //
@@ -45,21 +39,19 @@ const directMinBytes = 1 << 20
 // conditional write is retried) and in memblob. fileblob
 // checks and renames under a lock of its own process only, so for file://
 // buckets the check and the rename also hold an exclusive lock on the file
-// IndexPath+".objects.lock", which every process opening the index opens.
-func (s *Store) writeObject(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool) (written bool, err error) {
-	return s.writeObjectCRC(ctx, key, data, contentType, ifAbsent, nil)
+// Open was given (package store: IndexPath+".objects.lock", which every
+// process opening the index opens).
+func (bk *Bucket) Write(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool) (written bool, err error) {
+	return bk.WriteCRC(ctx, key, data, contentType, ifAbsent, nil)
 }
 
-// writeObjectCRC is writeObject for data whose CRC-32 (IEEE) the caller
+// WriteCRC is Write for data whose CRC-32 (IEEE) the caller
 // already has (crc nil: it has not): an S3 write sends it as the request
 // checksum instead of the SDK computing it in a pass of its own. Other
 // buckets ignore it.
-func (s *Store) writeObjectCRC(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool, crc *uint32) (written bool, err error) {
-	if err := s.writable(); err != nil {
-		return false, fmt.Errorf("write %s: %w", key, err)
-	}
-	if s.s3 != nil && plainKey(key) {
-		return s.s3.put(ctx, key, data, contentType, ifAbsent, crc) // s3.go: one PutObject, no copy
+func (bk *Bucket) WriteCRC(ctx context.Context, key string, data []byte, contentType string, ifAbsent bool, crc *uint32) (written bool, err error) {
+	if bk.s3 != nil && plainKey(key) {
+		return bk.s3.put(ctx, key, data, contentType, ifAbsent, crc) // s3.go: one PutObject, no copy
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -71,9 +63,9 @@ func (s *Store) writeObjectCRC(ctx context.Context, key string, data []byte, con
 			return nil
 		}
 	}
-	w, err := s.bucket.NewWriter(ctx, key, opts)
+	w, err := bk.b.NewWriter(ctx, key, opts)
 	if err != nil {
-		return false, fmt.Errorf("write %s: %w", key, bucketErr(err))
+		return false, fmt.Errorf("write %s: %w", key, Err(err))
 	}
 	direct := false
 	if f != nil {
@@ -85,10 +77,10 @@ func (s *Store) writeObjectCRC(ctx context.Context, key string, data []byte, con
 	if err != nil {
 		cancel() // abort: Close must not store a partial object
 		w.Close()
-		return false, fmt.Errorf("write %s: %w", key, bucketErr(err))
+		return false, fmt.Errorf("write %s: %w", key, Err(err))
 	}
 	if ifAbsent {
-		unlock, err := s.lockObjects()
+		unlock, err := bk.lockObjects()
 		if err != nil {
 			cancel()
 			w.Close()
@@ -100,21 +92,21 @@ func (s *Store) writeObjectCRC(ctx context.Context, key string, data []byte, con
 		if ifAbsent && gcerrors.Code(err) == gcerrors.FailedPrecondition {
 			return false, nil
 		}
-		return false, fmt.Errorf("write %s: %w", key, bucketErr(err))
+		return false, fmt.Errorf("write %s: %w", key, Err(err))
 	}
 	return true, nil
 }
 
 // lockObjects takes the cross-process lock of file:// buckets (a no-op for
 // other buckets). It is held for a check and a rename, microseconds.
-func (s *Store) lockObjects() (unlock func(), err error) {
-	if s.objects == nil {
+func (bk *Bucket) lockObjects() (unlock func(), err error) {
+	if bk.lock == nil {
 		return func() {}, nil
 	}
 	// flock is per open file: the mutex keeps two goroutines of this
 	// process from sharing it.
-	s.objectsMu.Lock()
-	fd := int(s.objects.Fd())
+	bk.lockMu.Lock()
+	fd := int(bk.lock.Fd())
 	for {
 		err = syscall.Flock(fd, syscall.LOCK_EX)
 		if err != syscall.EINTR {
@@ -122,21 +114,21 @@ func (s *Store) lockObjects() (unlock func(), err error) {
 		}
 	}
 	if err != nil {
-		s.objectsMu.Unlock()
+		bk.lockMu.Unlock()
 		return nil, fmt.Errorf("%w: object lock: %w", ErrUnavailable, err)
 	}
 	return func() {
 		syscall.Flock(fd, syscall.LOCK_UN)
-		s.objectsMu.Unlock()
+		bk.lockMu.Unlock()
 	}, nil
 }
 
-// sameObject reports whether the object at key holds exactly data, reading
+// Same reports whether the object at key holds exactly data, reading
 // it in pieces.
-func (s *Store) sameObject(ctx context.Context, key string, data []byte) (bool, error) {
-	r, err := s.bucket.NewReader(ctx, key, nil)
+func (bk *Bucket) Same(ctx context.Context, key string, data []byte) (bool, error) {
+	r, err := bk.b.NewReader(ctx, key, nil)
 	if err != nil {
-		return false, bucketErr(err)
+		return false, Err(err)
 	}
 	defer r.Close()
 	if r.Size() != int64(len(data)) {
@@ -146,7 +138,7 @@ func (s *Store) sameObject(ctx context.Context, key string, data []byte) (bool, 
 	for off := 0; off < len(data); {
 		n, err := io.ReadFull(r, buf[:min(len(buf), len(data)-off)])
 		if err != nil {
-			return false, bucketErr(err)
+			return false, Err(err)
 		}
 		if !bytes.Equal(buf[:n], data[off:off+n]) {
 			return false, nil
