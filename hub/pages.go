@@ -214,8 +214,9 @@ footer{margin-top:3rem;font-size:.85rem;color:#666}
 <p class="muted">version <span id="version">{{.Version}}</span></p>
 <p>A self-hosted storage server for Hugging Face's Xet protocol. The stock clients
 (<code>hf</code>, <code>huggingface_hub</code>, <code>hf_xet</code>, <code>@huggingface/hub</code>) create
-repositories, upload and download through it, as they do with the Hub. Each tenant sees only its own
-repositories and has its own quota and rate limits.</p>
+repositories, upload and download through it, as they do with the Hub. Each tenant has its own
+quota and rate limits; a repo is private to its tenant unless its owner makes it internal (readable
+with any credential of this server) or public (readable by anyone, when the operator allows it).</p>
 <p>Status: {{if .Ready}}<span id="status" class="ok">ready</span>{{else}}<span id="status" class="bad">not ready</span>
 (the index or the bucket cannot be reached; <code>/readyz</code> says more to the operator){{end}}</p>
 

@@ -49,6 +49,10 @@ func TestLandingPage(t *testing.T) {
 	if strings.Contains(page, "<script") {
 		t.Errorf("landing page has a script")
 	}
+	// The page tells the rule of docs/sharing.md, not the one before sharing.
+	if strings.Contains(page, "sees only its own") || !strings.Contains(page, "internal") || !strings.Contains(page, "public") {
+		t.Errorf("landing page does not say who reads a repo:\n%s", page)
+	}
 }
 
 // TestRepoPagesShowNothingWithoutAToken: the URLs the hf CLI prints lead
