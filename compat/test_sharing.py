@@ -237,3 +237,33 @@ def test_copy_from_another_tenants_repo(server, tmp_path):
     r = server.request("POST", "/api/models/alice/copypriv/lfs-files/duplicate", token=bob.token,
                        headers={"Content-Type": "application/json"}, body=body)
     assert r.status == 404 and r.headers.get("X-Error-Code") == "RepoNotFound", r
+
+
+def test_duplicate_another_tenants_repo(server, tmp_path):
+    """Tenant bob's duplicate_repo of alice's internal repo (hf_xet-uploaded
+    weights and a regular file, two commits) makes a repo of his with her
+    history, which hf_hub_download reads as her bytes with bob's token, even
+    after she deletes hers; from her private repo duplicate_repo raises
+    RepositoryNotFoundError and makes nothing."""
+    alice = HubClient(server.url, server.make_credential("alice"), tmp_path / "alice")
+    bob = HubClient(server.url, server.make_credential("bob"), tmp_path / "bob")
+    weights = tmp_path / "weights.bin"
+    write_random(weights, 2 << 20, seed=35)
+    notes = tmp_path / "second.txt"
+    notes.write_text("second\n")
+    for name, visibility in [("dupsrc", "internal"), ("duppriv", "private")]:
+        alice.api("create_repo", repo_id="alice/" + name)
+        alice.api("update_repo_settings", repo_id="alice/" + name, visibility=visibility)
+        alice.api("upload_file", path_or_fileobj=str(weights), path_in_repo="weights.bin", repo_id="alice/" + name)
+        alice.api("upload_file", path_or_fileobj=str(notes), path_in_repo="notes.txt", repo_id="alice/" + name)
+    url = bob.api("duplicate_repo", from_id="alice/dupsrc", to_id="bob/dupcopy")
+    assert url.rstrip("/").endswith("/bob/dupcopy"), url
+    src = [c["commit_id"] for c in alice.api("list_repo_commits", repo_id="alice/dupsrc")]
+    dup = [c["commit_id"] for c in bob.api("list_repo_commits", repo_id="bob/dupcopy")]
+    assert dup == src and len(src) >= 2, (src, dup)
+    alice.api("delete_repo", repo_id="alice/dupsrc")
+    path = bob.api("hf_hub_download", repo_id="bob/dupcopy", filename="weights.bin")
+    assert sha256_file(path) == sha256_file(weights)
+    out = bob.api_call("duplicate_repo", from_id="alice/duppriv", to_id="bob/dupnope")
+    assert not out["ok"] and out["error_type"] == "RepositoryNotFoundError", out
+    assert not bob.api("repo_exists", repo_id="bob/dupnope")

@@ -173,9 +173,13 @@ func (h *Hub) moveRepo(c echo.Context) error {
 
 // duplicateRepo: POST /api/{type}s/{ns}/{name}/duplicate {"repository":
 // "ns/new", "visibility": …}: a copy with the whole history that shares
-// every file (no byte is copied, so filesCopyPending is false).
+// every file (no byte is copied, so filesCopyPending is false). The source
+// is any repo the caller may read; the new repo is in the caller's own
+// namespace. From another tenant's repo, the caller's tenant first gets
+// every Xet file of the source's history as CommitOperationCopy gives it
+// one (copyHistoryFiles), then the history.
 func (h *Hub) duplicateRepo(c echo.Context) error {
-	from, err := h.apiRepo(c, forWrite)
+	from, err := h.apiRepo(c, forRead)
 	if err != nil {
 		return err
 	}
@@ -201,14 +205,66 @@ func (h *Hub) duplicateRepo(c echo.Context) error {
 	}
 	to := store.RepoID{Tenant: ns, Type: from.Type, Name: name}
 	body := map[string]any{"url": h.repoURL(c, to), "id": to.String(), "name": to.String(), "filesCopyPending": false}
+	exists := func(err error) error {
+		// duplicate_repo(exist_ok=True) accepts a 409.
+		return &ExistsError{Message: fmt.Sprintf("repository %s already exists", to), Fields: body, Cause: err}
+	}
+	if from.Tenant != to.Tenant {
+		// A taken name is refused before any file is copied.
+		if _, err := h.store.Repo(c.Request().Context(), to); err == nil {
+			return exists(store.ErrRepoExists)
+		} else if !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if err := h.copyHistoryFiles(c, from, to.Tenant); err != nil {
+			return err
+		}
+	}
 	if _, err := h.store.DuplicateRepo(c.Request().Context(), from, to, vis); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
-			// duplicate_repo(exist_ok=True) accepts a 409.
-			return &ExistsError{Message: fmt.Sprintf("repository %s already exists", to), Fields: body, Cause: err}
+			return exists(err)
 		}
 		return h.repoError(from, err)
 	}
 	return c.JSON(http.StatusOK, body)
+}
+
+// duplicateBatch is how many files copyHistoryFiles copies per CopyFiles
+// call, so that a long history holds the memory of a batch at a time.
+const duplicateBatch = 256
+
+// copyHistoryFiles registers every Xet file of from's history for tenant,
+// as lfs-files/duplicate does for the files a commit copies: charged as an
+// upload of the same bytes under server.dedup_scope, held to the quota,
+// pulled first when from is mirrored. A refusal of one file ends the
+// duplicate with it; what earlier batches registered stays the tenant's,
+// referenced by no repo (as an upload whose commit never came).
+func (h *Hub) copyHistoryFiles(c echo.Context, from store.RepoID, tenant string) error {
+	ctx := c.Request().Context()
+	files, err := h.store.HistoryFiles(ctx, from)
+	if err != nil {
+		return h.repoError(from, err)
+	}
+	up := h.cfg.Uploads()
+	opt := store.CopyOptions{Own: !up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes,
+		Reserve: func(n int64) (func(), error) { return h.cfg.Reserve(c, n) }}
+	for batch := range slices.Chunk(files, duplicateBatch) {
+		if err := h.pullMirrored(c, from, batch); err != nil {
+			return err
+		}
+		_, err := h.store.CopyFiles(ctx, from, tenant, batch, opt)
+		if refused, ok := errors.AsType[*store.CopyRefusedError](err); ok && len(refused.Refused) > 0 {
+			// The source's history changed between the listing and the copy.
+			return fmt.Errorf("repository %s changed during the duplicate (%s): %w", h.shown(from), refused.Refused[0].Reason, store.ErrRefMoved)
+		}
+		if errors.Is(err, store.ErrNotFound) {
+			return hubNotFound("RepoNotFound", "repository %s not found", h.shown(from))
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // storageListing: GET /api/settings/repositories (and

@@ -104,7 +104,7 @@ func sharingWriteRoutes(name string) []hubRoute {
 		{"DELETE", api + "/tag/v0", ""},
 		{"POST", api + "/super-squash/main", `{"message":"gone"}`},
 		{"PUT", api + "/settings", `{"visibility":"private"}`},
-		{"POST", api + "/duplicate", `{"repository":"bob/copy"}`},
+		{"POST", api + "/duplicate", `{"repository":"alice/copy"}`}, // into alice's namespace: a write of hers
 		{"POST", "/alice/" + name + ".git/info/lfs/objects/batch", `{"operation":"upload","objects":[{"oid":"` + strings.Repeat("a", 64) + `","size":1}]}`},
 		{"DELETE", "/api/repos/delete", `{"name":"` + name + `","organization":"alice"}`},
 		{"POST", "/api/repos/move", `{"fromRepo":"alice/` + name + `","toRepo":"alice/moved"}`},
@@ -161,8 +161,8 @@ func TestSharingMatrixHubRoutes(t *testing.T) {
 			t.Errorf("%s: private %v, want %v", name, info["private"], want)
 		}
 	}
-	if r := e.do("GET", "/api/models/bob/copy", e.bob, nil); r.Status != 404 {
-		t.Errorf("bob/copy exists after the refused duplicate: %d", r.Status)
+	if r := e.do("GET", "/api/models/alice/copy", e.alice, nil); r.Status != 404 {
+		t.Errorf("alice/copy exists after bob's refused duplicate: %d", r.Status)
 	}
 	// The file bob reads through resolve is alice's.
 	r := e.do("GET", "/alice/pub/resolve/main/weights.bin", e.bob, nil)

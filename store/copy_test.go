@@ -311,3 +311,49 @@ func TestCopyFilesReservesMemory(t *testing.T) {
 		t.Fatalf("reserved %v (want [%d]), released %d", asked, CopyMemoryBytes(len(fx.named.Terms)), released)
 	}
 }
+
+// TestDuplicateRepoAcrossTenants: a duplicate into another tenant needs
+// the source's files registered for that tenant first (HistoryFiles, then
+// CopyFiles); before that it is refused and changes nothing, and a private
+// source is not found whatever the copies.
+func TestDuplicateRepoAcrossTenants(t *testing.T) {
+	fx := newCopyFixture(t)
+	ctx := context.Background()
+	dup := RepoID{Tenant: "bob", Type: "model", Name: "copy"}
+	before := fx.state(t)
+	if _, err := fx.s.DuplicateRepo(ctx, fx.repo, dup, ""); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "not held by tenant bob") {
+		t.Fatalf("duplicate before the copy: %v", err)
+	}
+	if got := fx.state(t); got != before {
+		t.Errorf("a refused duplicate changed the store:\n%s\nwant\n%s", got, before)
+	}
+	files, err := fx.s.HistoryFiles(ctx, fx.repo)
+	if err != nil || len(files) != 1 || files[0] != copyOf(fx.named) {
+		t.Fatalf("HistoryFiles = %v, %v; want the named file alone", files, err)
+	}
+	if _, err := fx.s.CopyFiles(ctx, fx.repo, "bob", files, CopyOptions{DefaultQuotaBytes: Unlimited}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := fx.s.DuplicateRepo(ctx, fx.repo, dup, "private")
+	if err != nil || r.VisibilityOf() != "private" {
+		t.Fatalf("duplicate after the copy: %+v %v", r, err)
+	}
+	src, _ := fx.s.Resolve(ctx, fx.repo, "main")
+	if got, err := fx.s.Resolve(ctx, dup, "main"); err != nil || got.SHA != src.SHA {
+		t.Errorf("the duplicate's main: %s %v, want %s", got.SHA, err, src.SHA)
+	}
+	if _, err := fx.s.File(ctx, "bob", fx.named.Hash); err != nil {
+		t.Errorf("bob's copy of the file: %v", err)
+	}
+	// Made private, alice's repo is not found for a duplicate into bob.
+	private := "private"
+	if _, err := fx.s.SetRepoSettings(ctx, fx.repo, RepoSettings{Visibility: &private}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fx.s.DuplicateRepo(ctx, fx.repo, RepoID{Tenant: "bob", Type: "model", Name: "copy2"}, ""); !errors.Is(err, ErrNotFound) {
+		t.Errorf("duplicate of a private repo of another tenant: %v", err)
+	}
+	if _, err := fx.s.Repo(ctx, RepoID{Tenant: "bob", Type: "model", Name: "copy2"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("copy2 after the refused duplicate: %v", err)
+	}
+}

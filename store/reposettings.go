@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"openxet/xet"
 )
 
 // Repo settings, moves and duplicates (the Hub's update_repo_settings,
@@ -72,6 +74,32 @@ func (s *Store) SetRepoSettings(ctx context.Context, id RepoID, set RepoSettings
 type repoHistory struct {
 	commits []Commit
 	refs    map[string]string // ref → commit sha
+}
+
+// HistoryFiles is every Xet file a commit of id's history names, once
+// each, in the order the history lists them: what a duplicate of id into
+// another tenant copies first (DuplicateRepo).
+func (s *Store) HistoryFiles(ctx context.Context, id RepoID) ([]FileCopy, error) {
+	h, err := s.history(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []FileCopy
+	for _, c := range h.commits {
+		for _, e := range c.Tree {
+			if e.XetHash == "" || seen[e.XetHash] {
+				continue
+			}
+			seen[e.XetHash] = true
+			x, err := xet.ParseHash(e.XetHash)
+			if err != nil {
+				return nil, fmt.Errorf("commit %s of %s names %s with Xet hash %q: %w", c.SHA, id, e.Path, e.XetHash, err)
+			}
+			out = append(out, FileCopy{Hash: x, SHA256: e.SHA256})
+		}
+	}
+	return out, nil
 }
 
 func (s *Store) history(ctx context.Context, id RepoID) (repoHistory, error) {
@@ -359,15 +387,15 @@ func (s *Store) MovedTo(ctx context.Context, id RepoID) (RepoID, error) {
 }
 
 // DuplicateRepo copies a repo, its whole history, branches and tags, to a
-// new repo of the same tenant. It copies no file: the duplicate's trees
-// name the same Xet files and blobs, which the tenant already owns, so it
-// costs no bytes and no quota. visibility "" keeps the source's. Errors as
-// MoveRepo's; a duplicate to another tenant is refused (ErrBadRepoName):
-// duplicating another tenant's shared repo is not built yet.
+// new repo. It copies no file: the duplicate's trees name the same Xet
+// files and blobs, which to's tenant must already hold, so it costs no
+// bytes and no quota. Within a tenant that is always so; into another
+// tenant, the source must be Shared (else ErrNotFound, as for any reader)
+// and the caller first registers the source's files for to's tenant with
+// CopyFiles (HistoryFiles lists them): a Xet file to's tenant does not
+// hold refuses the duplicate (ErrNotFound), nothing changed. visibility ""
+// keeps the source's. Errors as MoveRepo's.
 func (s *Store) DuplicateRepo(ctx context.Context, from, to RepoID, visibility string) (Repo, error) {
-	if from.Tenant != to.Tenant {
-		return Repo{}, fmt.Errorf("duplicate %s to %s: %w: a repo is duplicated within its tenant", from, to, ErrBadRepoName)
-	}
 	if visibility != "" {
 		if err := checkVisibility(visibility); err != nil {
 			return Repo{}, err
@@ -376,6 +404,9 @@ func (s *Store) DuplicateRepo(ctx context.Context, from, to RepoID, visibility s
 	src, h, err := s.copySource(ctx, from, to)
 	if err != nil {
 		return Repo{}, err
+	}
+	if from.Tenant != to.Tenant && !src.Shared() {
+		return Repo{}, fmt.Errorf("repo %s: %w", from, ErrNotFound)
 	}
 	dup := Repo{RepoID: to, Private: src.Private, Created: s.now().UTC().Truncate(time.Second), Visibility: src.Visibility, Gated: src.Gated}
 	if visibility != "" {
@@ -388,8 +419,9 @@ func (s *Store) DuplicateRepo(ctx context.Context, from, to RepoID, visibility s
 		if err := repoTaken(ctx, tx, to); err != nil {
 			return err
 		}
-		// The tenant must still hold every Xet file (a deletion of the
-		// source in between may have released some).
+		// The tenant must hold every Xet file (a deletion of the source
+		// in between may have released some; another tenant's files must
+		// have been copied).
 		seen := map[string]bool{}
 		for _, c := range h.commits {
 			for _, e := range c.Tree {
@@ -400,7 +432,7 @@ func (s *Store) DuplicateRepo(ctx context.Context, from, to RepoID, visibility s
 				var one int
 				err := tx.QueryRowContext(ctx, `SELECT 1 FROM files WHERE tenant = ? AND hash = ?`, to.Tenant, e.XetHash).Scan(&one)
 				if errors.Is(err, sql.ErrNoRows) {
-					return fmt.Errorf("file %s (%s) of %s was released during the duplicate; duplicate again: %w", e.Path, e.XetHash, from, ErrNotFound)
+					return fmt.Errorf("file %s (%s) of %s is not held by tenant %s (released during the duplicate, or not copied); duplicate again: %w", e.Path, e.XetHash, from, to.Tenant, ErrNotFound)
 				}
 				if err != nil {
 					return err

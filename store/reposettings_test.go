@@ -140,8 +140,8 @@ func (m *movesFixture) move(b RepoID) {
 // duplicate tries bad duplicates of b, then duplicates it to d.
 func (m *movesFixture) duplicate(b, d RepoID) {
 	t, s, ctx := m.t, m.s, m.ctx
-	if _, err := s.DuplicateRepo(ctx, b, RepoID{Tenant: "bob", Type: "model", Name: "d"}, ""); !errors.Is(err, ErrBadRepoName) {
-		t.Errorf("duplicate to another tenant: %v", err)
+	if _, err := s.DuplicateRepo(ctx, b, RepoID{Tenant: "bob", Type: "model", Name: "d"}, ""); !errors.Is(err, ErrNotFound) {
+		t.Errorf("duplicate of a private repo to another tenant: %v", err)
 	}
 	if _, err := s.DuplicateRepo(ctx, b, d, "everyone"); !errors.Is(err, ErrBadSetting) {
 		t.Errorf("duplicate with a bad visibility: %v", err)
