@@ -174,7 +174,8 @@ func (h *Hub) moveRepo(c echo.Context) error {
 // duplicateRepo: POST /api/{type}s/{ns}/{name}/duplicate {"repository":
 // "ns/new", "visibility": …}: a copy with the whole history that shares
 // every file (no byte is copied, so filesCopyPending is false). The source
-// is any repo the caller may read; the new repo is in the caller's own
+// is any repo the caller may read but a mirrored one (not served); the
+// new repo is in the caller's own
 // namespace. From another tenant's repo, the caller's tenant first gets
 // every Xet file of the source's history as CommitOperationCopy gives it
 // one (copyHistoryFiles), then the history.
@@ -209,6 +210,11 @@ func (h *Hub) duplicateRepo(c echo.Context) error {
 		// duplicate_repo(exist_ok=True) accepts a 409.
 		return &ExistsError{Message: fmt.Sprintf("repository %s already exists", to), Fields: body, Cause: err}
 	}
+	if h.mirrored(from) {
+		// A mirrored repo holds the revisions its readers resolved, under
+		// the mirror's own refs, not the upstream's branches and history.
+		return notServed("duplicates of mirrored repos", "copy its files into a repo of yours with CommitOperationCopy (create_commit), or download and upload them")
+	}
 	if from.Tenant != to.Tenant {
 		// A taken name is refused before any file is copied.
 		if _, err := h.store.Repo(c.Request().Context(), to); err == nil {
@@ -235,8 +241,8 @@ const duplicateBatch = 256
 
 // copyHistoryFiles registers every Xet file of from's history for tenant,
 // as lfs-files/duplicate does for the files a commit copies: charged as an
-// upload of the same bytes under server.dedup_scope, held to the quota,
-// pulled first when from is mirrored. A refusal of one file ends the
+// upload of the same bytes under server.dedup_scope, held to the quota. A
+// refusal of one file ends the
 // duplicate with it; what earlier batches registered stays the tenant's,
 // referenced by no repo (as an upload whose commit never came).
 func (h *Hub) copyHistoryFiles(c echo.Context, from store.RepoID, tenant string) error {
@@ -249,9 +255,6 @@ func (h *Hub) copyHistoryFiles(c echo.Context, from store.RepoID, tenant string)
 	opt := store.CopyOptions{Own: !up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes,
 		Reserve: func(n int64) (func(), error) { return h.cfg.Reserve(c, n) }}
 	for batch := range slices.Chunk(files, duplicateBatch) {
-		if err := h.pullMirrored(c, from, batch); err != nil {
-			return err
-		}
 		_, err := h.store.CopyFiles(ctx, from, tenant, batch, opt)
 		if refused, ok := errors.AsType[*store.CopyRefusedError](err); ok && len(refused.Refused) > 0 {
 			// The source's history changed between the listing and the copy.

@@ -61,3 +61,29 @@ func TestCopyFromMirroredRepo(t *testing.T) {
 	}
 	e.checkIndex(t)
 }
+
+// TestDuplicateMirroredRepo: duplicate_repo of a mirrored repo is not
+// served (the mirror holds the revisions its readers resolved, under refs
+// of its own): 501 not_served naming the feature, no repo made, nothing
+// asked of the upstream.
+func TestDuplicateMirroredRepo(t *testing.T) {
+	u := newUpstream(t)
+	u.repo(t, "google-bert", "bert-tiny", map[string][]byte{"model.safetensors": randomBytes(3, 100_000)}, nil)
+	e := newMirror(t, u)
+	tok := e.Credential("bob", "read", "write")
+	if r := e.Do("GET", "/api/models/google-bert/bert-tiny", tok, nil); r.Status != 200 {
+		t.Fatalf("info: %d %s", r.Status, r.Body)
+	}
+	opens := e.up.opens.Load()
+	r := e.Do("POST", "/api/models/google-bert/bert-tiny/duplicate", tok, []byte(`{"repository":"bob/bert-copy"}`))
+	if r.Status != 501 || r.Header.Get("X-Error-Code") != "not_served" || !strings.Contains(r.Header.Get("X-Error-Message"), "duplicates of mirrored repos") {
+		t.Errorf("duplicate of a mirrored repo: %d %s %q (%s)", r.Status, r.Header.Get("X-Error-Code"), r.Header.Get("X-Error-Message"), r.Body)
+	}
+	if r := e.Do("GET", "/api/models/bob/bert-copy", tok, nil); r.Status != 404 {
+		t.Errorf("bob/bert-copy after the refusal: %d", r.Status)
+	}
+	if n := e.up.opens.Load() - opens; n != 0 {
+		t.Errorf("the refusal opened %d upstream streams", n)
+	}
+	e.checkIndex(t)
+}
