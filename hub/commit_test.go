@@ -140,7 +140,7 @@ func TestRefusedCommitsChangeNothing(t *testing.T) {
 	stale := `{"key":"header","value":{"summary":"x","parentCommit":"` + strings.Repeat("0", 40) + `"}}` + "\n" + fresh + "\n"
 	r := e.Do("POST", "/api/models/alice/m/commit/main", alice, []byte(stale))
 	hubRefusal(t, "stale parent", r, 412, "precondition_failed", "precondition_failed",
-		"parent commit "+strings.Repeat("0", 40)+" is not the head of main. Pull the new head and commit again")
+		"parent commit "+strings.Repeat("0", 40)+" is not the head of main. The branch was updated since you opened this page. Please refresh and try again. Pull the new head and commit again")
 	if diff := cmp.Diff(before, e.state()); diff != "" {
 		t.Fatalf("refused commits changed the state:\n%s", diff)
 	}

@@ -483,7 +483,7 @@ func (h *Hub) createBranch(c echo.Context) error {
 	if ok, err := h.store.HasRef(ctx, r, branch); err != nil {
 		return err
 	} else if ok {
-		return &ExistsError{Message: fmt.Sprintf("branch %s already exists in %s", branch, r)}
+		return &ExistsError{Message: fmt.Sprintf("Reference refs/heads/%s already exists in %s", branch, h.shown(r))} // the Hub's words
 	}
 	from := req.StartingPoint
 	if from == "" {

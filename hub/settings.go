@@ -128,6 +128,12 @@ func targetNamespace(tenant, ns, verb string) error {
 		Hint:    "a namespace is a tenant; keep the repo in namespace " + tenant}
 }
 
+// repoExistsText refuses a move or a duplicate onto a repo that exists, in
+// the Hub's words ("A model repository called ns/name already exists").
+func repoExistsText(to store.RepoID) string {
+	return fmt.Sprintf("A %s repository called %s already exists", to.Type, to)
+}
+
 // moveRepo: POST /api/repos/move {"fromRepo": "ns/a", "toRepo": "ns/b",
 // "type": "model"}. The old name is free afterwards; until a repo takes it
 // again it answers 404 RepoNotFound saying where the repo went (no
@@ -164,7 +170,7 @@ func (h *Hub) moveRepo(c echo.Context) error {
 	to := store.RepoID{Tenant: toNS, Type: typ, Name: toName}
 	if _, err := h.store.MoveRepo(c.Request().Context(), from, to); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
-			return &ExistsError{Message: fmt.Sprintf("repository %s already exists", to), Hint: "pick another name, or delete that repo first", Cause: err}
+			return &ExistsError{Message: repoExistsText(to), Hint: "pick another name, or delete that repo first", Cause: err}
 		}
 		return h.repoError(from, err)
 	}
@@ -208,7 +214,7 @@ func (h *Hub) duplicateRepo(c echo.Context) error {
 	body := map[string]any{"url": h.repoURL(c, to), "id": to.String(), "name": to.String(), "filesCopyPending": false}
 	exists := func(err error) error {
 		// duplicate_repo(exist_ok=True) accepts a 409.
-		return &ExistsError{Message: fmt.Sprintf("repository %s already exists", to), Fields: body, Cause: err}
+		return &ExistsError{Message: repoExistsText(to), Fields: body, Cause: err}
 	}
 	if h.mirrored(from) {
 		// A mirrored repo holds the revisions its readers resolved, under

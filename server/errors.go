@@ -140,7 +140,9 @@ func hubMeaning(err error) *apiError {
 			Headers: map[string]string{"X-Error-Code": hub.RepoNotFound}, Cause: err}
 	}
 	if e, ok := errors.AsType[*hub.StaleParentError](err); ok {
-		return &apiError{Status: 412, Code: "precondition_failed", Message: e.Error(), Hint: "pull the new head and commit again", Cause: err}
+		return &apiError{Status: 412, Code: "precondition_failed", Message: e.Error(), Cause: err,
+			// The Hub's sentence, which huggingface_hub's tests look for.
+			Hint: "the branch was updated since you opened this page. Please refresh and try again. Pull the new head and commit again"}
 	}
 	return nil
 }

@@ -115,7 +115,7 @@ func TestErrorTableOrder(t *testing.T) {
 		{"repo exists", &hub.ExistsError{Message: "You already created this model repo", Fields: body, Cause: store.ErrRepoExists},
 			apiError{Status: 409, Code: "conflict", Message: "You already created this model repo", Fields: body}},
 		{"stale parent", &hub.StaleParentError{Parent: "abc", Branch: "main", Cause: fmt.Errorf("commit: %w", store.ErrRefMoved)},
-			apiError{Status: 412, Code: "precondition_failed", Message: "parent commit abc is not the head of main", Hint: "pull the new head and commit again"}},
+			apiError{Status: 412, Code: "precondition_failed", Message: "parent commit abc is not the head of main", Hint: "the branch was updated since you opened this page. Please refresh and try again. Pull the new head and commit again"}},
 		{"entry not found", &hub.NotFoundError{Kind: hub.EntryNotFound, Message: "no file a.txt"},
 			apiError{Status: 404, Code: "not_found", Message: "no file a.txt", Hint: "check the repo id, revision and path", Headers: map[string]string{"X-Error-Code": "EntryNotFound"}}},
 		{"moved repo", &hub.NotFoundError{Kind: hub.RepoNotFound, Message: "repository a/b was moved to a/c", MovedTo: "a/c"},

@@ -97,7 +97,7 @@ func TestHubRefusalsFollowTheHubConvention(t *testing.T) {
 			t.Fatalf("branch: %d %s", r.Status, r.Body)
 		}
 		hubRefusal(t, "branch exists", e.do("POST", "/api/models/alice/m/branch/dev", alice, nil), 409, "conflict", "conflict",
-			"branch dev already exists in alice/m")
+			"Reference refs/heads/dev already exists in alice/m")
 	})
 
 	t.Run("admin API keeps the CAS shape", func(t *testing.T) {

@@ -70,7 +70,7 @@ func repoRefs(ctx context.Context, q queryer, id RepoID) (map[string]string, err
 // repo has no such ref; deleting main is refused (ErrNotBranch).
 func (s *Store) DeleteRef(ctx context.Context, id RepoID, ref string) error {
 	if ref == "main" {
-		return fmt.Errorf("%w: the default branch main cannot be deleted", ErrNotBranch)
+		return fmt.Errorf("%w: Cannot delete refs/heads/main, the default branch", ErrNotBranch) // the Hub's words
 	}
 	refs, err := repoRefs(ctx, s.db, id)
 	if err != nil {
