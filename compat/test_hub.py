@@ -10,6 +10,7 @@ bytes come from the server, never from a local cache.
 """
 
 import json
+import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -668,3 +669,35 @@ def test_memory_busy_error_in_hf_cli(start_server, tmp_path):
         "Retry in 1 s (Retry-After); fewer concurrent requests help"), text
     logged = server.request_by_id(rid)
     assert logged["error"] == "memory_busy" and logged["tenant"] == "busy", logged
+
+
+def _safetensors(path, name, n, seed):
+    """A safetensors file of one F32 tensor of n values; returns its header."""
+    header = {"__metadata__": {"format": "pt"}, name: {"dtype": "F32", "shape": [n], "data_offsets": [0, 4 * n]}}
+    raw = json.dumps(header).encode()
+    data = random.Random(seed).randbytes(4 * n)
+    path.write_bytes(len(raw).to_bytes(8, "little") + raw + data)
+    return header
+
+
+def test_sharded_safetensors_metadata(server, tmp_path):
+    """get_sharded_safetensors_metadata (one request to safetensors-metadata)
+    and get_safetensors_metadata (the index, then each shard's header through
+    resolve) agree on a sharded model uploaded with upload_folder, one shard
+    through hf_xet, one small."""
+    alice = HubClient(server.url, server.make_credential("alice"), tmp_path / "alice")
+    folder = tmp_path / "sharded"
+    folder.mkdir()
+    _safetensors(folder / "model-00001-of-00002.safetensors", "layers.0.w", 600_000, 1)
+    _safetensors(folder / "model-00002-of-00002.safetensors", "lm_head.w", 16, 2)
+    (folder / "model.safetensors.index.json").write_text(json.dumps({
+        "metadata": {"total_size": 2_400_064},
+        "weight_map": {"layers.0.w": "model-00001-of-00002.safetensors", "lm_head.w": "model-00002-of-00002.safetensors"}}))
+    alice.api("create_repo", repo_id="alice/sharded")
+    alice.api("upload_folder", folder_path=str(folder), repo_id="alice/sharded")
+    one = alice.api("get_sharded_safetensors_metadata", repo_id="alice/sharded")
+    each = alice.api("get_safetensors_metadata", repo_id="alice/sharded")
+    assert one == each, (one, each)
+    assert one["sharded"] and one["metadata"] == {"total_size": 2_400_064}, one
+    assert one["weight_map"] == {"layers.0.w": "model-00001-of-00002.safetensors", "lm_head.w": "model-00002-of-00002.safetensors"}
+    assert one["files_metadata"]["model-00001-of-00002.safetensors"]["tensors"]["layers.0.w"]["shape"] == [600_000], one

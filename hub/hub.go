@@ -79,6 +79,10 @@ type Config struct {
 	// ServeXetFile answers a GET or HEAD of a Xet file of tenant (or the
 	// Range the request asks for), reconstructed on the server.
 	ServeXetFile func(c echo.Context, tenant string, e store.TreeEntry) error
+	// ReadXetRange is bytes [start, end) of the Xet file e of tenant,
+	// reconstructed on the server (the safetensors headers); the caller
+	// has reserved the memory of the answer.
+	ReadXetRange func(c echo.Context, tenant string, e store.TreeEntry, start, end int64) ([]byte, error)
 	// Released tells the collector that revisions were dropped, so that a
 	// pass soon gives their quota back.
 	Released func()
@@ -138,6 +142,9 @@ func New(cfg Config) (*Hub, error) {
 		cfg.Released == nil || cfg.Ready == nil {
 		return nil, errors.New("hub.New: every Config field but DefaultVisibility, Version and ReservedNamespaces is required")
 	}
+	if cfg.ReadXetRange == nil {
+		return nil, errors.New("hub.New: ReadXetRange is required")
+	}
 	switch cfg.DefaultVisibility {
 	case "", "private", "internal", "public":
 	default:
@@ -158,6 +165,7 @@ func (h *Hub) Mount(e *echo.Echo) {
 	h.readRoutes(e)
 	h.pageRoutes(e)
 	h.settingsRoutes(e)
+	h.safetensorsRoutes(e)
 	h.notServedRoutes(e)
 }
 

@@ -41,6 +41,7 @@ func config(t *testing.T, reserved ...string) Config {
 		CASToken:     func(*Principal, string, *store.RepoID) (string, int64) { return "", 0 },
 		Credential:   func(context.Context, string) (store.Credential, error) { return store.Credential{}, store.ErrNotFound },
 		ServeXetFile: func(echo.Context, string, store.TreeEntry) error { return nil },
+		ReadXetRange: func(echo.Context, string, store.TreeEntry, int64, int64) ([]byte, error) { return nil, nil },
 		Released:     func() {},
 		Ready:        func(context.Context) bool { return true },
 

@@ -37,6 +37,7 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		CASToken:           s.casTokenFor,
 		Credential:         s.credential,
 		ServeXetFile:       s.serveXetFile,
+		ReadXetRange:       s.readXetRange,
 		Released:           s.gc.poke,
 		Ready:              s.ready,
 		Mirror:             s.hubMirror(),

@@ -1,6 +1,9 @@
 package server
 
 import (
+	"bytes"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -33,6 +36,27 @@ func (s *Server) serveXetFile(c echo.Context, tenant string, e store.TreeEntry) 
 	if c.Request().Method == http.MethodHead || end == start {
 		return c.NoContent(status)
 	}
+	begin := func() { c.Response().WriteHeader(status) }
+	if err := s.writeXetRange(c, tenant, f, start, end, begin, c.Response()); err != nil {
+		if errors.Is(err, errAnswerCut) {
+			s.log.Warn("file stream aborted", "file", e.XetHash, "err", err)
+			return nil // the status is sent; the short body tells the client
+		}
+		return err
+	}
+	return nil
+}
+
+// errAnswerCut marks an error of writeXetRange after it called begin.
+var errAnswerCut = errors.New("answer cut short")
+
+// writeXetRange writes bytes [start, end) of file f of tenant to w,
+// reserving the memory for the window's terms and one term's bytes at a
+// time. It calls begin once the reconstruction is planned, before the
+// first byte. An error before begin carries its refusal; one after it
+// wraps errAnswerCut.
+func (s *Server) writeXetRange(c echo.Context, tenant string, f store.File, start, end uint64, begin func(), w io.Writer) error {
+	ctx := c.Request().Context()
 	id := identityOf(c)
 	terms, off, err := s.windowTerms(ctx, id, tenant, f, start, end)
 	if err != nil {
@@ -47,7 +71,7 @@ func (s *Server) serveXetFile(c echo.Context, tenant string, e store.TreeEntry) 
 	if err != nil {
 		return err
 	}
-	c.Response().WriteHeader(status)
+	begin()
 	skip, left := rec.OffsetIntoFirstRange, end-start
 	for _, t := range rec.Terms {
 		if left == 0 {
@@ -55,8 +79,7 @@ func (s *Server) serveXetFile(c echo.Context, tenant string, e store.TreeEntry) 
 		}
 		data, err := s.termBytes(c, id, t)
 		if err != nil {
-			s.log.Warn("file stream aborted", "file", e.XetHash, "err", err)
-			return nil // the status is sent; the short body tells the client
+			return fmt.Errorf("%w: %w", errAnswerCut, err)
 		}
 		if skip >= uint64(len(data)) {
 			skip -= uint64(len(data))
@@ -67,12 +90,35 @@ func (s *Server) serveXetFile(c echo.Context, tenant string, e store.TreeEntry) 
 		if uint64(len(data)) > left {
 			data = data[:left]
 		}
-		if _, err := c.Response().Write(data); err != nil {
-			return nil
+		if _, err := w.Write(data); err != nil {
+			return fmt.Errorf("%w: %w", errAnswerCut, err)
 		}
 		left -= uint64(len(data))
 	}
 	return nil
+}
+
+// readXetRange is bytes [start, end) of the Xet file e of tenant, for the
+// Hub's reads of file headers (hub.Config.ReadXetRange); the caller
+// reserved the memory of the answer.
+func (s *Server) readXetRange(c echo.Context, tenant string, e store.TreeEntry, start, end int64) ([]byte, error) {
+	h, err := xet.ParseHash(e.XetHash)
+	if err != nil {
+		return nil, err
+	}
+	f, err := s.store.File(c.Request().Context(), tenant, h)
+	if err != nil {
+		return nil, err
+	}
+	if start < 0 || end < start || uint64(end) > f.SizeBytes {
+		return nil, fmt.Errorf("range %d-%d of a file of %d bytes", start, end, f.SizeBytes)
+	}
+	var b bytes.Buffer
+	b.Grow(int(end - start))
+	if err := s.writeXetRange(c, tenant, f, uint64(start), uint64(end), func() {}, &b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
 // termBytes reads and decodes one term's chunks.
