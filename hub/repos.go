@@ -72,10 +72,7 @@ func (h *Hub) repoRoutes(e *echo.Echo) {
 	e.GET("/api/agent-harnesses", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]any{"standardEnvVars": []string{}, "harnesses": map[string]any{}})
 	})
-	e.POST("/api/validate-yaml", func(c echo.Context) error {
-		io.Copy(io.Discard, io.LimitReader(c.Request().Body, 1<<20))
-		return c.JSON(http.StatusOK, map[string]any{"errors": []any{}, "warnings": []any{}})
-	}, read)
+	e.POST("/api/validate-yaml", h.validateYAML, h.cfg.GuardOpen())
 	e.POST("/api/repos/create", h.createRepo, write)
 	e.DELETE("/api/repos/delete", h.deleteRepo, write)
 

@@ -139,6 +139,12 @@ func hubMeaning(err error) *apiError {
 		return &apiError{Status: 401, Code: "unauthorized", Message: e.Error(), Hint: "send Authorization: Bearer <token> with a valid openxet credential or CAS token",
 			Headers: map[string]string{"X-Error-Code": hub.RepoNotFound}, Cause: err}
 	}
+	if e, ok := errors.AsType[*hub.CardError](err); ok {
+		// huggingface_hub prints each of errors' messages (HfApi's
+		// _validate_yaml), or the whole body (RepoCard.validate).
+		return &apiError{Status: 400, Code: "bad_request", Message: e.Message, Hint: "fix the YAML between the --- lines at the top of README.md: it must be a mapping of keys to values", Cause: err,
+			Fields: map[string]any{"errors": []map[string]string{{"message": e.Message}}, "warnings": []any{}}}
+	}
 	if e, ok := errors.AsType[*hub.StaleParentError](err); ok {
 		return &apiError{Status: 412, Code: "precondition_failed", Message: e.Error(), Hint: "pull the new head and commit again", Cause: err}
 	}
