@@ -79,6 +79,8 @@ func (h *Hub) repoRoutes(e *echo.Echo) {
 	api := "/api/:types/:ns/:name"
 	e.GET(api, h.repoInfo, public)
 	e.GET(api+"/revision/:rev", h.repoInfo, public)
+	e.GET(api+"/auth-check", h.authCheck(forRead), public)
+	e.GET(api+"/auth-check/write", h.authCheck(forWrite), public)
 	e.POST(api+"/branch/:rev", h.createBranch, write)
 	e.GET(api+"/tree/:rev", h.tree, public)
 	e.GET(api+"/tree/:rev/*", h.tree, public)
