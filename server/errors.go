@@ -399,6 +399,13 @@ func rateLimited(rl *limits.RateError) *apiError {
 // errorHandler is echo's HTTPErrorHandler: it renders every error through
 // toAPIError, once, unless the response is already committed.
 func (s *Server) errorHandler(err error, c echo.Context) {
+	if errors.Is(err, echo.ErrNotFound) {
+		// No route took it: a repo id without a namespace is a repo
+		// that does not exist (hub.Unrouted).
+		if nf := s.hub.Unrouted(c.Request().Method, c.Request().URL.Path); nf != nil {
+			err = nf
+		}
+	}
 	ae := toAPIError(err)
 	// Unimplemented v2 routes must answer 404 (hf_xet falls back to v1 on 404/501 only).
 	if ae.Status == http.StatusMethodNotAllowed && strings.HasPrefix(c.Request().URL.Path, "/v2/") {
