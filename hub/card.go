@@ -21,26 +21,35 @@ const (
 	maxCardBytes = 1 << 20
 )
 
-// cardData returns the front matter of content (a README.md), nil when it
-// has none or it is not a YAML mapping that JSON can carry.
-func cardData(content []byte) map[string]any {
+// frontMatter returns the YAML front matter of content (a README.md): the
+// text between its leading "---" line and the next "---" line, nil for an
+// empty one. ok is false when content has none (no leading "---" line, or
+// no closing one).
+func frontMatter(content []byte) (front []byte, ok bool) {
 	content = bytes.TrimPrefix(content, []byte("\xef\xbb\xbf"))
 	content = bytes.ReplaceAll(content, []byte("\r\n"), []byte("\n"))
 	rest, ok := bytes.CutPrefix(content, []byte("---\n"))
 	if !ok {
-		return nil
+		return nil, false
 	}
-	var front []byte
 	if bytes.HasPrefix(rest, []byte("---\n")) || bytes.Equal(rest, []byte("---")) {
-		return nil // empty front matter
+		return nil, true // empty front matter
 	}
 	i := bytes.Index(rest, []byte("\n---\n"))
 	switch {
 	case i >= 0:
-		front = rest[:i+1]
+		return rest[:i+1], true
 	case bytes.HasSuffix(rest, []byte("\n---")):
-		front = rest[:len(rest)-3]
-	default:
+		return rest[:len(rest)-3], true
+	}
+	return nil, false
+}
+
+// cardData returns the front matter of content (a README.md), nil when it
+// has none or it is not a YAML mapping that JSON can carry.
+func cardData(content []byte) map[string]any {
+	front, ok := frontMatter(content)
+	if !ok || front == nil {
 		return nil
 	}
 	var m map[string]any

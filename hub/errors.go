@@ -92,3 +92,14 @@ func (e *StaleParentError) Unwrap() error { return e.Cause }
 type AnonymousError struct{}
 
 func (e *AnonymousError) Error() string { return "missing Authorization: Bearer token" }
+
+// CardError refuses a repo card whose metadata (the YAML front matter of
+// its README.md) is not valid: YAML that does not parse, or that is not a
+// mapping. Message says which; Cause is the YAML parser's error, if any.
+type CardError struct {
+	Message string
+	Cause   error
+}
+
+func (e *CardError) Error() string { return e.Message }
+func (e *CardError) Unwrap() error { return e.Cause }

@@ -46,6 +46,11 @@ type Config struct {
 	// listings, which also admits a request without a token as an
 	// Anonymous principal when the operator turned hub.anonymous_reads on.
 	GuardPublic func() echo.MiddlewareFunc
+	// GuardOpen is Guard("") for the routes that answer anyone (POST
+	// /api/validate-yaml): a request without a token is admitted as an
+	// Anonymous principal through the anonymous pool's limits, whatever
+	// AnonymousReads says; one with a token is authenticated as by Guard.
+	GuardOpen func() echo.MiddlewareFunc
 	// Principal returns who a request acts as; nil when no guard
 	// authenticated it (a repo page without a token).
 	Principal func(c echo.Context) *Principal
@@ -137,7 +142,7 @@ type Hub struct {
 
 // New checks cfg and builds the Hub; it does no I/O.
 func New(cfg Config) (*Hub, error) {
-	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.GuardPublic == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil || cfg.Work == nil ||
+	if cfg.Store == nil || cfg.Guard == nil || cfg.GuardURLToken == nil || cfg.GuardPublic == nil || cfg.GuardOpen == nil || cfg.Uploads == nil || cfg.Principal == nil || cfg.BaseURL == nil || cfg.Reserve == nil || cfg.ReserveBuffer == nil || cfg.Work == nil ||
 		cfg.TenantLimits == nil || cfg.CASToken == nil || cfg.Credential == nil || cfg.ServeXetFile == nil ||
 		cfg.Released == nil || cfg.Ready == nil {
 		return nil, errors.New("hub.New: every Config field but DefaultVisibility, Version and ReservedNamespaces is required")

@@ -29,6 +29,9 @@ func config(t *testing.T, reserved ...string) Config {
 		GuardPublic: func() echo.MiddlewareFunc {
 			return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
 		},
+		GuardOpen: func() echo.MiddlewareFunc {
+			return func(next echo.HandlerFunc) echo.HandlerFunc { return next }
+		},
 		Uploads:   func() UploadConfig { return UploadConfig{} },
 		Principal: func(echo.Context) *Principal { return nil },
 		BaseURL:   func(echo.Context) string { return "http://x" },

@@ -32,6 +32,8 @@ const (
 	hintSocial = "this server stores repos and their files; there is nothing to like, follow or discuss"
 	hintPR     = "commit to a branch instead (create_pr=False), and merge branches on your side"
 	hintSpaces = "this server stores a Space's files but runs nothing; run the app elsewhere"
+	// hintLFSFiles: list_lfs_files and permanently_delete_lfs_files.
+	hintLFSFiles = "list a revision's files with GET /api/{type}s/{repo}/tree/{rev}?recursive=true; to free a file's bytes, delete it from every revision (a commit, then super-squash) and the collector releases them"
 )
 
 // unservedRoutes are the Hub routes of features openxet does not serve
@@ -43,6 +45,8 @@ var unservedRoutes = []notServedRoute{
 	{anyMethod, "/api/:types/:ns/:name/discussions", "discussions or pull requests", hintPR},
 	{anyMethod, "/api/:types/:ns/:name/discussions/*", "discussions or pull requests", hintPR},
 	{anyMethod, "/api/:types/:ns/:name/user-access-request/*", "gated access requests", "repos here are never gated; a repo's tenant reads it"},
+	{[]string{http.MethodGet}, "/api/:types/:ns/:name/lfs-files", "LFS file listings", hintLFSFiles},
+	{[]string{http.MethodPost}, "/api/:types/:ns/:name/lfs-files/batch", "LFS file deletion", hintLFSFiles},
 	{anyMethod, "/api/:types/:ns/:name/runtime", "Space runtimes", hintSpaces},
 	{anyMethod, "/api/:types/:ns/:name/secrets", "Space secrets", hintSpaces},
 	{anyMethod, "/api/:types/:ns/:name/variables", "Space variables", hintSpaces},

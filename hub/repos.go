@@ -72,16 +72,15 @@ func (h *Hub) repoRoutes(e *echo.Echo) {
 	e.GET("/api/agent-harnesses", func(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]any{"standardEnvVars": []string{}, "harnesses": map[string]any{}})
 	})
-	e.POST("/api/validate-yaml", func(c echo.Context) error {
-		io.Copy(io.Discard, io.LimitReader(c.Request().Body, 1<<20))
-		return c.JSON(http.StatusOK, map[string]any{"errors": []any{}, "warnings": []any{}})
-	}, read)
+	e.POST("/api/validate-yaml", h.validateYAML, h.cfg.GuardOpen())
 	e.POST("/api/repos/create", h.createRepo, write)
 	e.DELETE("/api/repos/delete", h.deleteRepo, write)
 
 	api := "/api/:types/:ns/:name"
 	e.GET(api, h.repoInfo, public)
 	e.GET(api+"/revision/:rev", h.repoInfo, public)
+	e.GET(api+"/auth-check", h.authCheck(forRead), public)
+	e.GET(api+"/auth-check/write", h.authCheck(forWrite), public)
 	e.POST(api+"/branch/:rev", h.createBranch, write)
 	e.GET(api+"/tree/:rev", h.tree, public)
 	e.GET(api+"/tree/:rev/*", h.tree, public)

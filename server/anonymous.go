@@ -27,11 +27,27 @@ const anonymousTenant = ""
 // without gets the anonymous identity of its client address when
 // hub.anonymous_reads is on, and guard's 401 when it is off.
 func (s *Server) guardPublic() echo.MiddlewareFunc {
-	authed := s.guard(store.ScopeRead)
+	return s.guardAnonymous(store.ScopeRead, func() bool { return s.cfg.AnonymousReads })
+}
+
+// guardOpen is guard("") for the Hub routes that answer anyone, whatever
+// hub.anonymous_reads says (POST /api/validate-yaml, which huggingface_hub
+// sends without a token): a request with an Authorization header goes
+// through guard as always (a bad token is refused), one without is an
+// anonymous reader admitted through the anonymous pool's limits.
+func (s *Server) guardOpen() echo.MiddlewareFunc {
+	return s.guardAnonymous("", func() bool { return true })
+}
+
+// guardAnonymous is guard(scope) that admits a request without an
+// Authorization header as the anonymous identity of its client address
+// while open reports true.
+func (s *Server) guardAnonymous(scope string, open func() bool) echo.MiddlewareFunc {
+	authed := s.guard(scope)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		withToken := authed(next)
 		return func(c echo.Context) error {
-			if !s.cfg.AnonymousReads || c.Request().Header.Get("Authorization") != "" {
+			if !open() || c.Request().Header.Get("Authorization") != "" {
 				return withToken(c)
 			}
 			id := &identity{CredentialKey: "anonymous " + anonymousKey(c.RealIP()), Tenant: anonymousTenant, anonymous: true}

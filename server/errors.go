@@ -139,6 +139,12 @@ func hubMeaning(err error) *apiError {
 		return &apiError{Status: 401, Code: "unauthorized", Message: e.Error(), Hint: "send Authorization: Bearer <token> with a valid openxet credential or CAS token",
 			Headers: map[string]string{"X-Error-Code": hub.RepoNotFound}, Cause: err}
 	}
+	if e, ok := errors.AsType[*hub.CardError](err); ok {
+		// huggingface_hub prints each of errors' messages (HfApi's
+		// _validate_yaml), or the whole body (RepoCard.validate).
+		return &apiError{Status: 400, Code: "bad_request", Message: e.Message, Hint: "fix the YAML between the --- lines at the top of README.md: it must be a mapping of keys to values", Cause: err,
+			Fields: map[string]any{"errors": []map[string]string{{"message": e.Message}}, "warnings": []any{}}}
+	}
 	if e, ok := errors.AsType[*hub.StaleParentError](err); ok {
 		return &apiError{Status: 412, Code: "precondition_failed", Message: e.Error(), Cause: err,
 			// The Hub's sentence, which huggingface_hub's tests look for.
@@ -395,6 +401,13 @@ func rateLimited(rl *limits.RateError) *apiError {
 // errorHandler is echo's HTTPErrorHandler: it renders every error through
 // toAPIError, once, unless the response is already committed.
 func (s *Server) errorHandler(err error, c echo.Context) {
+	if errors.Is(err, echo.ErrNotFound) {
+		// No route took it: a repo id without a namespace is a repo
+		// that does not exist (hub.Unrouted).
+		if nf := s.hub.Unrouted(c.Request().Method, c.Request().URL.Path); nf != nil {
+			err = nf
+		}
+	}
 	ae := toAPIError(err)
 	// Unimplemented v2 routes must answer 404 (hf_xet falls back to v1 on 404/501 only).
 	if ae.Status == http.StatusMethodNotAllowed && strings.HasPrefix(c.Request().URL.Path, "/v2/") {

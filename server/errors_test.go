@@ -79,6 +79,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{&hub.NotServedError{What: "likes"}, 501, "not_served"},
 		{&hub.StaleParentError{Parent: "p", Branch: "main", Cause: store.ErrRefMoved}, 412, "precondition_failed"},
 		{&hub.AnonymousError{}, 401, "unauthorized"},
+		{&hub.CardError{Message: "the metadata of the card is a YAML list, not a mapping"}, 400, "bad_request"},
 		{fmt.Errorf("%w: %w", refusal.Wrap(refusal.ErrUpstreamUnreachable, "the upstream u is unreachable"), mirror.ErrUnreachable), 503, "upstream_unreachable"},
 		{fmt.Errorf("%w: %w", refusal.Wrap(refusal.ErrUpstreamBadAnswer, "the upstream u answered f wrongly"), mirror.ErrBadAnswer), 502, "upstream_bad_answer"},
 		{errors.New("disk on fire"), 500, "internal"},

@@ -27,6 +27,7 @@ func (s *Server) newHub() (*hub.Hub, error) {
 		Guard:              s.guard,
 		GuardURLToken:      s.guardURLToken,
 		GuardPublic:        s.guardPublic,
+		GuardOpen:          s.guardOpen,
 		Uploads:            s.hubUploads,
 		Principal:          principalOf,
 		BaseURL:            s.base,
