@@ -9,7 +9,8 @@ import (
 
 // TestLayout keeps the dependency rules of docs/design.md §1: imports
 // point one way (cli → server → hub → {limits, budget, store} → xet; hub
-// never imports server; store → store/objects), only server and hub import
+// never imports server; store → store/objects → store/fault), only server
+// and hub import
 // echo, only cli urfave/cli, only store (and its test helpers) database/sql
 // and the PostgreSQL driver, only store/objects (and store/s3test)
 // gocloud.dev and the AWS SDK. Every package `go list ./...`
@@ -27,8 +28,9 @@ func TestLayout(t *testing.T) {
 		"turns":                  {},
 		"wirejson":               {},
 		"refusal":                {"openxet/wirejson"},
-		"store":                  {"openxet/xet", "openxet/store/objects"},
-		"store/objects":          {}, // never openxet/store: store → objects
+		"store":                  {"openxet/xet", "openxet/store/objects", "openxet/store/fault"},
+		"store/objects":          {"openxet/store/fault"}, // never openxet/store: store → objects
+		"store/fault":            {},
 		"store/pgtest":           {"openxet/testproc"},
 		"store/s3test":           {"openxet/testcert", "openxet/testproc"},
 		"testcert":               {},
