@@ -11,6 +11,10 @@
 // the index share, are package store/fault's; all three are re-exported
 // here as the same values.
 //
+// The index's engine side is moving to package store/index (issue 46):
+// so far its SQLite connections that keep their statements prepared.
+// index must not import store.
+//
 // The bucket holds xorbs, shards, owner records, credentials, tenant-limit
 // records, repos and their commits, blobs and file releases, under the key
 // prefixes declared in keys.go and beside the code that writes them. The

@@ -8,14 +8,16 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"openxet/store/index"
 )
 
-// rawIndex opens index without migrating it; schema is its PostgreSQL
+// rawIndex opens the index at loc without migrating it; schema is its PostgreSQL
 // schema ("" for SQLite).
-func rawIndex(tb testing.TB, index string) (db *sql.DB, schema string) {
+func rawIndex(tb testing.TB, loc string) (db *sql.DB, schema string) {
 	tb.Helper()
-	if IsPostgres(index) {
-		cfg, schema, err := pgConfig(index, DefaultBusyTimeout)
+	if IsPostgres(loc) {
+		cfg, schema, err := pgConfig(loc, DefaultBusyTimeout)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -24,7 +26,7 @@ func rawIndex(tb testing.TB, index string) (db *sql.DB, schema string) {
 		tb.Cleanup(func() { db.Close() })
 		return db, schema
 	}
-	db, err := openSQLite("file:" + index + "?_pragma=journal_mode(WAL)")
+	db, err := index.OpenSQLite("file:" + loc + "?_pragma=journal_mode(WAL)")
 	if err != nil {
 		tb.Fatal(err)
 	}
