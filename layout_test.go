@@ -57,7 +57,7 @@ func TestLayout(t *testing.T) {
 		"database/sql":             {"store", "store/index", "store/pgtest"},
 		"gocloud.dev":              {"store/objects"},
 		"github.com/aws/":          {"store/objects", "store/s3test"},
-		"github.com/jackc/pgx":     {"store", "store/pgtest"},
+		"github.com/jackc/pgx":     {"store", "store/index", "store/pgtest"},
 		"go.yaml.in/yaml":          {"hub"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()

@@ -12,7 +12,8 @@
 // here as the same values.
 //
 // The index's engine side is moving to package store/index (issue 46):
-// so far its SQLite connections that keep their statements prepared.
+// so far its SQLite connections that keep their statements prepared and
+// the schema with its migrations.
 // index must not import store.
 //
 // The bucket holds xorbs, shards, owner records, credentials, tenant-limit

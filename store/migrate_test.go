@@ -49,10 +49,10 @@ func TestMigrationIndexesGCDropped(t *testing.T) {
 	})
 }
 
-func testMigrationIndexesGCDropped(t *testing.T, dir, index string) {
+func testMigrationIndexesGCDropped(t *testing.T, dir, loc string) {
 	ctx := context.Background()
-	raw, schema := rawIndex(t, index)
-	if err := migrateTo(ctx, raw, schema, 5); err != nil {
+	raw, schema := rawIndex(t, loc)
+	if err := index.MigrateTo(ctx, raw, schema, 5); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
@@ -65,14 +65,14 @@ func testMigrationIndexesGCDropped(t *testing.T, dir, index string) {
 	}
 	raw.Close()
 
-	s, err := Open(ctx, Config{IndexPath: index, BucketURL: fileBucket(dir)})
+	s, err := Open(ctx, Config{IndexPath: loc, BucketURL: fileBucket(dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	var version int
-	if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&version); err != nil || version != len(migrations) {
-		t.Fatalf("schema version %d (%v), want %d", version, err, len(migrations))
+	if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&version); err != nil || version != index.SchemaVersion() {
+		t.Fatalf("schema version %d (%v), want %d", version, err, index.SchemaVersion())
 	}
 	for _, name := range []string{"gc_dropped_xorb", "gc_objects_touched"} {
 		q := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?`

@@ -295,7 +295,7 @@ func openDB(ctx context.Context, path string, busy time.Duration, writes bool, a
 func migrateSQLite(ctx context.Context, db *sql.DB, busy time.Duration) error {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		err := migrate(ctx, db, "")
+		err := index.Migrate(ctx, db, "")
 		var se *sqlite.Error
 		if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Since(start) > busy {
 			return err
