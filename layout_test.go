@@ -9,12 +9,13 @@ import (
 
 // TestLayout keeps the dependency rules of docs/design.md §1: imports
 // point one way (cli → server → hub → {limits, budget, store} → xet; hub
-// never imports server; store → store/objects), only server and hub import
-// echo, only cli urfave/cli, only store (and its test helpers) database/sql
-// and the PostgreSQL driver, only store/objects (and store/s3test)
-// gocloud.dev and the AWS SDK. Every package `go list ./...`
-// finds must have a row: a new package gets one with the openxet packages
-// it may import, or the test fails.
+// never imports server; store → {store/index, store/objects} →
+// store/fault), only server and hub import echo, only cli urfave/cli, only
+// store and store/index (and their test helpers) database/sql and the
+// PostgreSQL driver, only store/objects (and store/s3test) gocloud.dev and
+// the AWS SDK. Every package `go list ./...` finds must have a row: a new
+// package gets one with the openxet packages it may import, or the test
+// fails.
 func TestLayout(t *testing.T) {
 	allowed := map[string][]string{ // openxet packages each package may import ("." is the module root)
 		".":                      {"openxet/cli"},
@@ -27,8 +28,10 @@ func TestLayout(t *testing.T) {
 		"turns":                  {},
 		"wirejson":               {},
 		"refusal":                {"openxet/wirejson"},
-		"store":                  {"openxet/xet", "openxet/store/objects"},
-		"store/objects":          {}, // never openxet/store: store → objects
+		"store":                  {"openxet/xet", "openxet/store/objects", "openxet/store/index", "openxet/store/fault"},
+		"store/objects":          {"openxet/store/fault"}, // never openxet/store: store → objects
+		"store/fault":            {},
+		"store/index":            {"openxet/store/fault"}, // never openxet/store: store → index
 		"store/pgtest":           {"openxet/testproc"},
 		"store/s3test":           {"openxet/testcert", "openxet/testproc"},
 		"testcert":               {},
@@ -51,10 +54,10 @@ func TestLayout(t *testing.T) {
 	owners := map[string][]string{ // third-party import prefix → the packages that may use it
 		"github.com/labstack/echo": {"server", "hub"},
 		"github.com/urfave/cli":    {"cli"},
-		"database/sql":             {"store", "store/pgtest"},
+		"database/sql":             {"store", "store/index", "store/pgtest"},
 		"gocloud.dev":              {"store/objects"},
 		"github.com/aws/":          {"store/objects", "store/s3test"},
-		"github.com/jackc/pgx":     {"store", "store/pgtest"},
+		"github.com/jackc/pgx":     {"store", "store/index", "store/pgtest"},
 		"go.yaml.in/yaml":          {"hub"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()

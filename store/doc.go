@@ -6,9 +6,15 @@
 // The bucket itself is package store/objects (a gocloud.dev/blob bucket:
 // opening its URL, the one way to write an object, reads, listings, what its
 // errors mean); store decides what goes under which key and never reaches
-// into gocloud.dev itself. objects must not import store. ErrNotFound,
-// ErrUnavailable and ErrNoSpace are objects' sentinels, re-exported here as
-// the same values.
+// into gocloud.dev itself. objects must not import store. ErrNotFound is
+// objects' sentinel; ErrUnavailable and ErrNoSpace, which the bucket and
+// the index share, are package store/fault's; all three are re-exported
+// here as the same values.
+//
+// The index's engine side is moving to package store/index (issue 46):
+// so far its SQLite connections that keep their statements prepared and
+// the schema with its migrations.
+// index must not import store.
 //
 // The bucket holds xorbs, shards, owner records, credentials, tenant-limit
 // records, repos and their commits, blobs and file releases, under the key

@@ -10,7 +10,7 @@ package store
 //
 // On PostgreSQL:
 //   - queries are rewritten to `$N` placeholders by the driver wrapper below;
-//   - the migrations are the SQLite ones with the types mapped (pgSchema);
+//   - the migrations are the SQLite ones with the types mapped (store/index);
 //   - the tables live in one schema (URL parameter schema, default openxet),
 //     so that reindex can build a new one beside it and swap it in;
 //   - every write runs SERIALIZABLE and is retried on a serialization
@@ -24,7 +24,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -40,6 +39,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"openxet/store/index"
 	"openxet/xet"
 )
 
@@ -139,12 +139,12 @@ func redactIndex(index string) string {
 	return "postgres://…"
 }
 
-// openPostgres opens a pool of connections to the index at index. Every
+// openPostgres opens a pool of connections to the index at loc. Every
 // connection's search path is the index's schema. The write pool's
 // transactions are SERIALIZABLE and its migrations run first, under an
 // advisory lock so that nodes starting together migrate once.
-func openPostgres(ctx context.Context, index string, busy time.Duration, writes bool) (*sql.DB, error) {
-	cfg, schema, err := pgConfig(index, busy)
+func openPostgres(ctx context.Context, loc string, busy time.Duration, writes bool) (*sql.DB, error) {
+	cfg, schema, err := pgConfig(loc, busy)
 	if err != nil {
 		return nil, err
 	}
@@ -162,51 +162,19 @@ func openPostgres(ctx context.Context, index string, busy time.Duration, writes 
 	if !writes {
 		return db, nil
 	}
-	if err := migrate(ctx, db, schema); err != nil {
+	if err := index.Migrate(ctx, db, schema); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("migrate index %s: %w", redactIndex(index), dbErr(err))
+		return nil, fmt.Errorf("migrate index %s: %w", redactIndex(loc), dbErr(err))
 	}
 	return db, nil
 }
 
-// pgPrelude runs first in the migration transaction: one migrator at a
-// time, the schema, and the functions the shared SQL uses.
-func pgPrelude(schema string) []string {
-	return []string{
-		fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, lockKey(schema, "migrate")),
-		`CREATE SCHEMA IF NOT EXISTS ` + quoteIdent(schema),
-		`CREATE OR REPLACE FUNCTION ` + quoteIdent(schema) + `.hex(bytea) RETURNS text
-			LANGUAGE sql IMMUTABLE STRICT AS 'SELECT upper(encode($1, ''hex''))'`,
-		// over_quota aborts the statement that calls it (pgRecordUpload).
-		`CREATE OR REPLACE FUNCTION ` + quoteIdent(schema) + `.over_quota() RETURNS boolean
-			LANGUAGE plpgsql VOLATILE AS 'BEGIN RAISE EXCEPTION ''over quota'' USING ERRCODE = ''` + pgOverQuota + `''; END'`,
-	}
-}
+// quoteIdent and lockKey are index.QuoteIdent and index.LockKey under
+// names that the functions here, whose index locations are called index,
+// can reach.
+func quoteIdent(s string) string { return index.QuoteIdent(s) }
 
-var (
-	ddlInteger = regexp.MustCompile(`\bINTEGER\b`)
-	ddlBlob    = regexp.MustCompile(`\bBLOB\b`)
-	ddlText    = regexp.MustCompile(`\bTEXT\b`)
-)
-
-// pgSchema maps a SQLite migration to PostgreSQL: 64-bit integers, bytea
-// for blobs, byte-order text (as SQLite compares and sorts it), and no
-// WITHOUT ROWID (a PostgreSQL table has no rowid to omit).
-func pgSchema(m string) string {
-	m = strings.ReplaceAll(m, ") WITHOUT ROWID;", ");")
-	m = ddlInteger.ReplaceAllString(m, "BIGINT")
-	m = ddlBlob.ReplaceAllString(m, "BYTEA")
-	return ddlText.ReplaceAllString(m, `TEXT COLLATE "C"`)
-}
-
-func quoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
-
-// lockKey is the advisory lock key of one purpose for one schema.
-func lockKey(schema, purpose string) int64 {
-	h := fnv.New64a()
-	io.WriteString(h, "openxet\x00"+schema+"\x00"+purpose)
-	return int64(h.Sum64())
-}
+func lockKey(schema, purpose string) int64 { return index.LockKey(schema, purpose) }
 
 // rebind rewrites SQLite placeholders to PostgreSQL's: `?N` to `$N`, and a
 // bare `?` to one more than the placeholder before it. Text in single
@@ -474,9 +442,9 @@ func checkpoint(ctx context.Context, index string, db *sql.DB) error {
 	return err
 }
 
-// pgOverQuota is the SQLSTATE of over_quota() (pgPrelude), which
+// pgOverQuota is the SQLSTATE of over_quota() (index.OverQuotaCode), which
 // pgRecordUpload's statement calls to abort itself.
-const pgOverQuota = "OXQ01"
+const pgOverQuota = index.OverQuotaCode
 
 // pgRecordUploadSQL is pgRecordUpload's statement: $1 the xorb's hash,
 // $2 its stream length, $3 its chunk layout, $4 the tenant, $5 the default

@@ -8,6 +8,7 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"openxet/store/fault"
 	"openxet/store/objects"
 )
 
@@ -40,16 +41,16 @@ var ErrIndexLockLost = errors.New("index lock lost")
 // right now: SQLite stayed busy or locked past the busy timeout, or failed
 // on storage; the bucket failed in transport or in the service. The call
 // changed nothing it reports as done, and the same call may succeed later.
-// It wraps the cause (errors.Is/As reach both). It is
-// objects.ErrUnavailable, the same value.
-var ErrUnavailable = objects.ErrUnavailable
+// It wraps the cause (errors.Is/As reach both). It is fault.ErrUnavailable
+// (and objects.ErrUnavailable), the same value.
+var ErrUnavailable = fault.ErrUnavailable
 
 // ErrNoSpace means the index or the bucket has no room left for a write
 // (ENOSPC on a file, SQLite's "database or disk is full", PostgreSQL's
 // disk_full, MinIO's storage full). The write changed nothing; it may
 // succeed once the operator frees room. It wraps the cause. It is
-// objects.ErrNoSpace, the same value.
-var ErrNoSpace = objects.ErrNoSpace
+// fault.ErrNoSpace (and objects.ErrNoSpace), the same value.
+var ErrNoSpace = fault.ErrNoSpace
 
 // noSpace reports whether err says the storage under it is full.
 func noSpace(err error) bool {

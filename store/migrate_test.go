@@ -8,14 +8,16 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"openxet/store/index"
 )
 
-// rawIndex opens index without migrating it; schema is its PostgreSQL
+// rawIndex opens the index at loc without migrating it; schema is its PostgreSQL
 // schema ("" for SQLite).
-func rawIndex(tb testing.TB, index string) (db *sql.DB, schema string) {
+func rawIndex(tb testing.TB, loc string) (db *sql.DB, schema string) {
 	tb.Helper()
-	if IsPostgres(index) {
-		cfg, schema, err := pgConfig(index, DefaultBusyTimeout)
+	if IsPostgres(loc) {
+		cfg, schema, err := pgConfig(loc, DefaultBusyTimeout)
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -24,7 +26,7 @@ func rawIndex(tb testing.TB, index string) (db *sql.DB, schema string) {
 		tb.Cleanup(func() { db.Close() })
 		return db, schema
 	}
-	db, err := openSQLite("file:" + index + "?_pragma=journal_mode(WAL)")
+	db, err := index.OpenSQLite("file:" + loc + "?_pragma=journal_mode(WAL)")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -47,10 +49,10 @@ func TestMigrationIndexesGCDropped(t *testing.T) {
 	})
 }
 
-func testMigrationIndexesGCDropped(t *testing.T, dir, index string) {
+func testMigrationIndexesGCDropped(t *testing.T, dir, loc string) {
 	ctx := context.Background()
-	raw, schema := rawIndex(t, index)
-	if err := migrateTo(ctx, raw, schema, 5); err != nil {
+	raw, schema := rawIndex(t, loc)
+	if err := index.MigrateTo(ctx, raw, schema, 5); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
@@ -63,14 +65,14 @@ func testMigrationIndexesGCDropped(t *testing.T, dir, index string) {
 	}
 	raw.Close()
 
-	s, err := Open(ctx, Config{IndexPath: index, BucketURL: fileBucket(dir)})
+	s, err := Open(ctx, Config{IndexPath: loc, BucketURL: fileBucket(dir)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
 	var version int
-	if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&version); err != nil || version != len(migrations) {
-		t.Fatalf("schema version %d (%v), want %d", version, err, len(migrations))
+	if err := s.db.QueryRowContext(ctx, `SELECT MAX(version) FROM schema_migrations`).Scan(&version); err != nil || version != index.SchemaVersion() {
+		t.Fatalf("schema version %d (%v), want %d", version, err, index.SchemaVersion())
 	}
 	for _, name := range []string{"gc_dropped_xorb", "gc_objects_touched"} {
 		q := `SELECT COUNT(*) FROM sqlite_master WHERE type = 'index' AND name = ?`

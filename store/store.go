@@ -14,9 +14,10 @@ import (
 	"syscall"
 	"time"
 
-	"modernc.org/sqlite" // also the database/sql driver "sqlite"
+	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
+	"openxet/store/index"
 	"openxet/store/objects"
 )
 
@@ -268,7 +269,7 @@ func openDB(ctx context.Context, path string, busy time.Duration, writes bool, a
 		q.Set("_txlock", "immediate")
 	}
 	dsn := "file:" + path + "?" + q.Encode()
-	db, err := openSQLite(dsn)
+	db, err := index.OpenSQLite(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open index %s: %w", path, err)
 	}
@@ -294,7 +295,7 @@ func openDB(ctx context.Context, path string, busy time.Duration, writes bool, a
 func migrateSQLite(ctx context.Context, db *sql.DB, busy time.Duration) error {
 	start := time.Now()
 	for attempt := 0; ; attempt++ {
-		err := migrate(ctx, db, "")
+		err := index.Migrate(ctx, db, "")
 		var se *sqlite.Error
 		if !errors.As(err, &se) || se.Code()&0xff != sqlite3.SQLITE_BUSY || time.Since(start) > busy {
 			return err

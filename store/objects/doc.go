@@ -7,11 +7,13 @@
 //
 // It knows nothing of keys, records, tenants or the index: package store
 // says what goes under which key and keeps the index beside the bucket. It
-// must not import openxet/store, nor any openxet package: dependencies
-// point one way, store → objects (docs/design.md §1). Only it (and the
+// must not import openxet/store, nor any openxet package but
+// openxet/store/fault: dependencies point one way, store → objects → fault
+// (docs/design.md §1). Only it (and the
 // test helpers under store) imports gocloud.dev and the AWS SDK.
 //
-// The sentinels ErrNotFound, ErrUnavailable and ErrNoSpace live here, the
-// lowest package that returns them; store re-exports them under the same
-// names (the same values), so errors.Is matches either.
+// The sentinel ErrNotFound lives here, the lowest package that returns it;
+// ErrUnavailable and ErrNoSpace, which the index returns too, live in
+// store/fault and are re-exported here. store re-exports all three under
+// the same names (the same values), so errors.Is matches any of them.
 package objects

@@ -8,6 +8,8 @@ import (
 
 	"github.com/aws/smithy-go"
 	"gocloud.dev/gcerrors"
+
+	"openxet/store/fault"
 )
 
 // ErrNotFound means the thing asked for is not there: here, no object
@@ -16,20 +18,15 @@ import (
 // is the same answer).
 var ErrNotFound = errors.New("not found")
 
-// ErrUnavailable means the index or the bucket could not be read or written
-// right now: SQLite stayed busy or locked past the busy timeout, or failed
-// on storage; the bucket failed in transport or in the service. The call
-// changed nothing it reports as done, and the same call may succeed later.
-// It wraps the cause (errors.Is/As reach both). Package store re-exports
-// it as store.ErrUnavailable.
-var ErrUnavailable = errors.New("storage unavailable")
+// ErrUnavailable means the bucket (or the index) could not be read or
+// written right now; see fault.ErrUnavailable, which it is (the same
+// value). Package store re-exports it as store.ErrUnavailable.
+var ErrUnavailable = fault.ErrUnavailable
 
-// ErrNoSpace means the index or the bucket has no room left for a write
-// (ENOSPC on a file, SQLite's "database or disk is full", PostgreSQL's
-// disk_full, MinIO's storage full). The write changed nothing; it may
-// succeed once the operator frees room. It wraps the cause. Package store
+// ErrNoSpace means the bucket (or the index) has no room left for a write;
+// see fault.ErrNoSpace, which it is (the same value). Package store
 // re-exports it as store.ErrNoSpace.
-var ErrNoSpace = errors.New("no space left in storage")
+var ErrNoSpace = fault.ErrNoSpace
 
 // NoSpace reports whether err says the storage under it is full, as far
 // as a file or a bucket can say it: ENOSPC, EDQUOT, MinIO's storage full.

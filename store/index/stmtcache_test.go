@@ -1,4 +1,4 @@
-package store
+package index
 
 import (
 	"context"
@@ -9,11 +9,11 @@ import (
 	"time"
 )
 
-// openCaching opens a one-connection SQLite database through openSQLite
+// openCaching opens a one-connection SQLite database through OpenSQLite
 // with a table t(k PRIMARY KEY, v) holding 1..3.
 func openCaching(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := openSQLite("file:" + filepath.Join(t.TempDir(), "c.db"))
+	db, err := OpenSQLite("file:" + filepath.Join(t.TempDir(), "c.db"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,15 @@
-package store
+package index
 
 import (
 	"context"
 	"database/sql"
 	"fmt"
+	"hash/fnv"
+	"io"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // migrations are applied in order; a migration never changes once released.
@@ -175,16 +181,21 @@ CREATE TABLE repo_moves (
 ) WITHOUT ROWID;`,
 }
 
-// migrate brings the index on db to the newest schema in one transaction.
-// schema is "" for SQLite, else the PostgreSQL schema of the tables
-// (engine.go maps each migration to PostgreSQL).
-func migrate(ctx context.Context, db *sql.DB, schema string) error {
-	return migrateTo(ctx, db, schema, len(migrations))
+// SchemaVersion is the newest schema version: the number of migrations.
+func SchemaVersion() int { return len(migrations) }
+
+// Migrate brings the index on db to the newest schema in one transaction.
+// schema is "" for SQLite, else the PostgreSQL schema of the tables (each
+// migration is mapped to PostgreSQL by pgSchema, after pgPrelude). A
+// schema newer than this binary knows is an error; the errors are the
+// engine's, unmarked (the caller maps them).
+func Migrate(ctx context.Context, db *sql.DB, schema string) error {
+	return MigrateTo(ctx, db, schema, len(migrations))
 }
 
-// migrateTo is migrate up to schema version last (tests build older
+// MigrateTo is Migrate up to schema version last (tests build older
 // indexes with it).
-func migrateTo(ctx context.Context, db *sql.DB, schema string, last int) error {
+func MigrateTo(ctx context.Context, db *sql.DB, schema string, last int) error {
 	var opts *sql.TxOptions
 	if schema != "" {
 		// READ COMMITTED: each statement after the advisory lock of the
@@ -227,4 +238,50 @@ func migrateTo(ctx context.Context, db *sql.DB, schema string, last int) error {
 		}
 	}
 	return tx.Commit()
+}
+
+// OverQuotaCode is the SQLSTATE that over_quota() raises (pgPrelude): the
+// PostgreSQL index's way for one statement to refuse an upload past its
+// quota (store's pgRecordUpload tells it apart by this code).
+const OverQuotaCode = "OXQ01"
+
+// pgPrelude runs first in the migration transaction: one migrator at a
+// time, the schema, and the functions the shared SQL uses.
+func pgPrelude(schema string) []string {
+	return []string{
+		fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, LockKey(schema, "migrate")),
+		`CREATE SCHEMA IF NOT EXISTS ` + QuoteIdent(schema),
+		`CREATE OR REPLACE FUNCTION ` + QuoteIdent(schema) + `.hex(bytea) RETURNS text
+			LANGUAGE sql IMMUTABLE STRICT AS 'SELECT upper(encode($1, ''hex''))'`,
+		// over_quota aborts the statement that calls it (store's pgRecordUpload).
+		`CREATE OR REPLACE FUNCTION ` + QuoteIdent(schema) + `.over_quota() RETURNS boolean
+			LANGUAGE plpgsql VOLATILE AS 'BEGIN RAISE EXCEPTION ''over quota'' USING ERRCODE = ''` + OverQuotaCode + `''; END'`,
+	}
+}
+
+var (
+	ddlInteger = regexp.MustCompile(`\bINTEGER\b`)
+	ddlBlob    = regexp.MustCompile(`\bBLOB\b`)
+	ddlText    = regexp.MustCompile(`\bTEXT\b`)
+)
+
+// pgSchema maps a SQLite migration to PostgreSQL: 64-bit integers, bytea
+// for blobs, byte-order text (as SQLite compares and sorts it), and no
+// WITHOUT ROWID (a PostgreSQL table has no rowid to omit).
+func pgSchema(m string) string {
+	m = strings.ReplaceAll(m, ") WITHOUT ROWID;", ");")
+	m = ddlInteger.ReplaceAllString(m, "BIGINT")
+	m = ddlBlob.ReplaceAllString(m, "BYTEA")
+	return ddlText.ReplaceAllString(m, `TEXT COLLATE "C"`)
+}
+
+// QuoteIdent quotes s as a PostgreSQL identifier.
+func QuoteIdent(s string) string { return pgx.Identifier{s}.Sanitize() }
+
+// LockKey is the PostgreSQL advisory lock key of one purpose ("migrate",
+// "index", ...) for one schema; every process derives the same key.
+func LockKey(schema, purpose string) int64 {
+	h := fnv.New64a()
+	io.WriteString(h, "openxet\x00"+schema+"\x00"+purpose)
+	return int64(h.Sum64())
 }

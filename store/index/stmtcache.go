@@ -1,4 +1,4 @@
-package store
+package index
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"database/sql/driver"
 	"errors"
 	"io"
+
+	_ "modernc.org/sqlite" // the database/sql driver "sqlite"
 )
 
 // SQLite connections that keep the statements they ran prepared.
@@ -24,9 +26,10 @@ import (
 // idle ones are dropped and prepared again as they are used.
 const stmtCacheSize = 128
 
-// openSQLite is sql.Open("sqlite", dsn) with connections that cache their
-// statements.
-func openSQLite(dsn string) (*sql.DB, error) {
+// OpenSQLite is sql.Open("sqlite", dsn) (modernc.org/sqlite) with
+// connections that cache their statements. Like sql.Open it opens nothing
+// yet; the caller closes the *sql.DB.
+func OpenSQLite(dsn string) (*sql.DB, error) {
 	plain, err := sql.Open("sqlite", dsn) // only for the registered driver; opens nothing
 	if err != nil {
 		return nil, err
