@@ -76,11 +76,41 @@ func (m *Mirror) sameFile(what string, e store.TreeEntry, f store.File) error {
 		fmt.Errorf("the upstream lists Xet hash %s with size %d and sha256 %q; that content has size %d and sha256 %q", e.XetHash, e.SizeBytes, e.SHA256, f.SizeBytes, f.SHA256))
 }
 
+// claimsAgree checks that every entry of the mirror's revisions naming e's
+// Xet hash claims one size and one SHA-256, as one content has, before a
+// file asked for by its hash alone (the CAS routes: a relay, PullFile) is
+// relayed or pulled. Such a request cannot tell which entry its client
+// read the hash from, and the bytes are checked against e's claims only:
+// an upstream that lists a file under the Xet hash of other content
+// (keeping the file's own size and SHA-256) would otherwise have that
+// content served under the file's name. A pull by path (resolve) checks
+// the bytes against its own entry, and once the content is held every
+// entry that claims otherwise is refused where it is read (sameFile).
+func (m *Mirror) claimsAgree(ctx context.Context, what string, e store.TreeEntry) error {
+	all, err := m.store.EntriesByHash(ctx, m.cfg.Tenant, e.XetHash)
+	if err != nil {
+		return err
+	}
+	for _, o := range all {
+		if o.Entry.SizeBytes != e.SizeBytes || o.Entry.SHA256 != "" && e.SHA256 != "" && o.Entry.SHA256 != e.SHA256 {
+			return m.badAnswer(what, fmt.Errorf("the upstream lists Xet hash %s with size %d and sha256 %q, and as %s of %s@%s with size %d and sha256 %q",
+				e.XetHash, e.SizeBytes, e.SHA256, o.Entry.Path, o.Repo.Name, o.SHA, o.Entry.SizeBytes, o.Entry.SHA256))
+		}
+		if e.SHA256 == "" {
+			e.SHA256 = o.Entry.SHA256
+		}
+	}
+	return nil
+}
+
 // PullFile is Fetch for a file named by its hash, as the CAS routes name
 // it: ErrNotFound unless a revision of local has it.
 func (m *Mirror) PullFile(ctx context.Context, tenant string, local store.RepoID, h xet.Hash, reserve Reserve) error {
 	sha, e, err := m.store.EntryByHash(ctx, local, h.String())
 	if err != nil {
+		return err
+	}
+	if err := m.claimsAgree(ctx, fmt.Sprintf("file %s of %s@%s", e.Path, m.ref(local).ID, sha), e); err != nil {
 		return err
 	}
 	_, err = m.Fetch(ctx, tenant, local, sha, e, nil, reserve)

@@ -42,11 +42,17 @@ func (m *Mirror) RelayPlan(ctx context.Context, tenant string, local store.RepoI
 	}
 	ref := m.ref(local)
 	what := fmt.Sprintf("file %s of %s@%s", e.Path, ref.ID, sha)
+	if err := m.claimsAgree(ctx, what, e); err != nil {
+		return rec, until, false, err
+	}
 	f := File{Path: e.Path, Size: e.SizeBytes, XetHash: e.XetHash, SHA256: e.SHA256, GitOID: e.GitOID}
 	err = m.withConn(ctx, tenant, func() error {
 		rec, until, err = r.Plan(ctx, ref, sha, f, int64(start), int64(end))
 		return err
 	})
+	if errors.Is(err, ErrNoRelay) {
+		return rec, until, false, nil
+	}
 	if err != nil {
 		return rec, until, false, m.upstreamErr(what, err)
 	}

@@ -81,6 +81,9 @@ var (
 	// Hub answers (a shape, size or hash that does not check out); such an
 	// answer is refused and logged, never served.
 	ErrBadAnswer = errors.New("upstream answered something invalid")
+	// ErrNoRelay is a Relayer's refusal to relay a window now (Plan): the
+	// caller answers from the store, after the pull.
+	ErrNoRelay = errors.New("no relay of this window")
 )
 
 // Relayer is what an Upstream offers for the first download of a file not

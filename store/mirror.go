@@ -175,6 +175,51 @@ func (s *Store) EntryByHash(ctx context.Context, r RepoID, hash string) (string,
 	return "", TreeEntry{}, fmt.Errorf("file %s in %s: %w", hash, r, ErrNotFound)
 }
 
+// HashEntry is a tree entry of a commit of a repo (EntriesByHash).
+type HashEntry struct {
+	Repo  RepoID
+	SHA   string
+	Entry TreeEntry
+}
+
+// EntriesByHash returns every tree entry that names the Xet file hash in
+// the commits of tenant's repos: the mirror checks that an upstream's
+// claims about one content (its size and SHA-256) agree everywhere before
+// it relays or stores it.
+func (s *Store) EntriesByHash(ctx context.Context, tenant, hash string) ([]HashEntry, error) {
+	needle := `"xet_hash":"` + hash + `"`
+	rows, err := s.query(s.lookupCtx(ctx), `SELECT type, name, sha, tree FROM commits WHERE tenant = ?`, tenant)
+	if err != nil {
+		return nil, fmt.Errorf("commits of %s: %w", tenant, err)
+	}
+	defer rows.Close()
+	var out []HashEntry
+	for rows.Next() {
+		r := RepoID{Tenant: tenant}
+		var sha string
+		var tree []byte
+		if err := rows.Scan(&r.Type, &r.Name, &sha, &tree); err != nil {
+			return nil, fmt.Errorf("commits of %s: %w", tenant, dbErr(err))
+		}
+		if !strings.Contains(string(tree), needle) {
+			continue
+		}
+		var entries []TreeEntry
+		if err := json.Unmarshal(tree, &entries); err != nil {
+			return nil, fmt.Errorf("tree of %s of %s: %w", sha, r, err)
+		}
+		for _, e := range entries {
+			if e.XetHash == hash {
+				out = append(out, HashEntry{Repo: r, SHA: sha, Entry: e})
+			}
+		}
+	}
+	if err := dbErr(rows.Err()); err != nil {
+		return nil, fmt.Errorf("commits of %s: %w", tenant, err)
+	}
+	return out, nil
+}
+
 // TenantUsage is the stored bytes the index bills to tenant (0 for a
 // tenant it does not know).
 func (s *Store) TenantUsage(ctx context.Context, tenant string) (int64, error) {

@@ -89,3 +89,44 @@ func TestRecordCommit(t *testing.T) {
 		t.Errorf("reindex --check: %s", d)
 	}
 }
+
+// TestEntriesByHash: every entry of every commit of the tenant's repos
+// that names a Xet hash, and none of another tenant's or of another hash.
+func TestEntriesByHash(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	ctx := context.Background()
+	h := "ab" + string(bytes.Repeat([]byte("0"), 62))
+	other := "cd" + string(bytes.Repeat([]byte("0"), 62))
+	record := func(tenant, name, sha string, tree ...TreeEntry) {
+		t.Helper()
+		if err := s.RecordCommit(ctx, RepoID{Tenant: tenant, Type: "model", Name: name}, "internal", Commit{SHA: sha, Summary: "upstream", Tree: tree}, "refs/mirror/commits/"+sha); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sha1 := "1111111111111111111111111111111111111111"
+	sha2 := "2222222222222222222222222222222222222222"
+	record("mirror", "org__a", sha1, TreeEntry{Path: "w.bin", SizeBytes: 10, XetHash: h}, TreeEntry{Path: "x.bin", SizeBytes: 11, XetHash: other})
+	record("mirror", "org__b", sha2, TreeEntry{Path: "copy.bin", SizeBytes: 10, XetHash: h}, TreeEntry{Path: "again.bin", SizeBytes: 12, XetHash: h})
+	record("elsewhere", "org__c", sha1, TreeEntry{Path: "w.bin", SizeBytes: 10, XetHash: h})
+	got, err := s.EntriesByHash(ctx, "mirror", h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	paths := map[string]string{}
+	for _, e := range got {
+		paths[e.Repo.Name+"/"+e.Entry.Path] = e.SHA
+	}
+	want := map[string]string{"org__a/w.bin": sha1, "org__b/copy.bin": sha2, "org__b/again.bin": sha2}
+	if len(paths) != len(want) || len(got) != len(want) {
+		t.Fatalf("entries of %s: %v, want %v", h, paths, want)
+	}
+	for k, v := range want {
+		if paths[k] != v {
+			t.Errorf("entry %s: commit %q, want %q", k, paths[k], v)
+		}
+	}
+	if got, err := s.EntriesByHash(ctx, "mirror", "ef"+string(bytes.Repeat([]byte("0"), 62))); err != nil || len(got) != 0 {
+		t.Errorf("a hash nothing names: %v %v", got, err)
+	}
+}

@@ -46,8 +46,17 @@ type spool struct {
 	// plans is the upstream's plans of the relay's windows, newest last
 	// (at most maxSpoolPlans): the pull reads its windows from them, so
 	// that a file its client read whole through the relay is stored even
-	// if the upstream goes away meanwhile.
-	plans []spooledPlan
+	// if the upstream goes away meanwhile; the last byte of a client's
+	// range waits for their check (verify.go).
+	plans []*spooledPlan
+	// f is the file as the upstream's tree lists it, which the check
+	// compares the relayed bytes with; bad is the check's error once a
+	// copy did not check out; checking is closed when the check under way
+	// ends; checkedSigs is the planSig of every plan that checked out.
+	f           mirror.File
+	bad         error
+	checking    chan struct{}
+	checkedSigs []string
 }
 
 // spooledPlan is the upstream's reconstruction of bytes [start, end) of a
@@ -55,6 +64,8 @@ type spool struct {
 type spooledPlan struct {
 	start, end int64
 	rec        reconstruction
+	sig        string // planSig
+	checked    bool   // a whole copy through it checked out
 }
 
 // maxSpoolPlans bounds the plans a spool keeps (a client asks one per
@@ -161,14 +172,27 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// addPlan keeps the plan rec of bytes [start, end).
-func (sp *spool) addPlan(start, end int64, rec reconstruction) {
+// addPlan keeps the plan rec of bytes [start, end) of f. It refuses one
+// when the relay of f failed its check, and one past maxSpoolPlans unless
+// an older plan has checked out and can go: a plan a client may still
+// complete must stay for the check of its last byte.
+func (sp *spool) addPlan(f mirror.File, start, end int64, rec reconstruction) error {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	if len(sp.plans) == maxSpoolPlans {
-		sp.plans = slices.Delete(sp.plans, 0, 1)
+	if sp.bad != nil {
+		return sp.bad
 	}
-	sp.plans = append(sp.plans, spooledPlan{start, end, rec})
+	sp.f = f
+	if len(sp.plans) == maxSpoolPlans {
+		i := slices.IndexFunc(sp.plans, func(p *spooledPlan) bool { return p.checked })
+		if i < 0 {
+			return errRelayFull
+		}
+		sp.plans = slices.Delete(sp.plans, i, i+1)
+	}
+	sig := planSig(start, end, rec)
+	sp.plans = append(sp.plans, &spooledPlan{start: start, end: end, rec: rec, sig: sig, checked: slices.Contains(sp.checkedSigs, sig)})
+	return nil
 }
 
 // relayedPlan is the plan of bytes [start, end) of h cut from a plan the
@@ -237,7 +261,9 @@ func (c *Client) Plan(ctx context.Context, repo mirror.RepoRef, sha string, f mi
 	if err != nil {
 		return xet.Reconstruction{}, time.Time{}, err
 	}
-	sp.addPlan(start, end, rec)
+	if err := sp.addPlan(f, start, end, rec); err != nil {
+		return xet.Reconstruction{}, time.Time{}, err
+	}
 	until := c.now().Add(c.relayTTL)
 	c.extend(h, sp, until)
 	sp.clientSeen(c.now(), 0) // its client is about to read
@@ -278,7 +304,7 @@ func (c *Client) Relay(ctx context.Context, h, x xet.Hash, start, end uint64, ac
 		return nil, err
 	}
 	rr := rc.(*rangeReader)
-	rr.client, rr.now = true, c.now
+	rr.client, rr.now, rr.c, rr.h = true, c.now, c, h
 	sp.clientSeen(c.now(), +1)
 	return rr, nil
 }
@@ -340,6 +366,9 @@ func (c *Client) Quiet(ctx context.Context, h xet.Hash) error {
 
 // errRelayEnded: the relay's time is up and its spool is closed.
 var errRelayEnded = &Error{Kind: mirror.ErrNotFound, Op: "relay", Message: "the relay ended"}
+
+// errRelayFull: the relay holds maxSpoolPlans plans, none checked yet.
+var errRelayFull = &Error{Kind: mirror.ErrNoRelay, Op: "relay", Message: "the relay holds as many plans as it may, none of them checked yet"}
 
 // readRange opens n bytes of r from pos, starting r's fetch unless one
 // under way or done has them.
@@ -458,10 +487,13 @@ type rangeReader struct {
 	a        *attempt
 	pos, end int64
 	closed   bool
-	// client: a client's reader (Relay), not the pull's; now is its
-	// Client's clock.
+	// client: a client's reader (Relay), not the pull's, whose last byte
+	// waits for the check of the file h (verify.go); now is its Client's
+	// clock.
 	client bool
 	now    func() time.Time
+	c      *Client
+	h      xet.Hash
 }
 
 func (rr *rangeReader) Read(p []byte) (int, error) {
@@ -491,7 +523,19 @@ func (rr *rangeReader) Landed(ctx context.Context) (int64, error) {
 		have, err, wake := rr.a.have, rr.a.err, rr.a.wake
 		rr.sp.mu.Unlock()
 		if have > rr.pos {
-			return min(have, rr.end) - rr.pos, nil
+			k := min(have, rr.end) - rr.pos
+			if !rr.client || rr.pos+k < rr.end {
+				return k, nil
+			}
+			// A client's last byte leaves once no unchecked whole copy
+			// of the file could be completed with it.
+			if k > 1 {
+				return k - 1, nil
+			}
+			if err := rr.c.mayFinish(ctx, rr.h, rr.sp); err != nil {
+				return 0, err
+			}
+			return 1, nil
 		}
 		if err != nil {
 			return 0, err

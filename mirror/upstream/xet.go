@@ -336,12 +336,32 @@ type xetStream struct {
 	termEnd    uint32
 	inTerm     bool
 	err        error // sticky
+
+	// spool, when set, is the relay spool the stream reads, through segs
+	// (its windows, in file order) alone: the check of a relayed file
+	// (verify.go), which sends no request upstream.
+	spool *spool
+	segs  []spooledSegment
 }
 
 // nextWindow asks for the reconstruction of the next window of the file.
 func (s *xetStream) nextWindow() error {
 	start := s.windowEnd
 	end := min(start+s.c.window, s.size)
+	if s.spool != nil {
+		if len(s.segs) == 0 || s.segs[0].from != start {
+			return fmt.Errorf("relay check of %s: no plan for bytes from %d", s.path, start)
+		}
+		seg := s.segs[0]
+		s.segs = s.segs[1:]
+		rec, ok := seg.rec.window(uint64(seg.from-seg.start), uint64(seg.to-seg.start))
+		if !ok {
+			return badAnswer("reconstruction", s.c.base, 0, "the terms of the plan of bytes from %d end before %d", seg.start, seg.to)
+		}
+		s.rec, s.term, s.skip, s.left, s.inTerm = rec, 0, rec.Offset, seg.to-seg.from, false
+		s.windowEnd = seg.to
+		return nil
+	}
 	// A window a relay's client had planned is read from that plan: the
 	// same upstream answer, checked alike, and no request that a gone
 	// upstream could fail.
@@ -512,7 +532,15 @@ func (s *xetStream) seek(x xet.Hash, e fetchEntry, want uint32) error {
 	if s.fetch == nil || s.fetchEntry.URL != e.URL || s.fetchEntry.ByteStart != e.ByteStart || s.fetchChunk > want {
 		s.closeFetch()
 		n := int64(e.ByteEnd - e.ByteStart + 1)
-		rc, ok, err := s.c.spooled(s.ctx, s.hash, x, e)
+		var rc io.ReadCloser
+		var ok bool
+		var err error
+		if s.spool != nil {
+			rc, err = s.c.landed(s.ctx, s.spool, x, e)
+			ok = true
+		} else {
+			rc, ok, err = s.c.spooled(s.ctx, s.hash, x, e)
+		}
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// buckets
@@ -39,6 +40,7 @@ type Bucket struct {
 	// across processes (see Write); nil for other buckets.
 	lock   *os.File
 	lockMu sync.Mutex
+	closed atomic.Bool
 }
 
 // FileBucketURL is the URL of the file:// bucket in dir: created when
@@ -81,16 +83,21 @@ func Open(ctx context.Context, bucketURL, lockPath string) (*Bucket, error) {
 	return bk, nil
 }
 
-// Close closes the bucket and its lock file. It is safe to call twice.
+// Close closes the bucket and its lock file. It is safe to call twice, and
+// while other calls are under way: those and later ones fail with
+// gocloud's closed-bucket error (or the closed lock file's), never panic.
 func (bk *Bucket) Close() error {
+	if bk.closed.Swap(true) {
+		return nil
+	}
 	var errs []error
 	if bk.b != nil {
 		errs = append(errs, bk.b.Close())
-		bk.b = nil
 	}
 	if bk.lock != nil {
+		bk.lockMu.Lock()
 		errs = append(errs, bk.lock.Close())
-		bk.lock = nil
+		bk.lockMu.Unlock()
 	}
 	return errors.Join(errs...)
 }
