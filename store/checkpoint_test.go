@@ -1,13 +1,10 @@
 package store
 
 import (
-	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,12 +73,12 @@ func TestSQLiteCheckpointsOffTheRequestPath(t *testing.T) {
 					seed-start, walFrames(t, index), 3*sqliteAuto, grew, tc.wantGrowth)
 			}
 			if !tc.wantGrowth {
-				if s.cdb != nil {
+				if s.idx.HasCheckpointConn() {
 					t.Fatal("a checkpoint connection without background checkpoints")
 				}
 				return
 			}
-			c, err := s.checkpointIndex(ctx)
+			c, err := s.idx.Checkpoint(ctx)
 			if err != nil || c.LogPages < 3*sqliteAuto || c.CopiedPages != c.LogPages {
 				t.Fatalf("checkpoint: %+v %v; want every page of a log of at least %d copied", c, err, 3*sqliteAuto)
 			}
@@ -96,7 +93,7 @@ func TestSQLiteCheckpointsOffTheRequestPath(t *testing.T) {
 			if got := walFrames(t, index); got != size {
 				t.Fatalf("after a checkpoint and 50 uploads the log has room for %d pages, want the %d it had (reused from its start)", got, size)
 			}
-			if c, err := s.checkpointIndex(ctx); err != nil || c.LogPages == 0 || c.LogPages >= size {
+			if c, err := s.idx.Checkpoint(ctx); err != nil || c.LogPages == 0 || c.LogPages >= size {
 				t.Fatalf("the next checkpoint: %+v %v; want a log restarted at its start", c, err)
 			}
 		})
@@ -165,7 +162,7 @@ func BenchmarkCheckpointPauses(b *testing.B) {
 						return
 					case <-t.C:
 						from := time.Now()
-						c, err := s.checkpointIndex(ctx)
+						c, err := s.idx.Checkpoint(ctx)
 						if err != nil {
 							b.Error(err)
 						}
@@ -250,38 +247,13 @@ func reportCheckpoints(b *testing.B, ups, ckpts []timeSpan, logMax int) {
 	b.ReportMetric(100*float64(busy)/float64(ups[len(ups)-1].to.Sub(ups[0].from)), "ckpt-time-%")
 }
 
-// TestCheckpointsCountedAndLogged: every background checkpoint is counted
-// with its time; one of 5 ms or more is logged at DEBUG with its start, one
-// of SlowCheckpoint or more at INFO and counted as slow; a short one is
-// not logged. The loop records each checkpoint it runs.
-func TestCheckpointsCountedAndLogged(t *testing.T) {
-	var out bytes.Buffer
-	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	s := New(Config{IndexPath: filepath.Join(t.TempDir(), "index.db"), BucketURL: "mem://", Log: log})
+// TestCheckpointsCounted: a Store's background checkpoints are counted
+// (index's TestCheckpointsCountedAndLogged tests what is counted and
+// logged).
+func TestCheckpointsCounted(t *testing.T) {
 	ctx := context.Background()
-	at := time.Date(2026, 12, 5, 8, 0, 0, 0, time.UTC)
-	for _, d := range []time.Duration{time.Millisecond, 7 * time.Millisecond, SlowCheckpoint, 3 * SlowCheckpoint / 2} {
-		s.checkpointed(ctx, at, d, walCheckpoint{LogPages: 40, CopiedPages: 30})
-	}
-	want := CheckpointStats{Checkpoints: 4, Slow: 2, Time: 258 * time.Millisecond}
-	if got := s.CheckpointStats(); got != want {
-		t.Errorf("stats %+v, want %+v", got, want)
-	}
-	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	wantLines := []string{"level=DEBUG msg=\"index checkpoint\" start=2026-12-05T08:00:00.000Z ms=7 log_pages=40 copied_pages=30",
-		"level=INFO msg=\"index checkpoint\" start=2026-12-05T08:00:00.000Z ms=100 log_pages=40 copied_pages=30",
-		"level=INFO msg=\"index checkpoint\" start=2026-12-05T08:00:00.000Z ms=150 log_pages=40 copied_pages=30"}
-	if len(lines) != len(wantLines) {
-		t.Fatalf("log:\n%s\nwant %d lines", out.String(), len(wantLines))
-	}
-	for i, l := range lines {
-		if _, rest, _ := strings.Cut(l, " "); rest != wantLines[i] { // after time=
-			t.Errorf("log line %d: %s\nwant %s", i, rest, wantLines[i])
-		}
-	}
-
 	// The loop itself counts what it runs.
-	s = New(Config{IndexPath: filepath.Join(t.TempDir(), "index.db"), BucketURL: "mem://", CheckpointEvery: time.Millisecond})
+	s := New(Config{IndexPath: filepath.Join(t.TempDir(), "index.db"), BucketURL: "mem://", CheckpointEvery: time.Millisecond})
 	if err := s.Open(ctx); err != nil {
 		t.Fatal(err)
 	}

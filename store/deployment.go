@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"openxet/store/index"
 	"openxet/store/objects"
 )
 
@@ -67,7 +68,7 @@ func (s *Store) openDeployment(ctx context.Context) error {
 	}
 	if indexID != "" {
 		if indexID != bucketID {
-			return &DeploymentMismatchError{IndexPath: redactIndex(s.cfg.IndexPath), BucketURL: s.cfg.BucketURL, IndexID: indexID, BucketID: bucketID}
+			return &DeploymentMismatchError{IndexPath: index.Redact(s.cfg.IndexPath), BucketURL: s.cfg.BucketURL, IndexID: indexID, BucketID: bucketID}
 		}
 		s.deployment = indexID
 		return nil
@@ -96,7 +97,7 @@ func (s *Store) openDeployment(ctx context.Context) error {
 		return err
 	}
 	if indexID != bucketID {
-		return &DeploymentMismatchError{IndexPath: redactIndex(s.cfg.IndexPath), BucketURL: s.cfg.BucketURL, IndexID: indexID, BucketID: bucketID}
+		return &DeploymentMismatchError{IndexPath: index.Redact(s.cfg.IndexPath), BucketURL: s.cfg.BucketURL, IndexID: indexID, BucketID: bucketID}
 	}
 	s.deployment = indexID
 	return nil

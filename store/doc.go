@@ -1,7 +1,7 @@
 // Package store owns openxet's durable state: the bucket (the source of
 // truth) and the index derived from it, on SQLite (modernc.org/sqlite in
-// WAL mode, the embedded default) or PostgreSQL (the scale-out index); what
-// differs between the two engines is in engine.go.
+// WAL mode, the embedded default) or PostgreSQL (the scale-out index),
+// whose engine side is package store/index.
 //
 // The bucket itself is package store/objects (a gocloud.dev/blob bucket:
 // opening its URL, the one way to write an object, reads, listings, what its
@@ -11,10 +11,11 @@
 // the index share, are package store/fault's; all three are re-exported
 // here as the same values.
 //
-// The index's engine side is moving to package store/index (issue 46):
-// so far its SQLite connections that keep their statements prepared and
-// the schema with its migrations.
-// index must not import store.
+// The index's engine side is package store/index: store reaches the index
+// only through an index.DB (its read pool, its write transactions Tx and
+// Statement, its snapshots), writes the SQL of each operation (one text
+// for both engines, but for the two PostgreSQL statements of xorbs_pg.go)
+// and decides what goes in which table. index must not import store.
 //
 // The bucket holds xorbs, shards, owner records, credentials, tenant-limit
 // records, repos and their commits, blobs and file releases, under the key

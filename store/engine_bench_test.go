@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	indexpkg "openxet/store/index"
 	"openxet/store/pgtest"
 	"openxet/xet"
 )
@@ -218,7 +219,7 @@ func BenchmarkPgxDriver(b *testing.B) {
 		}
 	})
 	b.Run("native", func(b *testing.B) {
-		cfg, schema, err := pgConfig(index, DefaultBusyTimeout)
+		cfg, schema, err := indexpkg.PostgresConfig(index)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -230,7 +231,7 @@ func BenchmarkPgxDriver(b *testing.B) {
 		defer conn.Close(ctx)
 		var x, sh string
 		for b.Loop() {
-			if err := conn.QueryRow(ctx, rebind(q), "c", "t").Scan(&x, &sh); err != nil {
+			if err := conn.QueryRow(ctx, indexpkg.Rebind(q), "c", "t").Scan(&x, &sh); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,14 +1,11 @@
 package store
 
 import (
-	"database/sql"
 	"errors"
 	"fmt"
 
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
-
 	"openxet/store/fault"
+	"openxet/store/index"
 	"openxet/store/objects"
 )
 
@@ -27,15 +24,15 @@ var ErrMissingXorb = errors.New("missing xorb")
 // references (chunk counts, sizes, verification hashes, file hash).
 var ErrInvalidShard = errors.New("invalid shard")
 
-// ErrIndexInUse means reindex found the index held open by a server.
-var ErrIndexInUse = errors.New("index in use")
+// ErrIndexInUse means reindex found the index held open by a server
+// (index.ErrInUse, the same value).
+var ErrIndexInUse = index.ErrInUse
 
 // ErrIndexLockLost means this process lost its shared lock on a
-// PostgreSQL index (the session that held it ended: a PostgreSQL restart, a
-// dropped connection) and has not taken it again, perhaps because a
-// reindex holds it: it refuses writes until it holds it again. It comes
-// with ErrUnavailable (errors.Is reaches both).
-var ErrIndexLockLost = errors.New("index lock lost")
+// PostgreSQL index and has not taken it again: it refuses writes until it
+// holds it again. It comes with ErrUnavailable (errors.Is reaches both).
+// It is index.ErrLockLost, the same value.
+var ErrIndexLockLost = index.ErrLockLost
 
 // ErrUnavailable means the index or the bucket could not be read or written
 // right now: SQLite stayed busy or locked past the busy timeout, or failed
@@ -52,35 +49,16 @@ var ErrUnavailable = fault.ErrUnavailable
 // fault.ErrNoSpace (and objects.ErrNoSpace), the same value.
 var ErrNoSpace = fault.ErrNoSpace
 
-// noSpace reports whether err says the storage under it is full.
-func noSpace(err error) bool {
-	if objects.NoSpace(err) {
-		return true
-	}
-	if se, ok := errors.AsType[*sqlite.Error](err); ok && se.Code()&0xff == sqlite3.SQLITE_FULL {
-		return true
-	}
-	return pgDiskFull(err) // engine.go
-}
-
-// dbErr marks an index error with ErrUnavailable when a retry may cure it.
+// dbErr marks an index error with ErrUnavailable when a retry may cure it,
+// and with ErrNoSpace when the storage under the index is full
+// (index.Err), or under the bucket when a bucket call inside an index
+// transaction failed for want of room (objects.NoSpace: MinIO's storage
+// full).
 func dbErr(err error) error {
-	if err == nil || err == sql.ErrNoRows || errors.Is(err, ErrUnavailable) || errors.Is(err, ErrNoSpace) {
-		return err // ErrNoRows: every index miss, as it is
-	}
-	if noSpace(err) {
+	if objects.NoSpace(err) && !errors.Is(err, ErrUnavailable) && !errors.Is(err, ErrNoSpace) {
 		return fmt.Errorf("%w: index: %w", ErrNoSpace, err)
 	}
-	se, ok := errors.AsType[*sqlite.Error](err)
-	if !ok {
-		return pgErr(err) // engine.go
-	}
-	switch se.Code() & 0xff { // the primary result code of an extended one
-	case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL,
-		sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PROTOCOL:
-		return fmt.Errorf("%w: index: %w", ErrUnavailable, err)
-	}
-	return err
+	return index.Err(err)
 }
 
 // bucketErr marks an error of a bucket call with ErrUnavailable when it is a

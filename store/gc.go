@@ -293,7 +293,7 @@ func (p *pass) leaseTx(ctx context.Context, tx *sql.Tx, first bool) error {
 // committed read the old floor; this transaction reads every touch since
 // that floor (the range, not just its maximum) and the touching one reads
 // the floor this one writes, so SERIALIZABLE aborts one of the two
-// (pgTx runs it again) rather than let both commit.
+// (index.DB.Tx runs it again) rather than let both commit.
 func startTx(ctx context.Context, tx *sql.Tx, pg bool, now int64) (int64, error) {
 	var floor int64
 	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(value), 0) FROM gc_state WHERE name = 'touch_floor'`).Scan(&floor); err != nil {

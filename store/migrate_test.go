@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5/stdlib"
-
 	"openxet/store/index"
 )
 
@@ -16,22 +14,12 @@ import (
 // schema ("" for SQLite).
 func rawIndex(tb testing.TB, loc string) (db *sql.DB, schema string) {
 	tb.Helper()
-	if IsPostgres(loc) {
-		cfg, schema, err := pgConfig(loc, DefaultBusyTimeout)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		cfg.RuntimeParams["search_path"] = schema
-		db = sql.OpenDB(pgConnector{stdlib.GetConnector(*cfg)})
-		tb.Cleanup(func() { db.Close() })
-		return db, schema
-	}
-	db, err := index.OpenSQLite("file:" + loc + "?_pragma=journal_mode(WAL)")
+	db, schema, err := index.OpenRaw(loc)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
-	return db, ""
+	return db, schema
 }
 
 // TestMigrationIndexesGCDropped (issue 34 item 5): an index at schema 5

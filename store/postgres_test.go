@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,66 +11,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	indexpkg "openxet/store/index"
 	"openxet/store/pgtest"
 	"openxet/xet"
 )
-
-func TestRebind(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{`SELECT 1`, `SELECT 1`},
-		{`SELECT a FROM t WHERE b = ? AND c = ?`, `SELECT a FROM t WHERE b = $1 AND c = $2`},
-		{`UPDATE t SET u = u + ?1 WHERE n = ?2 AND (COALESCE(q, ?3) < 0 OR u + ?1 <= COALESCE(q, ?3))`,
-			`UPDATE t SET u = u + $1 WHERE n = $2 AND (COALESCE(q, $3) < 0 OR u + $1 <= COALESCE(q, $3))`},
-		{`SELECT '?', x FROM t WHERE y = ? AND z = 'it''s ?'`, `SELECT '?', x FROM t WHERE y = $1 AND z = 'it''s ?'`},
-		{`ORDER BY ref = ?4 DESC LIMIT ?`, `ORDER BY ref = $4 DESC LIMIT $5`},
-	} {
-		if got := rebind(tc.in); got != tc.want {
-			t.Errorf("rebind(%q)\n got %q\nwant %q", tc.in, got, tc.want)
-		}
-	}
-}
-
-func FuzzRebind(f *testing.F) {
-	f.Add(`SELECT a FROM t WHERE b = ?1 AND c = ? AND d = '?'`)
-	f.Add(`?99999999999999999999`)
-	f.Fuzz(func(t *testing.T, q string) {
-		out := rebind(q)
-		// Nothing but placeholders outside quotes changes.
-		if !contains(q, '?') && out != q {
-			t.Fatalf("rebind changed a query without placeholders: %q → %q", q, out)
-		}
-	})
-}
-
-func contains(s string, c byte) bool {
-	for i := range len(s) {
-		if s[i] == c {
-			return true
-		}
-	}
-	return false
-}
-
-func TestPostgresLocation(t *testing.T) {
-	dsn, schema, err := pgLocation("postgres://u:secret@db.example:5432/openxet?sslmode=require&schema=tenant_a")
-	if err != nil || schema != "tenant_a" || dsn != "postgres://u:secret@db.example:5432/openxet?sslmode=require" {
-		t.Fatalf("got %q %q %v", dsn, schema, err)
-	}
-	if _, schema, _ := pgLocation("postgresql://h/db"); schema != DefaultPostgresSchema {
-		t.Fatalf("default schema %q", schema)
-	}
-	for _, bad := range []string{"postgres://h/db?schema=Bad", "postgres://h/db?schema=a;drop", "postgres://h/db?schema=1a"} {
-		if _, _, err := pgLocation(bad); err == nil {
-			t.Errorf("%s: accepted", bad)
-		}
-	}
-	if _, _, err := pgLocation("postgres://u:secret@h:port/db"); err == nil || strings.Contains(err.Error(), "secret") {
-		t.Fatalf("an unparsable URL: %v", err)
-	}
-	if r := redactIndex("postgres://u:secret@h/db"); r != "postgres://u:xxxxx@h/db" {
-		t.Fatalf("redacted %q", r)
-	}
-}
 
 // TestPostgresQuotaExactAcrossNodes: three stores (nodes) on one
 // PostgreSQL index and one bucket upload distinct xorbs of one tenant at
@@ -268,12 +211,12 @@ func TestPostgresRestartUnderServingNodes(t *testing.T) {
 	index := srv.NewIndex(t)
 	bucket := fileBucket(t.TempDir())
 	var nodes [2]*Store
-	var found [2]chan lockState
+	var found [2]chan indexpkg.LockState
 	for i := range nodes {
 		s := New(Config{IndexPath: index, BucketURL: bucket, LockCheck: 10 * time.Millisecond})
-		found[i] = make(chan lockState, 64)
-		s.lockHook = func(st lockState) {
-			if st != lockKept {
+		found[i] = make(chan indexpkg.LockState, 64)
+		s.lockHook = func(st indexpkg.LockState) {
+			if st != indexpkg.LockKept {
 				select {
 				case found[i] <- st:
 				default:
@@ -299,12 +242,12 @@ func TestPostgresRestartUnderServingNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range nodes {
-		// Checks while PostgreSQL is down find it unreachable (lockFailed);
+		// Checks while PostgreSQL is down find it unreachable (indexpkg.LockFailed);
 		// the first once it is back takes the lock again.
-		for st := lockFailed; st != lockRetaken; {
+		for st := indexpkg.LockFailed; st != indexpkg.LockRetaken; {
 			select {
 			case st = <-found[i]:
-				if st == lockRefused {
+				if st == indexpkg.LockRefused {
 					t.Fatalf("node %d: a check after the restart found the lock held by another", i)
 				}
 			case <-time.After(time.Minute): // a hung test, not a timed assertion
@@ -337,18 +280,18 @@ func TestPostgresLockLostToReindexRefusesWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	s.checkIndexLock(ctx)
+	s.idx.CheckLock(ctx)
 	if !s.IndexLockHeld() || s.IndexLockLosses() != 0 {
 		t.Fatalf("a check of a held lock: held %v, losses %d", s.IndexLockHeld(), s.IndexLockLosses())
 	}
 	if err := srv.Restart(); err != nil {
 		t.Fatal(err)
 	}
-	reindex, err := lockIndex(ctx, index, true) // what Reindex takes first
+	reindex, err := indexpkg.LockExclusive(ctx, index) // what Reindex takes first
 	if err != nil {
 		t.Fatalf("the exclusive lock right after the restart: %v (the node's lock should be gone)", err)
 	}
-	s.checkIndexLock(ctx)
+	s.idx.CheckLock(ctx)
 	if s.IndexLockHeld() || s.IndexLockLosses() != 1 {
 		t.Fatalf("after the restart under a reindex: held %v, losses %d; want false and 1", s.IndexLockHeld(), s.IndexLockLosses())
 	}
@@ -366,19 +309,19 @@ func TestPostgresLockLostToReindexRefusesWrites(t *testing.T) {
 	if _, err := s.Usage(ctx, "alice"); err != nil {
 		t.Fatalf("a read without the lock: %v", err)
 	}
-	s.checkIndexLock(ctx) // the reindex still holds it
+	s.idx.CheckLock(ctx) // the reindex still holds it
 	if s.IndexLockHeld() || s.IndexLockLosses() != 1 {
 		t.Fatalf("a second check under the reindex: held %v, losses %d; want false and 1", s.IndexLockHeld(), s.IndexLockLosses())
 	}
-	reindex.release()
-	s.checkIndexLock(ctx)
+	reindex.Release()
+	s.idx.CheckLock(ctx)
 	if !s.IndexLockHeld() || s.IndexLockLosses() != 1 {
 		t.Fatalf("after the reindex: held %v, losses %d; want true and 1", s.IndexLockHeld(), s.IndexLockLosses())
 	}
 	if _, err := s.PutXorb(ctx, "alice", info, body[:info.StreamLen], Unlimited); err != nil {
 		t.Fatalf("a write with the lock again: %v", err)
 	}
-	if _, err := lockIndex(ctx, index, true); !errors.Is(err, ErrIndexInUse) {
+	if _, err := indexpkg.LockExclusive(ctx, index); !errors.Is(err, ErrIndexInUse) {
 		t.Fatalf("reindex beside the node holding its lock again: %v", err)
 	}
 }

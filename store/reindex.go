@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"openxet/store/index"
 	"openxet/store/objects"
 	"openxet/xet"
 )
@@ -41,25 +42,25 @@ func (d Difference) String() string {
 // new file, or a new PostgreSQL schema) and swaps it in. It refuses
 // (ErrIndexInUse) while any process holds the index open.
 func Reindex(ctx context.Context, cfg ReindexConfig) error {
-	lock, err := lockIndex(ctx, cfg.IndexPath, true)
+	lock, err := index.LockExclusive(ctx, cfg.IndexPath)
 	if err != nil {
 		return err
 	}
-	defer lock.release()
-	tmp := scratchIndex(cfg.IndexPath, "reindex")
+	defer lock.Release()
+	tmp := index.Scratch(cfg.IndexPath, "reindex")
 	if err := build(ctx, cfg, tmp); err != nil {
-		removeIndex(context.WithoutCancel(ctx), tmp)
+		index.Remove(context.WithoutCancel(ctx), tmp)
 		return err
 	}
-	return swapIndex(ctx, tmp, cfg.IndexPath)
+	return index.Swap(ctx, tmp, cfg.IndexPath)
 }
 
 // CheckIndex rebuilds the index from the bucket into a scratch index and
 // returns every difference against the live index, without changing it. It
 // may run while servers use the index.
 func CheckIndex(ctx context.Context, cfg ReindexConfig) ([]Difference, error) {
-	tmp := scratchIndex(cfg.IndexPath, fmt.Sprintf("check-%d", time.Now().UnixNano()))
-	defer removeIndex(context.WithoutCancel(ctx), tmp)
+	tmp := index.Scratch(cfg.IndexPath, fmt.Sprintf("check-%d", time.Now().UnixNano()))
+	defer index.Remove(context.WithoutCancel(ctx), tmp)
 	if err := build(ctx, cfg, tmp); err != nil {
 		return nil, err
 	}
@@ -68,7 +69,7 @@ func CheckIndex(ctx context.Context, cfg ReindexConfig) ([]Difference, error) {
 			return nil, fmt.Errorf("index %s: %w", cfg.IndexPath, err)
 		}
 	}
-	db, err := openDB(ctx, cfg.IndexPath, DefaultBusyTimeout, true, 0)
+	db, err := index.OpenWriter(ctx, cfg.IndexPath)
 	if err != nil {
 		return nil, err
 	}
@@ -77,7 +78,7 @@ func CheckIndex(ctx context.Context, cfg ReindexConfig) ([]Difference, error) {
 }
 
 func build(ctx context.Context, cfg ReindexConfig, path string) error {
-	if err := removeIndex(ctx, path); err != nil {
+	if err := index.Remove(ctx, path); err != nil {
 		return err
 	}
 	progress := cfg.Progress
@@ -89,7 +90,7 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 		return err
 	}
 	defer bucket.Close()
-	db, err := openDB(ctx, path, DefaultBusyTimeout, true, 0)
+	db, err := index.OpenWriter(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -103,7 +104,7 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 	if err := copyDeployment(ctx, bucket, db); err != nil {
 		return err
 	}
-	if err := checkpoint(ctx, path, db); err != nil {
+	if err := index.Fold(ctx, path, db); err != nil {
 		return fmt.Errorf("checkpoint new index: %w", err)
 	}
 	return nil
@@ -346,7 +347,7 @@ var compared = []struct{ table, key, value, liveWhere string }{
 // compareIndexes compares the live index on db (at location live) with the
 // rebuilt one at fresh.
 func compareIndexes(ctx context.Context, db *sql.DB, live, fresh string) ([]Difference, error) {
-	liveName, freshName, attach, detach, err := comparedSchemas(live, fresh) // engine.go
+	liveName, freshName, attach, detach, err := index.ComparedSchemas(live, fresh)
 	if err != nil {
 		return nil, err
 	}

@@ -107,7 +107,7 @@ func (s *Store) touch(ctx context.Context, keys ...string) error {
 // owner record of the xorb is being released or the xorb deleted. It
 // returns the xorb's row in the index after the touch (xorbRow), and
 // whether there is one. On PostgreSQL the checks, the touch and the read
-// are one statement (engine.go: pgTouchXorb), one round trip instead of
+// are one statement (xorbs_pg.go: pgTouchXorb), one round trip instead of
 // six.
 func (s *Store) touchXorb(ctx context.Context, tenant string, h xet.Hash) (xorbRecord, bool, error) {
 	if s.pg {

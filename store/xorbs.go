@@ -246,7 +246,7 @@ var chargeWithinQuota = `UPDATE tenants SET usage_bytes = usage_bytes + ?1
 
 // recordUpload is the owner transaction of an upload: recordXorbOwner
 // with enforceQuota at the time now, in a transaction of its own; on
-// PostgreSQL one statement that is its own transaction (engine.go:
+// PostgreSQL one statement that is its own transaction (xorbs_pg.go:
 // pgRecordUpload).
 func (s *Store) recordUpload(ctx context.Context, tenant, h string, x xorbRecord, defaultQuotaBytes int64) (inserted bool, rec xorbRecord, err error) {
 	if s.pg {
