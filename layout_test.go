@@ -9,9 +9,10 @@ import (
 
 // TestLayout keeps the dependency rules of docs/design.md §1: imports
 // point one way (cli → server → hub → {limits, budget, store} → xet; hub
-// never imports server; store → {store/index, store/objects} →
-// store/fault), only server and hub import echo, only cli urfave/cli, only
-// store and store/index (and their test helpers) database/sql and the
+// never imports server; store → store/accounts → {store/index,
+// store/objects} → store/fault), only server and hub import echo, only cli
+// urfave/cli, only store, store/accounts and store/index (and their test
+// helpers) database/sql and the
 // PostgreSQL driver, only store/objects (and store/s3test) gocloud.dev and
 // the AWS SDK. Every package `go list ./...` finds must have a row: a new
 // package gets one with the openxet packages it may import, or the test
@@ -28,8 +29,9 @@ func TestLayout(t *testing.T) {
 		"turns":                  {},
 		"wirejson":               {},
 		"refusal":                {"openxet/wirejson"},
-		"store":                  {"openxet/xet", "openxet/store/objects", "openxet/store/index", "openxet/store/fault"},
-		"store/objects":          {"openxet/store/fault"}, // never openxet/store: store → objects
+		"store":                  {"openxet/xet", "openxet/store/accounts", "openxet/store/objects", "openxet/store/index", "openxet/store/fault"},
+		"store/accounts":         {"openxet/store/index", "openxet/store/objects", "openxet/store/fault"}, // never openxet/store: store → accounts
+		"store/objects":          {"openxet/store/fault"},                                                 // never openxet/store: store → objects
 		"store/fault":            {},
 		"store/index":            {"openxet/store/fault"}, // never openxet/store: store → index
 		"store/pgtest":           {"openxet/testproc"},
@@ -39,22 +41,22 @@ func TestLayout(t *testing.T) {
 		"admin":                  {},
 		"load":                   {"openxet/xet", "openxet/admin", "openxet/load/report"},
 		"load/report":            {},
-		"hub":                    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
-		"server":                 {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/turns", "openxet/refusal", "openxet/wirejson", "openxet/hub", "openxet/mirror"},
+		"hub":                    {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
+		"server":                 {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/limits", "openxet/budget", "openxet/work", "openxet/turns", "openxet/refusal", "openxet/wirejson", "openxet/hub", "openxet/mirror"},
 		"server/servertest":      {"openxet/server", "openxet/store", "openxet/limits", "openxet/budget", "openxet/xet"},
-		"cli":                    {"openxet/xet", "openxet/store", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin", "openxet/mirror", "openxet/mirror/upstream"},
+		"cli":                    {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin", "openxet/mirror", "openxet/mirror/upstream"},
 		"compat/tools/manyterms": {"openxet/xet"},
 		"load/cmd/gcupload":      {"openxet/testproc", "openxet/xet"},
 		"load/cmd/memstorm":      {"openxet/testproc", "openxet/xet"},
 		"load/cmd/tracewait":     {},
-		"mirror":                 {"openxet/xet", "openxet/store", "openxet/refusal", "openxet/work"},
+		"mirror":                 {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/refusal", "openxet/work"},
 		"mirror/upstream":        {"openxet/mirror", "openxet/xet"},
 		"mirror/upstreamtest":    {"openxet/xet"},
 	}
 	owners := map[string][]string{ // third-party import prefix → the packages that may use it
 		"github.com/labstack/echo": {"server", "hub"},
 		"github.com/urfave/cli":    {"cli"},
-		"database/sql":             {"store", "store/index", "store/pgtest"},
+		"database/sql":             {"store", "store/index", "store/accounts", "store/pgtest"},
 		"gocloud.dev":              {"store/objects"},
 		"github.com/aws/":          {"store/objects", "store/s3test"},
 		"github.com/jackc/pgx":     {"store", "store/index", "store/pgtest"},

@@ -11,11 +11,13 @@ import (
 	"time"
 
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // storeCredentials lists the credentials of a data directory: the index
 // rows and the bucket records (revoked ones included).
-func storeCredentials(t *testing.T, dir string) (rows []store.Credential, records []string) {
+func storeCredentials(t *testing.T, dir string) (rows []accounts.Credential, records []string) {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, store.DirConfig(dir))
@@ -144,8 +146,8 @@ func TestFirstAdminCredentialIsCreatedOnce(t *testing.T) {
 	if len(rows) != 1 || len(records) != 1 {
 		t.Fatalf("%d credential rows and bucket records %v, want one of each", len(rows), records)
 	}
-	id, secret, err := store.ParseToken(tokens[0])
-	if err != nil || rows[0].ID != id || !rows[0].CheckSecret(secret) || rows[0].IsRevoked() || !rows[0].Has(store.ScopeAdmin) {
+	id, secret, err := accounts.ParseToken(tokens[0])
+	if err != nil || rows[0].ID != id || !rows[0].CheckSecret(secret) || rows[0].IsRevoked() || !rows[0].Has(accounts.ScopeAdmin) {
 		t.Fatalf("the stored credential %+v is not the printed token's admin credential", rows[0])
 	}
 	// A rebuilt index agrees: the bucket holds exactly that credential,

@@ -22,6 +22,8 @@ import (
 	"openxet/store"
 	"openxet/work"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // Config is every setting of `openxet serve`, read from defaults, a TOML
@@ -337,7 +339,7 @@ var settings = []setting{
 	}},
 	{"mirror.upstream_token", "", "token sent to mirror.upstream (its own host only), for the gated or private repos it may read; empty: anonymous", func(c *Config, v string) error { c.MirrorUpstreamToken = v; return nil }},
 	{"mirror.tenant", "mirror", "tenant that owns the mirrored repos and the bytes pulled for them (its namespace is never mirrored)", func(c *Config, v string) error {
-		if err := store.ValidTenant(v); err != nil {
+		if err := accounts.ValidTenant(v); err != nil {
 			return err
 		}
 		c.MirrorTenant = v

@@ -21,6 +21,8 @@ import (
 
 	"openxet/store"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // TestCrashConsistency is the crash harness of the hardening issue. It runs
@@ -341,7 +343,7 @@ func (h *crashHarness) kill() {
 	// Wait has returned, so the buffers are no longer written to.
 	logs := h.p.stdout.String() + h.p.stderr.String()
 	for _, s := range h.secrets {
-		_, secret, _ := store.ParseToken(s)
+		_, secret, _ := accounts.ParseToken(s)
 		if strings.Contains(logs, s) || strings.Contains(logs, secret) {
 			h.t.Errorf("cycle %d: a credential secret appears in the server's output", h.cycle)
 		}

@@ -16,6 +16,8 @@ import (
 
 	"openxet/server"
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 func credentialsCommand(env Env) *cli.Command {
@@ -151,7 +153,7 @@ func credentialsRevoke(c *cli.Context, env Env) error {
 	return nil
 }
 
-func credentialView(c store.Credential) server.CredentialView {
+func credentialView(c accounts.Credential) server.CredentialView {
 	return server.CredentialView{ID: c.ID, Tenant: c.Tenant, Scopes: c.Scopes, Created: c.Created, Revoked: c.Revoked}
 }
 

@@ -16,6 +16,8 @@ import (
 	"openxet/server"
 	"openxet/store"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // The lifecycle commands: gc, usage, files delete, tenants delete. Like
@@ -149,7 +151,7 @@ func usageCommand(env Env) *cli.Command {
 func localUsage(ctx context.Context, st *store.Store, tenant string, defaultQuota int64) (server.UsageView, error) {
 	var v server.UsageView
 	if tenant != "" {
-		if err := store.ValidTenant(tenant); err != nil {
+		if err := accounts.ValidTenant(tenant); err != nil {
 			return v, cli.Exit(err.Error(), 2)
 		}
 		ok, err := st.TenantKnown(ctx, tenant)
@@ -236,7 +238,7 @@ func tenantsCommand(env Env) *cli.Command {
 					return cli.Exit("tenants delete needs one tenant name", 2)
 				}
 				tenant := c.Args().First()
-				if err := store.ValidTenant(tenant); err != nil {
+				if err := accounts.ValidTenant(tenant); err != nil {
 					return cli.Exit(err.Error(), 2)
 				}
 				if !c.Bool("yes") {

@@ -19,6 +19,8 @@ import (
 	"openxet/server"
 	"openxet/store"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 func TestGCConfigKeys(t *testing.T) {
@@ -135,7 +137,7 @@ func makeLCState(t *testing.T) lcState {
 		}
 	}
 	for _, tn := range []string{"alice", "bob"} {
-		if _, _, err := st.CreateCredential(ctx, tn, []string{store.ScopeWrite}); err != nil {
+		if _, _, err := st.CreateCredential(ctx, tn, []string{accounts.ScopeWrite}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -16,6 +16,8 @@ import (
 
 	"openxet/store"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // TestMirrorKilledMidPull runs two `openxet serve` processes, an upstream
@@ -103,7 +105,7 @@ func mirrorReaders(t *testing.T, dir string) (readTok, adminTok string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, adminTok, err = st.CreateCredential(ctx, "admin", []string{store.ScopeAdmin})
+	_, adminTok, err = st.CreateCredential(ctx, "admin", []string{accounts.ScopeAdmin})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,8 @@ import (
 	"openxet/store"
 	"openxet/store/s3test"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // fixtureFile is one file of a captured client upload (testdata/<case>).
@@ -153,7 +155,7 @@ func TestServeRefusesAnotherDeploymentsBucket(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := st.CreateCredential(ctx, "tenant-"+d, []string{store.ScopeWrite}); err != nil {
+		if _, _, err := st.CreateCredential(ctx, "tenant-"+d, []string{accounts.ScopeWrite}); err != nil {
 			t.Fatal(err)
 		}
 		st.Close()

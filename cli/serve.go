@@ -22,6 +22,8 @@ import (
 	"openxet/store"
 	"openxet/work"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 func serveCommand(env Env) *cli.Command {
@@ -225,7 +227,7 @@ func serve(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 // prints its token once. Of several processes starting on an empty store,
 // only the one whose credential the index took prints anything.
 func bootstrapAdmin(ctx context.Context, st *store.Store, w io.Writer) error {
-	cred, tok, created, err := st.CreateFirstCredential(ctx, "admin", []string{store.ScopeAdmin, store.ScopeWrite})
+	cred, tok, created, err := st.CreateFirstCredential(ctx, "admin", []string{accounts.ScopeAdmin, accounts.ScopeWrite})
 	if err != nil {
 		return fmt.Errorf("first admin credential: %w (make one with: openxet credentials create --tenant admin --scope admin --scope write)", err)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // localSigningKeyFile is where servers before the shared key kept it, in
@@ -58,7 +60,7 @@ func readLocalSigningKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("signing key %s: %w", path, err)
 	}
 	key, err := hex.DecodeString(strings.TrimSpace(string(b)))
-	if err != nil || len(key) < store.MinSigningKeyBytes {
+	if err != nil || len(key) < accounts.MinSigningKeyBytes {
 		return nil, fmt.Errorf("signing key %s is damaged; delete it to start with the bucket's key or a new one (outstanding CAS tokens and fetch URLs it signed stop working)", path)
 	}
 	return key, nil

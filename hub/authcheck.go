@@ -7,7 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/refusal"
-	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // GET /api/{type}s/{ns}/{name}/auth-check[/write] (HfApi.auth_check): 200
@@ -24,7 +25,7 @@ func (h *Hub) authCheck(acc access) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		if p := h.cfg.Principal(c); acc == forWrite && !(store.Credential{Scopes: p.Scopes}).Has(store.ScopeWrite) {
+		if p := h.cfg.Principal(c); acc == forWrite && !(accounts.Credential{Scopes: p.Scopes}).Has(accounts.ScopeWrite) {
 			return refusal.Wrap(refusal.ErrForbidden, "this credential of tenant %s may read %s but not change it: it has scope %s, writing needs write",
 				p.Tenant, h.shown(r), strings.Join(p.Scopes, ", "))
 		}

@@ -13,6 +13,8 @@ import (
 	"openxet/limits"
 	"openxet/refusal"
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // Principal is who a request acts as: a credential of a tenant with its
@@ -80,7 +82,7 @@ type Config struct {
 	CASToken func(p *Principal, scope string, shared *store.RepoID) (token string, expiry int64)
 	// Credential reads a credential by id, through the server's cache;
 	// store.ErrNotFound when there is none.
-	Credential func(ctx context.Context, id string) (store.Credential, error)
+	Credential func(ctx context.Context, id string) (accounts.Credential, error)
 	// ServeXetFile answers a GET or HEAD of a Xet file of tenant (or the
 	// Range the request asks for), reconstructed on the server.
 	ServeXetFile func(c echo.Context, tenant string, e store.TreeEntry) error

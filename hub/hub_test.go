@@ -9,6 +9,8 @@ import (
 
 	"openxet/limits"
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // config is a Config with every dependency set, none of which these tests
@@ -42,7 +44,9 @@ func config(t *testing.T, reserved ...string) Config {
 		Work:         func(echo.Context) (func(), error) { return func() {}, nil },
 		TenantLimits: func(echo.Context, string) (limits.Limits, error) { return limits.Limits{}, nil },
 		CASToken:     func(*Principal, string, *store.RepoID) (string, int64) { return "", 0 },
-		Credential:   func(context.Context, string) (store.Credential, error) { return store.Credential{}, store.ErrNotFound },
+		Credential: func(context.Context, string) (accounts.Credential, error) {
+			return accounts.Credential{}, store.ErrNotFound
+		},
 		ServeXetFile: func(echo.Context, string, store.TreeEntry) error { return nil },
 		ReadXetRange: func(echo.Context, string, store.TreeEntry, int64, int64) ([]byte, error) { return nil, nil },
 		Released:     func() {},

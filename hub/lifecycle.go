@@ -10,6 +10,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // The Hub routes that drop revisions (and with them the retention of the
@@ -19,7 +21,7 @@ import (
 // delete_branch, create_tag, delete_tag, list_repo_refs).
 
 func (h *Hub) lifecycleRoutes(e *echo.Echo) {
-	public, write := h.cfg.GuardPublic(), h.cfg.Guard(store.ScopeWrite)
+	public, write := h.cfg.GuardPublic(), h.cfg.Guard(accounts.ScopeWrite)
 	api := "/api/:types/:ns/:name"
 	e.POST(api+"/super-squash/:rev", h.superSquash, write)
 	e.DELETE(api+"/branch/:rev", h.deleteBranch, write)

@@ -9,7 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/limits"
-	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // The pages a browser reaches: the landing page at / (what this server
@@ -66,7 +67,7 @@ func apiMiss(c echo.Context) error {
 // pageAuth lets a request without Authorization through anonymously and
 // runs the usual guard (auth, scope, rate limits) on one that has it.
 func (h *Hub) pageAuth(next echo.HandlerFunc) echo.HandlerFunc {
-	guarded := h.cfg.Guard(store.ScopeRead)(next)
+	guarded := h.cfg.Guard(accounts.ScopeRead)(next)
 	return func(c echo.Context) error {
 		if c.Request().Header.Get("Authorization") == "" {
 			return next(c)

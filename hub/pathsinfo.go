@@ -14,6 +14,8 @@ import (
 
 	"openxet/store"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // The routes that describe paths and their history, and the one that
@@ -24,7 +26,7 @@ import (
 // from another repo, hf repos cp between repos).
 
 func (h *Hub) pathRoutes(e *echo.Echo) {
-	public, write := h.cfg.GuardPublic(), h.cfg.Guard(store.ScopeWrite)
+	public, write := h.cfg.GuardPublic(), h.cfg.Guard(accounts.ScopeWrite)
 	api := "/api/:types/:ns/:name"
 	e.POST(api+"/paths-info/:rev", h.pathsInfo, public)
 	e.GET(api+"/commits/:rev", h.commits, public)

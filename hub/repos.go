@@ -18,6 +18,8 @@ import (
 
 	"openxet/refusal"
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // The Hub API: what huggingface_hub, the hf CLI and @huggingface/hub ask of
@@ -86,8 +88,8 @@ func (h *Hub) repoRoutes(e *echo.Echo) {
 	e.GET(api+"/tree/:rev/*", h.tree, public)
 	e.POST(api+"/preupload/:rev", h.preupload, write)
 	e.POST(api+"/commit/:rev", h.commit, write)
-	e.GET(api+"/xet-read-token/:rev", h.xetToken(store.ScopeRead), read)
-	e.GET(api+"/xet-write-token/:rev", h.xetToken(store.ScopeWrite), write)
+	e.GET(api+"/xet-read-token/:rev", h.xetToken(accounts.ScopeRead), read)
+	e.GET(api+"/xet-write-token/:rev", h.xetToken(accounts.ScopeWrite), write)
 
 	for _, p := range []string{"", "/datasets", "/spaces"} {
 		e.GET(p+"/:ns/:name/resolve/:rev/*", h.resolve, public)

@@ -13,6 +13,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // Repo settings, moves, duplicates and the storage listing, as
@@ -25,7 +27,7 @@ import (
 // forbidden.
 
 func (h *Hub) settingsRoutes(e *echo.Echo) {
-	read, write := h.cfg.Guard(store.ScopeRead), h.cfg.Guard(store.ScopeWrite)
+	read, write := h.cfg.Guard(accounts.ScopeRead), h.cfg.Guard(accounts.ScopeWrite)
 	api := "/api/:types/:ns/:name"
 	e.PUT(api+"/settings", h.updateSettings, write)
 	e.POST(api+"/duplicate", h.duplicateRepo, write)

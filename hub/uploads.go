@@ -22,6 +22,8 @@ import (
 	"openxet/refusal"
 	"openxet/store"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // storedContent reports whether tenant already registered a file whose
@@ -230,7 +232,7 @@ func (h *Hub) preupload(c echo.Context) error {
 // reference, while it is still Shared (docs/sharing.md).
 func (h *Hub) xetToken(scope string) echo.HandlerFunc {
 	acc := forRead
-	if scope != store.ScopeRead {
+	if scope != accounts.ScopeRead {
 		acc = forWrite
 	}
 	return func(c echo.Context) error {
@@ -328,7 +330,7 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 		return err
 	}
 	id := h.cfg.Principal(c)
-	tok, exp := h.cfg.CASToken(id, store.ScopeWrite, nil)
+	tok, exp := h.cfg.CASToken(id, accounts.ScopeWrite, nil)
 	base := h.cfg.BaseURL(c)
 	action := func(oid string) map[string]any {
 		if transfer == "basic" {

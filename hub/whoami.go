@@ -7,6 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // whoami answers GET /api/whoami-v2 as the Hub does for a user access
@@ -49,9 +51,9 @@ func (h *Hub) whoami(c echo.Context) error {
 // admin credential, else "write" or "read".
 func tokenRole(scopes []string) string {
 	switch {
-	case slices.Contains(scopes, store.ScopeAdmin):
+	case slices.Contains(scopes, accounts.ScopeAdmin):
 		return "admin"
-	case slices.Contains(scopes, store.ScopeWrite):
+	case slices.Contains(scopes, accounts.ScopeWrite):
 		return "write"
 	}
 	return "read"

@@ -18,6 +18,8 @@ import (
 	"openxet/store"
 	"openxet/work"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // Defaults of Config (docs/configuration.md, [mirror]).
@@ -170,7 +172,7 @@ func New(cfg Config) (*Mirror, error) {
 	if cfg.Tenant == "" {
 		cfg.Tenant = DefaultTenant
 	}
-	if err := store.ValidTenant(cfg.Tenant); err != nil {
+	if err := accounts.ValidTenant(cfg.Tenant); err != nil {
 		return nil, fmt.Errorf("mirror.New: tenant: %w", err)
 	}
 	if cfg.Visibility == "" {

@@ -15,6 +15,8 @@ import (
 
 	"openxet/limits"
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // LimitsDoc is a tenant's overrides as the admin API and the bucket record
@@ -95,12 +97,12 @@ type CredentialView struct {
 	Token   string    `json:"token,omitempty"` // only in the answer that creates it
 }
 
-func viewCredential(c store.Credential) CredentialView {
+func viewCredential(c accounts.Credential) CredentialView {
 	return CredentialView{ID: c.ID, Tenant: c.Tenant, Scopes: c.Scopes, Created: c.Created, Revoked: c.Revoked}
 }
 
 func (s *Server) adminRoutes(e *echo.Echo) {
-	g := e.Group("/api/openxet/v1/admin", s.guard(store.ScopeAdmin))
+	g := e.Group("/api/openxet/v1/admin", s.guard(accounts.ScopeAdmin))
 	g.GET("/tenants", s.listTenants)
 	g.GET("/tenants/:tenant/limits", s.getLimits)
 	g.PUT("/tenants/:tenant/limits", s.putLimits)
@@ -235,7 +237,7 @@ func (s *Server) listTenants(c echo.Context) error {
 
 func tenantParam(c echo.Context) (string, error) {
 	t := c.Param("tenant")
-	if err := store.ValidTenant(t); err != nil {
+	if err := accounts.ValidTenant(t); err != nil {
 		return "", err
 	}
 	return t, nil
@@ -348,7 +350,7 @@ func (s *Server) createCredential(c echo.Context) error {
 	}
 	cr, tok, err := s.store.CreateCredential(c.Request().Context(), req.Tenant, req.Scopes)
 	if err != nil {
-		if errors.Is(err, store.ErrBadTenant) {
+		if errors.Is(err, accounts.ErrBadTenant) {
 			return err
 		}
 		return refuse(errBadRequest, "%v", err)

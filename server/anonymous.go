@@ -7,7 +7,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/limits"
-	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // Anonymous reads (hub.anonymous_reads, docs/sharing.md): with the setting
@@ -27,7 +28,7 @@ const anonymousTenant = ""
 // without gets the anonymous identity of its client address when
 // hub.anonymous_reads is on, and guard's 401 when it is off.
 func (s *Server) guardPublic() echo.MiddlewareFunc {
-	return s.guardAnonymous(store.ScopeRead, func() bool { return s.cfg.AnonymousReads })
+	return s.guardAnonymous(accounts.ScopeRead, func() bool { return s.cfg.AnonymousReads })
 }
 
 // guardOpen is guard("") for the Hub routes that answer anyone, whatever

@@ -18,6 +18,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // identity is who a request acts as, set by the auth middleware.
@@ -38,7 +40,7 @@ type identity struct {
 }
 
 func (id *identity) has(scope string) bool {
-	return store.Credential{Scopes: id.Scopes}.Has(scope)
+	return accounts.Credential{Scopes: id.Scopes}.Has(scope)
 }
 
 const identityKey = "openxet.identity"
@@ -50,7 +52,7 @@ func identityOf(c echo.Context) *identity {
 
 // credentialSource is what auth needs of the store.
 type credentialSource interface {
-	Credential(ctx context.Context, id string) (store.Credential, error)
+	Credential(ctx context.Context, id string) (accounts.Credential, error)
 }
 
 // credentialCache keeps credential lookups off the database on the hot path.
@@ -66,7 +68,7 @@ type credentialCache struct {
 }
 
 type cachedCredential struct {
-	cred    store.Credential
+	cred    accounts.Credential
 	key     string
 	fetched time.Time
 }
@@ -346,7 +348,7 @@ func (s *Server) authenticate(ctx context.Context, tok string) (*identity, error
 		}
 		return &identity{CredentialID: cl.CredentialID, CredentialKey: e.key, Tenant: cl.Tenant, Scopes: cl.Scopes, viaCASToken: true, shared: cl.Repo}, nil
 	}
-	id, secret, err := store.ParseToken(tok)
+	id, secret, err := accounts.ParseToken(tok)
 	if err != nil {
 		return nil, refuse(errUnauthorized, "the token is not an openxet credential (hf_oxt_…) or CAS token")
 	}

@@ -2,11 +2,12 @@ package server
 
 import (
 	"context"
-	"openxet/store"
 	"strings"
 	"testing"
 
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 func TestAuthRefusals(t *testing.T) {
@@ -90,5 +91,5 @@ func make64(c byte) []byte {
 }
 
 func parseTok(tok string) (id, secret string, err error) {
-	return store.ParseToken(tok)
+	return accounts.ParseToken(tok)
 }

@@ -18,6 +18,8 @@ import (
 	"openxet/store"
 	"openxet/work"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // apiError is a refusal as the client sees it (docs/design.md §7); the type is
@@ -281,7 +283,7 @@ func storeMeaning(err error) *apiError {
 		return &apiError{Status: 400, Code: "invalid_shard", Message: errText(err), Hint: "upload every xorb a shard references before the shard; a client whose local cache (HF_XET_CACHE) remembers xorbs the server has since collected must clear that cache and upload again", Cause: err}
 	case errors.Is(err, store.ErrInvalidShard):
 		return invalidShard(err)
-	case errors.Is(err, store.ErrBadTenant):
+	case errors.Is(err, accounts.ErrBadTenant):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "tenant names match [a-z0-9][a-z0-9._-]{0,62}", Cause: err}
 	case errors.Is(err, store.ErrRepoExists), errors.Is(err, store.ErrRefMoved):
 		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another change got there first; read the current state and retry", Cause: err}

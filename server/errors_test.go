@@ -16,6 +16,8 @@ import (
 	"openxet/store"
 	"openxet/work"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // TestEveryErrorHasItsMeaning pushes every exported error of xet, store,
@@ -37,7 +39,7 @@ func TestEveryErrorHasItsMeaning(t *testing.T) {
 		{store.ErrNotFound, 404, "not_found"},
 		{store.ErrMissingXorb, 400, "invalid_shard"},
 		{store.ErrInvalidShard, 400, "invalid_shard"},
-		{store.ErrBadTenant, 400, "bad_request"},
+		{accounts.ErrBadTenant, 400, "bad_request"},
 		{store.ErrBadRepoName, 400, "bad_request"},
 		{store.ErrBadSetting, 400, "bad_request"},
 		{store.ErrRepoExists, 409, "conflict"},

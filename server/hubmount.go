@@ -7,6 +7,8 @@ import (
 
 	"openxet/hub"
 	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // The Hub API is package hub; the server mounts it and lends it what the
@@ -113,13 +115,13 @@ func (s *Server) casTokenFor(p *hub.Principal, scope string, shared *store.RepoI
 	cl := casClaims{CredentialID: p.CredentialID, Tenant: p.Tenant, Scopes: []string{scope}, Expiry: exp}
 	if shared != nil {
 		r := *shared
-		cl.Repo, cl.Scopes = &r, []string{store.ScopeRead}
+		cl.Repo, cl.Scopes = &r, []string{accounts.ScopeRead}
 	}
 	return s.signer.casToken(cl), exp
 }
 
 // credential reads a credential through the cache auth uses.
-func (s *Server) credential(ctx context.Context, id string) (store.Credential, error) {
+func (s *Server) credential(ctx context.Context, id string) (accounts.Credential, error) {
 	e, err := s.creds.get(ctx, id)
 	return e.cred, err
 }

@@ -13,6 +13,8 @@ import (
 
 	"openxet/store"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // The lifecycle's routes (docs/design.md §9): usage, file and tenant deletion, a
@@ -172,14 +174,14 @@ type ReleasedFileView struct {
 }
 
 func (s *Server) lifecycleRoutes(e *echo.Echo) {
-	g := e.Group("/api/openxet/v1/admin", s.guard(store.ScopeAdmin))
+	g := e.Group("/api/openxet/v1/admin", s.guard(accounts.ScopeAdmin))
 	g.GET("/usage", s.adminUsage)
 	g.GET("/tenants/:tenant/usage", s.adminTenantUsage)
 	g.DELETE("/tenants/:tenant", s.deleteTenant)
 	g.DELETE("/tenants/:tenant/files/:file", s.adminDeleteFile)
 	g.POST("/gc", s.postGC)
-	e.GET("/api/openxet/v1/usage", s.ownUsage, s.guard(store.ScopeRead))
-	e.DELETE("/api/openxet/v1/files/:file", s.deleteOwnFile, s.guard(store.ScopeWrite))
+	e.GET("/api/openxet/v1/usage", s.ownUsage, s.guard(accounts.ScopeRead))
+	e.DELETE("/api/openxet/v1/files/:file", s.deleteOwnFile, s.guard(accounts.ScopeWrite))
 }
 
 func (s *Server) usageView(ctx context.Context, tenant string) (UsageView, error) {
@@ -204,7 +206,7 @@ func (s *Server) usageView(ctx context.Context, tenant string) (UsageView, error
 func (s *Server) adminUsage(c echo.Context) error {
 	t := c.QueryParam("tenant")
 	if t != "" {
-		if err := store.ValidTenant(t); err != nil {
+		if err := accounts.ValidTenant(t); err != nil {
 			return err
 		}
 		ok, err := s.store.TenantKnown(c.Request().Context(), t)

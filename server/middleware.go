@@ -9,7 +9,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"openxet/limits"
-	"openxet/store"
+
+	"openxet/store/accounts"
 )
 
 // guard authenticates a request, checks that its credential has scope, and
@@ -74,7 +75,7 @@ func (s *Server) guardRated(scope string, rated, urlToken bool) echo.MiddlewareF
 			if !rated {
 				return next(c)
 			}
-			adm, err := s.admit(c, id, scope == store.ScopeAdmin)
+			adm, err := s.admit(c, id, scope == accounts.ScopeAdmin)
 			if err != nil {
 				return err
 			}

@@ -14,6 +14,8 @@ import (
 	"openxet/store/pgtest"
 	"openxet/store/s3test"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // s3Bucket is the conformance suite's S3 driver: a new bucket on a MinIO
@@ -77,7 +79,7 @@ func moreConformance(t *testing.T, s *Store, indexes func(dir string) string, di
 		t.Fatalf("range of an absent xorb: %v", err)
 	}
 
-	cred, _, err := s.CreateCredential(ctx, "carol", []string{ScopeRead})
+	cred, _, err := s.CreateCredential(ctx, "carol", []string{accounts.ScopeRead})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"openxet/store/accounts"
 	"openxet/xet"
 )
 
@@ -115,7 +116,7 @@ type copyShard struct {
 // for collection. Copying a file the tenant already has registers it again
 // and costs nothing.
 func (s *Store) CopyFiles(ctx context.Context, from RepoID, to string, files []FileCopy, opt CopyOptions) (CopyResult, error) {
-	if err := ValidTenant(to); err != nil {
+	if err := accounts.ValidTenant(to); err != nil {
 		return CopyResult{}, err
 	}
 	var releases []func()

@@ -17,6 +17,13 @@
 // for both engines, but for the two PostgreSQL statements of xorbs_pg.go)
 // and decides what goes in which table. index must not import store.
 //
+// The accounts (tenants, their limit overrides, credentials, the signing
+// key) are package store/accounts, over index and objects and under
+// store: a Store embeds an *accounts.Accounts, so its methods are the
+// Store's, and reindex restores their rows through it
+// (accounts.RestoreCredential, RestoreTenantLimits). accounts must not
+// import store.
+//
 // The bucket holds xorbs, shards, owner records, credentials, tenant-limit
 // records, repos and their commits, blobs and file releases, under the key
 // prefixes declared in keys.go and beside the code that writes them. The
@@ -74,6 +81,6 @@
 // must tell apart are exported sentinels and typed errors: the ones many
 // operations share (ErrNotFound, ErrOverQuota, ErrUnavailable, ...) in
 // errors.go, the others beside the operation that returns them
-// (ErrBadToken in credentials.go, ErrCollectorBusy in gc.go, ErrRefMoved in
+// (ErrCollectorBusy in gc.go, ErrRefMoved in
 // repos.go, and so on).
 package store

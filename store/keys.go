@@ -1,28 +1,20 @@
 package store
 
-import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-)
+import "openxet/store/objects"
 
 // Bucket key layout (docs/design.md §3). Tenant names and credential ids never appear
-// in keys: their SHA-256 does.
+// in keys: their SHA-256 does. The accounts' keys (tenant limits,
+// credentials) are package accounts'.
 const (
-	prefixXorbs        = "xorbs/default/"
-	prefixShards       = "shards/"
-	prefixXorbOwners   = "xorb-owners/"
-	prefixShardOwners  = "shard-owners/"
-	prefixTenantLimits = "tenant-limits/"
-	prefixCredentials  = "credentials/"
+	prefixXorbs       = "xorbs/default/"
+	prefixShards      = "shards/"
+	prefixXorbOwners  = "xorb-owners/"
+	prefixShardOwners = "shard-owners/"
 )
 
 // HashName returns the hex SHA-256 of a tenant name or credential id, the
-// form used in bucket keys and limiter keys.
-func HashName(name string) string {
-	sum := sha256.Sum256([]byte(name))
-	return hex.EncodeToString(sum[:])
-}
+// form used in bucket keys and limiter keys (objects.HashName).
+func HashName(name string) string { return objects.HashName(name) }
 
 func xorbKey(xorb string) string   { return prefixXorbs + xorb }
 func shardKey(shard string) string { return prefixShards + shard }
@@ -32,8 +24,6 @@ func xorbOwnerKey(xorb, tenant string) string {
 func shardOwnerKey(shard, tenant string) string {
 	return prefixShardOwners + shard + "/" + HashName(tenant)
 }
-func tenantLimitsKey(tenant string) string { return prefixTenantLimits + HashName(tenant) }
-func credentialKey(id string) string       { return prefixCredentials + HashName(id) }
 
 // Bucket records, as JSON.
 type xorbOwnerRecord struct {
@@ -45,10 +35,4 @@ type xorbOwnerRecord struct {
 type shardOwnerRecord struct {
 	Tenant  string `json:"tenant"`
 	Created int64  `json:"created"`
-}
-
-type tenantLimitsRecord struct {
-	Tenant     string          `json:"tenant"`
-	Limits     json.RawMessage `json:"limits"` // the caller's JSON document
-	QuotaBytes *int64          `json:"quota_bytes,omitempty"`
 }

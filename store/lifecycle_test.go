@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"openxet/store/accounts"
 )
 
 func TestDeleteRepoGivesQuotaBack(t *testing.T) {
@@ -332,7 +334,7 @@ func TestDeleteTenant(t *testing.T) {
 	shared, own := buildFile(chunkSet(14)), buildFile(chunkSet(15))
 	l.upload("alice", shared)
 	l.upload("alice", own)
-	l.s.CreateCredential(ctx, "alice", []string{ScopeWrite})
+	l.s.CreateCredential(ctx, "alice", []string{accounts.ScopeWrite})
 	l.s.PutTenantLimits(ctx, "alice", []byte(`{"quota_bytes":100000000}`), ptr(int64(100000000)))
 	r := l.repo("alice", "m")
 	l.commit(r, "main", map[string]*tfile{"s": &shared})
@@ -366,7 +368,7 @@ func TestDeleteTenant(t *testing.T) {
 	if _, err := l.s.DeleteTenant(ctx, "nobody"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("delete an unknown tenant: %v", err)
 	}
-	if _, err := l.s.DeleteTenant(ctx, "Bad/Name"); !errors.Is(err, ErrBadTenant) {
+	if _, err := l.s.DeleteTenant(ctx, "Bad/Name"); !errors.Is(err, accounts.ErrBadTenant) {
 		t.Fatalf("delete a malformed tenant: %v", err)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"openxet/store/accounts"
 )
 
 // Mirrored repos (docs/mirror.md, docs/design.md §12). A repo the mirror
@@ -44,7 +46,7 @@ func (s *Store) HasTenant(ctx context.Context, name string) (bool, error) {
 // leaves the bucket one ref behind, which reindex repairs to the older
 // state).
 func (s *Store) RecordCommit(ctx context.Context, id RepoID, visibility string, c Commit, refs ...string) error {
-	if err := ValidTenant(id.Tenant); err != nil {
+	if err := accounts.ValidTenant(id.Tenant); err != nil {
 		return err
 	}
 	if err := ValidRepoName(id.Name); err != nil {

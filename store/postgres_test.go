@@ -14,6 +14,8 @@ import (
 	indexpkg "openxet/store/index"
 	"openxet/store/pgtest"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // TestPostgresQuotaExactAcrossNodes: three stores (nodes) on one
@@ -303,7 +305,7 @@ func TestPostgresLockLostToReindexRefusesWrites(t *testing.T) {
 	if ok, err := s.bucket.Exists(ctx, xorbKey(info.Hash.String())); err != nil || ok {
 		t.Fatalf("a refused write left its xorb object: %v %v", ok, err)
 	}
-	if _, _, err := s.CreateCredential(ctx, "alice", []string{ScopeWrite}); !errors.Is(err, ErrIndexLockLost) {
+	if _, _, err := s.CreateCredential(ctx, "alice", []string{accounts.ScopeWrite}); !errors.Is(err, ErrIndexLockLost) {
 		t.Fatalf("an index write without the lock: %v", err)
 	}
 	if _, err := s.Usage(ctx, "alice"); err != nil {

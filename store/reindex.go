@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"openxet/store/accounts"
 	"openxet/store/index"
 	"openxet/store/objects"
 	"openxet/xet"
@@ -156,22 +157,21 @@ func (b *builder) readJSON(key string, v any) error {
 }
 
 func (b *builder) credentials() error {
-	return b.each("credentials", prefixCredentials, func(tx *sql.Tx, key string) error {
-		var c Credential
-		if err := b.readJSON(key, &c); err != nil {
-			return err
-		}
-		return upsertCredential(b.ctx, tx, c)
-	})
+	return b.restore("credentials", accounts.PrefixCredentials, accounts.RestoreCredential)
 }
 
 func (b *builder) limits() error {
-	return b.each("tenant limits", prefixTenantLimits, func(tx *sql.Tx, key string) error {
-		var rec tenantLimitsRecord
-		if err := b.readJSON(key, &rec); err != nil {
+	return b.restore("tenant limits", accounts.PrefixTenantLimits, accounts.RestoreTenantLimits)
+}
+
+// restore indexes every record under prefix with the layer's restore.
+func (b *builder) restore(stage, prefix string, restore func(ctx context.Context, tx *sql.Tx, data []byte) error) error {
+	return b.each(stage, prefix, func(tx *sql.Tx, key string) error {
+		data, err := b.bucket.ReadAll(b.ctx, key)
+		if err != nil {
 			return err
 		}
-		return setTenantLimits(b.ctx, tx, rec.Tenant, rec.Limits, rec.QuotaBytes)
+		return restore(b.ctx, tx, data)
 	})
 }
 

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"openxet/store/accounts"
 )
 
 // Repos are the Hub side of openxet: a repo of type model, dataset or space
@@ -161,7 +163,7 @@ func (s *Store) CreateRepoWith(ctx context.Context, id RepoID, visibility string
 }
 
 func (s *Store) createRepo(ctx context.Context, id RepoID, visibility string, private bool, initial []TreeEntry) (Repo, error) {
-	if err := ValidTenant(id.Tenant); err != nil {
+	if err := accounts.ValidTenant(id.Tenant); err != nil {
 		return Repo{}, err
 	}
 	if err := ValidRepoName(id.Name); err != nil {

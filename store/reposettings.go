@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"openxet/store/accounts"
 	"openxet/xet"
 )
 
@@ -219,7 +220,7 @@ func checkVisibility(v string) error {
 
 // checkTarget refuses a target name that is taken or not valid.
 func (s *Store) checkTarget(ctx context.Context, to RepoID) error {
-	if err := ValidTenant(to.Tenant); err != nil {
+	if err := accounts.ValidTenant(to.Tenant); err != nil {
 		return err
 	}
 	if err := ValidRepoName(to.Name); err != nil {

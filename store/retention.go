@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"openxet/store/accounts"
 	"openxet/xet"
 )
 
@@ -251,7 +252,7 @@ func releaseFileRow(ctx context.Context, tx *sql.Tx, tenant, file string) (bool,
 // usage changes when the collector next releases the xorbs no retained
 // file of the tenant references.
 func (s *Store) ReleaseFile(ctx context.Context, tenant string, file xet.Hash) error {
-	if err := ValidTenant(tenant); err != nil {
+	if err := accounts.ValidTenant(tenant); err != nil {
 		return err
 	}
 	if _, err := s.File(ctx, tenant, file); err != nil {

@@ -21,6 +21,8 @@ import (
 
 	"openxet/store/s3test"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // TestS3Unavailable: with the S3 server gone, writes and reads fail with
@@ -46,7 +48,7 @@ func TestS3Unavailable(t *testing.T) {
 	if err := s.Ping(ctx); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("ping with the bucket down: %v, want ErrUnavailable", err)
 	}
-	if _, _, err := s.CreateCredential(ctx, "bob", []string{ScopeRead}); !errors.Is(err, ErrUnavailable) {
+	if _, _, err := s.CreateCredential(ctx, "bob", []string{accounts.ScopeRead}); !errors.Is(err, ErrUnavailable) {
 		t.Fatalf("credential with the bucket down: %v, want ErrUnavailable", err)
 	}
 	if diff := cmp.Diff(before, dump(t, s)); diff != "" {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"openxet/store/accounts"
 	"openxet/store/index"
 	"openxet/store/objects"
 )
@@ -57,6 +58,10 @@ const readConns = index.ReadConns
 // Store is the bucket plus the index. It is safe for concurrent use; several
 // processes may open the same index file and bucket.
 type Store struct {
+	// Accounts is the accounts layer (tenants, credentials, the signing
+	// key): its methods are the Store's. Set by Open.
+	*accounts.Accounts
+
 	cfg    Config
 	now    func() time.Time
 	busy   time.Duration
@@ -127,7 +132,7 @@ func (s *Store) Open(ctx context.Context) error {
 			s.bucket.Close()
 		}
 		idx.Close()
-		s.idx, s.db, s.wdb, s.bucket = nil, nil, nil, nil
+		s.idx, s.db, s.wdb, s.bucket, s.Accounts = nil, nil, nil, nil, nil
 		return err
 	}
 	if err := s.openLifecycle(ctx); err != nil {
@@ -137,6 +142,7 @@ func (s *Store) Open(ctx context.Context) error {
 	if s.bucket, err = objects.Open(ctx, s.cfg.BucketURL, lockPath); err != nil {
 		return fail(err)
 	}
+	s.Accounts = accounts.New(idx, s.bucket, s.now)
 	if err := s.openDeployment(ctx); err != nil {
 		return fail(err)
 	}

@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 func fileBucket(dir string) string {
@@ -127,11 +129,11 @@ func populate(tb testing.TB, s *Store) {
 	tb.Helper()
 	ctx := context.Background()
 	for _, t := range []string{"alice", "bob"} {
-		if _, _, err := s.CreateCredential(ctx, t, []string{ScopeWrite}); err != nil {
+		if _, _, err := s.CreateCredential(ctx, t, []string{accounts.ScopeWrite}); err != nil {
 			tb.Fatal(err)
 		}
 	}
-	c, _, _ := s.CreateCredential(ctx, "carol", []string{ScopeRead})
+	c, _, _ := s.CreateCredential(ctx, "carol", []string{accounts.ScopeRead})
 	if _, err := s.RevokeCredential(ctx, c.ID); err != nil {
 		tb.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"openxet/store/accounts"
 )
 
 // TenantDeletion says what DeleteTenant removed.
@@ -31,7 +33,7 @@ type TenantDeletion struct {
 // interrupted deletion.
 func (s *Store) DeleteTenant(ctx context.Context, tenant string) (TenantDeletion, error) {
 	out := TenantDeletion{Tenant: tenant, Repos: []string{}, CredentialIDs: []string{}}
-	if err := ValidTenant(tenant); err != nil {
+	if err := accounts.ValidTenant(tenant); err != nil {
 		return out, err
 	}
 	if known, err := s.TenantKnown(ctx, tenant); err != nil {
@@ -117,13 +119,13 @@ func (s *Store) DeleteTenant(ctx context.Context, tenant string) (TenantDeletion
 
 // deleteCredential revokes a credential (so a crash leaves it unusable),
 // then deletes its bucket record and its index row.
-func (s *Store) deleteCredential(ctx context.Context, c Credential) error {
+func (s *Store) deleteCredential(ctx context.Context, c accounts.Credential) error {
 	if !c.IsRevoked() {
 		if _, err := s.RevokeCredential(ctx, c.ID); err != nil {
 			return err
 		}
 	}
-	if err := s.bucket.Delete(ctx, credentialKey(c.ID)); err != nil && !isNotFound(err) {
+	if err := s.bucket.Delete(ctx, accounts.CredentialKey(c.ID)); err != nil && !isNotFound(err) {
 		return fmt.Errorf("delete credential %s: %w", c.ID, err)
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {

@@ -1,4 +1,4 @@
-package store
+package accounts
 
 import (
 	"bytes"
@@ -16,21 +16,21 @@ func TestSigningKeyInBucket(t *testing.T) {
 	if _, _, err := s.SigningKey(ctx, []byte("short")); err == nil {
 		t.Fatal("a 5-byte candidate was accepted")
 	}
-	if ok, _ := s.Bucket().Exists(ctx, signingKeyKey); ok {
+	if ok, _ := s.bucket.Exists(ctx, SigningKeyKey); ok {
 		t.Fatal("a refused candidate left a key in the bucket")
 	}
 	key, stored, err := s.SigningKey(ctx, nil)
 	if err != nil || !stored || len(key) != 32 {
 		t.Fatalf("first key: %x stored=%v %v", key, stored, err)
 	}
-	data, err := s.Bucket().ReadAll(ctx, signingKeyKey)
+	data, err := s.bucket.ReadAll(ctx, SigningKeyKey)
 	if err != nil || strings.TrimSpace(string(data)) != hex.EncodeToString(key) {
 		t.Fatalf("bucket holds %q (%v), want the key in hex", data, err)
 	}
 	// A key in the bucket wins over any candidate, on any store of the bucket.
 	other := bytes.Repeat([]byte{9}, 32)
 	s2 := mustOpen(t, t.TempDir(), fileBucket(dir))
-	for _, st := range []*Store{s, s2} {
+	for _, st := range []*Accounts{s, s2} {
 		got, stored, err := st.SigningKey(ctx, other)
 		if err != nil || stored || !bytes.Equal(got, key) {
 			t.Fatalf("later call: %x stored=%v %v, want %x", got, stored, err, key)
@@ -53,14 +53,14 @@ func TestSigningKeyDamaged(t *testing.T) {
 	dir := t.TempDir()
 	s := mustOpen(t, dir, fileBucket(dir))
 	for _, bad := range []string{"zz", hex.EncodeToString(make([]byte, 16))} {
-		if err := s.Bucket().WriteAll(ctx, signingKeyKey, []byte(bad), nil); err != nil {
+		if err := s.bucket.WriteAll(ctx, SigningKeyKey, []byte(bad), nil); err != nil {
 			t.Fatal(err)
 		}
 		_, _, err := s.SigningKey(ctx, nil)
-		if err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), signingKeyKey) {
+		if err == nil || !strings.Contains(err.Error(), "damaged") || !strings.Contains(err.Error(), SigningKeyKey) {
 			t.Fatalf("damaged key %q: %v", bad, err)
 		}
-		if data, _ := s.Bucket().ReadAll(ctx, signingKeyKey); string(data) != bad {
+		if data, _ := s.bucket.ReadAll(ctx, SigningKeyKey); string(data) != bad {
 			t.Fatalf("damaged key replaced by %q", data)
 		}
 	}
@@ -74,7 +74,7 @@ func TestSigningKeyRacingStarts(t *testing.T) {
 	const n = 8
 	keys := make([][]byte, n)
 	stored := make([]bool, n)
-	stores := make([]*Store, n)
+	stores := make([]*Accounts, n)
 	for i := range stores {
 		stores[i] = mustOpen(t, dir, fileBucket(dir))
 	}

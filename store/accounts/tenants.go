@@ -1,4 +1,4 @@
-package store
+package accounts
 
 import (
 	"context"
@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"openxet/store/index"
+	"openxet/store/objects"
 )
 
 // Tenant is a tenant's row in the index.
@@ -17,10 +20,10 @@ type Tenant struct {
 
 // Tenants lists every tenant known to the index (from credentials, owners
 // or limits), ordered by name.
-func (s *Store) Tenants(ctx context.Context) ([]Tenant, error) {
-	rows, err := s.query(ctx, `SELECT name, usage_bytes, limits FROM tenants ORDER BY name`)
+func (a *Accounts) Tenants(ctx context.Context) ([]Tenant, error) {
+	rows, err := a.idx.Reads().QueryContext(ctx, `SELECT name, usage_bytes, limits FROM tenants ORDER BY name`)
 	if err != nil {
-		return nil, fmt.Errorf("tenants: %w", err)
+		return nil, fmt.Errorf("tenants: %w", index.Err(err))
 	}
 	defer rows.Close()
 	var out []Tenant
@@ -28,21 +31,21 @@ func (s *Store) Tenants(ctx context.Context) ([]Tenant, error) {
 		var t Tenant
 		var lim sql.NullString
 		if err := rows.Scan(&t.Name, &t.UsageBytes, &lim); err != nil {
-			return nil, fmt.Errorf("tenants: %w", dbErr(err))
+			return nil, fmt.Errorf("tenants: %w", index.Err(err))
 		}
 		if lim.Valid {
 			t.Limits = []byte(lim.String)
 		}
 		out = append(out, t)
 	}
-	return out, dbErr(rows.Err())
+	return out, index.Err(rows.Err())
 }
 
 // TenantLimits returns a tenant's overrides document; ok is false when it
 // has none.
-func (s *Store) TenantLimits(ctx context.Context, tenant string) (doc []byte, ok bool, err error) {
+func (a *Accounts) TenantLimits(ctx context.Context, tenant string) (doc []byte, ok bool, err error) {
 	var lim sql.NullString
-	err = s.queryRow(ctx, `SELECT limits FROM tenants WHERE name = ?`, tenant).Scan(&lim)
+	err = index.Err(a.idx.Reads().QueryRowContext(ctx, `SELECT limits FROM tenants WHERE name = ?`, tenant).Scan(&lim))
 	if errors.Is(err, sql.ErrNoRows) || (err == nil && !lim.Valid) {
 		return nil, false, nil
 	}
@@ -57,28 +60,39 @@ func (s *Store) TenantLimits(ctx context.Context, tenant string) (doc []byte, ok
 // bucket, then the index. A nil doc deletes both. The quota override is
 // what the transaction that records a new owner enforces, so a quota set
 // through one process holds on every process at once.
-func (s *Store) PutTenantLimits(ctx context.Context, tenant string, doc []byte, quotaBytes *int64) error {
+func (a *Accounts) PutTenantLimits(ctx context.Context, tenant string, doc []byte, quotaBytes *int64) error {
 	if err := ValidTenant(tenant); err != nil {
 		return err
 	}
-	key := tenantLimitsKey(tenant)
+	key := TenantLimitsKey(tenant)
 	if doc == nil {
-		if err := s.bucket.Delete(ctx, key); err != nil && !isNotFound(err) {
-			return fmt.Errorf("delete limits of %s: %w", tenant, bucketErr(err))
+		if err := a.bucket.Delete(ctx, key); err != nil && !objects.IsNotFound(err) {
+			return fmt.Errorf("delete limits of %s: %w", tenant, objects.Err(err))
 		}
 	} else {
 		if !json.Valid(doc) {
 			return fmt.Errorf("limits of %s: not a JSON document", tenant)
 		}
 		rec, _ := json.Marshal(tenantLimitsRecord{Tenant: tenant, Limits: doc, QuotaBytes: quotaBytes})
-		if _, err := s.writeObject(ctx, key, rec, typeJSON, false); err != nil {
+		if err := a.write(ctx, key, rec); err != nil {
 			return fmt.Errorf("write limits of %s: %w", tenant, err)
 		}
 	}
 	if doc == nil {
 		quotaBytes = nil
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error { return setTenantLimits(ctx, tx, tenant, doc, quotaBytes) })
+	return a.idx.Tx(ctx, func(tx *sql.Tx) error { return setTenantLimits(ctx, tx, tenant, doc, quotaBytes) })
+}
+
+// RestoreTenantLimits indexes the tenant-limits record data (the JSON of
+// a tenant's limits object, as PutTenantLimits writes it): reindex's step
+// for each object under PrefixTenantLimits.
+func RestoreTenantLimits(ctx context.Context, tx *sql.Tx, data []byte) error {
+	var rec tenantLimitsRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return err
+	}
+	return setTenantLimits(ctx, tx, rec.Tenant, rec.Limits, rec.QuotaBytes)
 }
 
 func setTenantLimits(ctx context.Context, tx *sql.Tx, tenant string, doc []byte, quotaBytes *int64) error {
@@ -95,21 +109,4 @@ func setTenantLimits(ctx context.Context, tx *sql.Tx, tenant string, doc []byte,
 		return fmt.Errorf("index limits of %s: %w", tenant, err)
 	}
 	return nil
-}
-
-// indexTables are the index's tables, in the order Counts reports them.
-var indexTables = []string{"xorbs", "xorb_owners", "tenants", "shards", "shard_owners", "shard_xorbs", "files", "dedup", "credentials", "repos", "commits", "refs"}
-
-// Counts returns the number of rows of every index table, for checks that
-// a refused request changed nothing and for reindex reports.
-func (s *Store) Counts(ctx context.Context) (map[string]int64, error) {
-	out := make(map[string]int64, len(indexTables))
-	for _, t := range indexTables {
-		var n int64
-		if err := s.queryRow(ctx, `SELECT COUNT(*) FROM `+t).Scan(&n); err != nil {
-			return nil, fmt.Errorf("count %s: %w", t, err)
-		}
-		out[t] = n
-	}
-	return out, nil
 }

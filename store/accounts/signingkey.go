@@ -1,4 +1,4 @@
-package store
+package accounts
 
 import (
 	"bytes"
@@ -6,11 +6,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+
+	"openxet/store/fault"
+	"openxet/store/objects"
 )
 
-// signingKeyKey is the bucket object holding the deployment's signing key
+// SigningKeyKey is the bucket object holding the deployment's signing key
 // (hex), which signs CAS tokens and fetch URLs on every node.
-const signingKeyKey = "secrets/signing-key"
+const SigningKeyKey = "secrets/signing-key"
 
 // MinSigningKeyBytes is the shortest signing key SigningKey accepts.
 const MinSigningKeyBytes = 32
@@ -27,8 +30,8 @@ const MinSigningKeyBytes = 32
 //
 // A key in the bucket that is not hex of at least MinSigningKeyBytes is an
 // error naming the object; nothing is replaced.
-func (s *Store) SigningKey(ctx context.Context, candidate []byte) (key []byte, stored bool, err error) {
-	key, err = s.readSigningKey(ctx)
+func (a *Accounts) SigningKey(ctx context.Context, candidate []byte) (key []byte, stored bool, err error) {
+	key, err = a.readSigningKey(ctx)
 	if err != nil || key != nil {
 		return key, false, err
 	}
@@ -39,30 +42,30 @@ func (s *Store) SigningKey(ctx context.Context, candidate []byte) (key []byte, s
 	if len(candidate) < MinSigningKeyBytes {
 		return nil, false, fmt.Errorf("signing key: %d bytes is too short (want at least %d)", len(candidate), MinSigningKeyBytes)
 	}
-	if _, err := s.writeObject(ctx, signingKeyKey, []byte(hex.EncodeToString(candidate)+"\n"), typeBinary, true); err != nil {
+	if _, err := a.writeIfAbsent(ctx, SigningKeyKey, []byte(hex.EncodeToString(candidate)+"\n")); err != nil {
 		return nil, false, fmt.Errorf("signing key: %w", err)
 	}
-	if key, err = s.readSigningKey(ctx); err != nil {
+	if key, err = a.readSigningKey(ctx); err != nil {
 		return nil, false, err
 	}
 	if key == nil {
-		return nil, false, fmt.Errorf("signing key: %s is absent right after it was written: %w", signingKeyKey, ErrUnavailable)
+		return nil, false, fmt.Errorf("signing key: %s is absent right after it was written: %w", SigningKeyKey, fault.ErrUnavailable)
 	}
 	return key, bytes.Equal(key, candidate), nil
 }
 
 // readSigningKey returns the key in the bucket, nil when there is none.
-func (s *Store) readSigningKey(ctx context.Context) ([]byte, error) {
-	data, err := s.bucket.ReadAll(ctx, signingKeyKey)
-	if isNotFound(err) {
+func (a *Accounts) readSigningKey(ctx context.Context) ([]byte, error) {
+	data, err := a.bucket.ReadAll(ctx, SigningKeyKey)
+	if objects.IsNotFound(err) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read signing key %s: %w", signingKeyKey, bucketErr(err))
+		return nil, fmt.Errorf("read signing key %s: %w", SigningKeyKey, objects.Err(err))
 	}
 	key, err := hex.DecodeString(string(bytes.TrimSpace(data)))
 	if err != nil || len(key) < MinSigningKeyBytes {
-		return nil, fmt.Errorf("the signing key %s in the bucket is damaged: restore it from a backup, or delete it to make a new one (outstanding CAS tokens and fetch URLs stop working)", signingKeyKey)
+		return nil, fmt.Errorf("the signing key %s in the bucket is damaged: restore it from a backup, or delete it to make a new one (outstanding CAS tokens and fetch URLs stop working)", SigningKeyKey)
 	}
 	return key, nil
 }

@@ -1,4 +1,4 @@
-package store
+package accounts
 
 import (
 	"context"
@@ -14,6 +14,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"openxet/store/index"
+	"openxet/store/objects"
 )
 
 // Scopes of a credential. write implies read; admin is separate.
@@ -89,6 +92,7 @@ func isHex(s string) bool {
 	return err == nil
 }
 
+// randomHex is n random bytes in hex: a credential's id and secret.
 func randomHex(n int) string {
 	b := make([]byte, n)
 	rand.Read(b)
@@ -117,7 +121,7 @@ func NormalizeScopes(scopes []string) ([]string, error) {
 
 // CreateCredential makes a credential for tenant with scopes and returns it
 // with its token, which is shown once and never stored.
-func (s *Store) CreateCredential(ctx context.Context, tenant string, scopes []string) (Credential, string, error) {
+func (a *Accounts) CreateCredential(ctx context.Context, tenant string, scopes []string) (Credential, string, error) {
 	if err := ValidTenant(tenant); err != nil {
 		return Credential{}, "", err
 	}
@@ -127,8 +131,8 @@ func (s *Store) CreateCredential(ctx context.Context, tenant string, scopes []st
 	}
 	id, secret := randomHex(8), randomHex(32)
 	sum := sha256.Sum256([]byte(secret))
-	c := Credential{ID: id, Tenant: tenant, Scopes: scopes, SecretSHA256: hex.EncodeToString(sum[:]), Created: s.now().UTC().Truncate(time.Second)}
-	if err := s.writeCredential(ctx, c); err != nil {
+	c := Credential{ID: id, Tenant: tenant, Scopes: scopes, SecretSHA256: hex.EncodeToString(sum[:]), Created: a.now().UTC().Truncate(time.Second)}
+	if err := a.writeCredential(ctx, c); err != nil {
 		return Credential{}, "", err
 	}
 	return c, TokenPrefix + id + "_" + secret, nil
@@ -147,8 +151,8 @@ func (s *Store) CreateCredential(ctx context.Context, tenant string, scopes []st
 // transaction leaves a record that reindex restores as a revoked credential
 // whose token nobody was shown. The winner rewrites its record unrevoked
 // after the commit and only then returns the token.
-func (s *Store) CreateFirstCredential(ctx context.Context, tenant string, scopes []string) (c Credential, token string, created bool, err error) {
-	if n, err := s.CountCredentials(ctx); err != nil || n > 0 {
+func (a *Accounts) CreateFirstCredential(ctx context.Context, tenant string, scopes []string) (c Credential, token string, created bool, err error) {
+	if n, err := a.CountCredentials(ctx); err != nil || n > 0 {
 		return Credential{}, "", false, err
 	}
 	if err := ValidTenant(tenant); err != nil {
@@ -159,15 +163,15 @@ func (s *Store) CreateFirstCredential(ctx context.Context, tenant string, scopes
 	}
 	id, secret := randomHex(8), randomHex(32)
 	sum := sha256.Sum256([]byte(secret))
-	now := s.now().UTC().Truncate(time.Second)
+	now := a.now().UTC().Truncate(time.Second)
 	c = Credential{ID: id, Tenant: tenant, Scopes: scopes, SecretSHA256: hex.EncodeToString(sum[:]), Created: now}
 	pending := c
 	pending.Revoked = now
 	rec, _ := json.Marshal(pending)
-	if err := s.bucket.WriteAll(ctx, credentialKey(id), rec, nil); err != nil {
+	if err := a.bucket.WriteAll(ctx, CredentialKey(id), rec, nil); err != nil {
 		return Credential{}, "", false, fmt.Errorf("write credential %s: %w", id, err)
 	}
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = a.idx.Tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `INSERT INTO credentials(id, tenant, scopes, secret_sha256, created, revoked)
 			SELECT ?, ?, ?, ?, ?, NULL WHERE NOT EXISTS (SELECT 1 FROM credentials)`,
 			c.ID, c.Tenant, strings.Join(c.Scopes, ","), c.SecretSHA256, c.Created.Unix())
@@ -184,22 +188,33 @@ func (s *Store) CreateFirstCredential(ctx context.Context, tenant string, scopes
 	})
 	if err != nil || !created {
 		// Best effort: a record left here is a revoked credential.
-		s.bucket.Delete(context.WithoutCancel(ctx), credentialKey(id))
+		a.bucket.Delete(context.WithoutCancel(ctx), CredentialKey(id))
 		return Credential{}, "", false, err
 	}
 	rec, _ = json.Marshal(c)
-	if err := s.bucket.WriteAll(ctx, credentialKey(id), rec, nil); err != nil {
+	if err := a.bucket.WriteAll(ctx, CredentialKey(id), rec, nil); err != nil {
 		return Credential{}, "", false, fmt.Errorf("write credential %s: %w", id, err)
 	}
 	return c, TokenPrefix + id + "_" + secret, true, nil
 }
 
-func (s *Store) writeCredential(ctx context.Context, c Credential) error {
+func (a *Accounts) writeCredential(ctx context.Context, c Credential) error {
 	rec, _ := json.Marshal(c)
-	if _, err := s.writeObject(ctx, credentialKey(c.ID), rec, typeJSON, false); err != nil {
+	if err := a.write(ctx, CredentialKey(c.ID), rec); err != nil {
 		return fmt.Errorf("write credential %s: %w", c.ID, err)
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error { return upsertCredential(ctx, tx, c) })
+	return a.idx.Tx(ctx, func(tx *sql.Tx) error { return upsertCredential(ctx, tx, c) })
+}
+
+// RestoreCredential indexes the credential record data (the JSON of a
+// credential's bucket object, as writeCredential writes it): reindex's
+// step for each object under PrefixCredentials.
+func RestoreCredential(ctx context.Context, tx *sql.Tx, data []byte) error {
+	var c Credential
+	if err := json.Unmarshal(data, &c); err != nil {
+		return err
+	}
+	return upsertCredential(ctx, tx, c)
 }
 
 func upsertCredential(ctx context.Context, tx *sql.Tx, c Credential) error {
@@ -218,29 +233,29 @@ func upsertCredential(ctx context.Context, tx *sql.Tx, c Credential) error {
 }
 
 // Credential returns the credential with that id, or ErrNotFound.
-func (s *Store) Credential(ctx context.Context, id string) (Credential, error) {
-	cs, err := s.queryCredentials(ctx, `WHERE id = ?`, id)
+func (a *Accounts) Credential(ctx context.Context, id string) (Credential, error) {
+	cs, err := a.queryCredentials(ctx, `WHERE id = ?`, id)
 	if err != nil {
 		return Credential{}, err
 	}
 	if len(cs) == 0 {
-		return Credential{}, fmt.Errorf("credential %s: %w", id, ErrNotFound)
+		return Credential{}, fmt.Errorf("credential %s: %w", id, objects.ErrNotFound)
 	}
 	return cs[0], nil
 }
 
 // Credentials lists credentials, of one tenant when tenant is not "".
-func (s *Store) Credentials(ctx context.Context, tenant string) ([]Credential, error) {
+func (a *Accounts) Credentials(ctx context.Context, tenant string) ([]Credential, error) {
 	if tenant == "" {
-		return s.queryCredentials(ctx, `ORDER BY tenant, created, id`)
+		return a.queryCredentials(ctx, `ORDER BY tenant, created, id`)
 	}
-	return s.queryCredentials(ctx, `WHERE tenant = ? ORDER BY created, id`, tenant)
+	return a.queryCredentials(ctx, `WHERE tenant = ? ORDER BY created, id`, tenant)
 }
 
-func (s *Store) queryCredentials(ctx context.Context, where string, args ...any) ([]Credential, error) {
-	rows, err := s.query(ctx, `SELECT id, tenant, scopes, secret_sha256, created, revoked FROM credentials `+where, args...)
+func (a *Accounts) queryCredentials(ctx context.Context, where string, args ...any) ([]Credential, error) {
+	rows, err := a.idx.Reads().QueryContext(ctx, `SELECT id, tenant, scopes, secret_sha256, created, revoked FROM credentials `+where, args...)
 	if err != nil {
-		return nil, fmt.Errorf("credentials: %w", err)
+		return nil, fmt.Errorf("credentials: %w", index.Err(err))
 	}
 	defer rows.Close()
 	var out []Credential
@@ -252,7 +267,7 @@ func (s *Store) queryCredentials(ctx context.Context, where string, args ...any)
 			revoked sql.NullInt64
 		)
 		if err := rows.Scan(&c.ID, &c.Tenant, &scopes, &c.SecretSHA256, &created, &revoked); err != nil {
-			return nil, fmt.Errorf("credentials: %w", dbErr(err))
+			return nil, fmt.Errorf("credentials: %w", index.Err(err))
 		}
 		c.Scopes = strings.Split(scopes, ",")
 		c.Created = time.Unix(created, 0).UTC()
@@ -261,28 +276,28 @@ func (s *Store) queryCredentials(ctx context.Context, where string, args ...any)
 		}
 		out = append(out, c)
 	}
-	return out, dbErr(rows.Err())
+	return out, index.Err(rows.Err())
 }
 
 // RevokeCredential marks a credential revoked (bucket record, then index).
-func (s *Store) RevokeCredential(ctx context.Context, id string) (Credential, error) {
-	c, err := s.Credential(ctx, id)
+func (a *Accounts) RevokeCredential(ctx context.Context, id string) (Credential, error) {
+	c, err := a.Credential(ctx, id)
 	if err != nil {
 		return Credential{}, err
 	}
 	if c.IsRevoked() {
 		return c, nil
 	}
-	c.Revoked = s.now().UTC().Truncate(time.Second)
-	if err := s.writeCredential(ctx, c); err != nil {
+	c.Revoked = a.now().UTC().Truncate(time.Second)
+	if err := a.writeCredential(ctx, c); err != nil {
 		return Credential{}, err
 	}
 	return c, nil
 }
 
 // CountCredentials returns how many credentials exist (revoked included).
-func (s *Store) CountCredentials(ctx context.Context) (int, error) {
+func (a *Accounts) CountCredentials(ctx context.Context) (int, error) {
 	var n int
-	err := s.queryRow(ctx, `SELECT COUNT(*) FROM credentials`).Scan(&n)
-	return n, err
+	err := a.idx.Reads().QueryRowContext(ctx, `SELECT COUNT(*) FROM credentials`).Scan(&n)
+	return n, index.Err(err)
 }
