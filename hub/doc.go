@@ -6,7 +6,11 @@
 // as Xet files through store.IngestFile), the xet token endpoints that
 // hand out CAS tokens,
 // resolve and raw downloads, branches, tags and super-squash, listings,
-// whoami, repo settings, moves and duplicates), the answers for the Hub
+// whoami, auth-check (authcheck.go: may this caller read, or change, the
+// repo), the card check POST /api/validate-yaml, which needs no token
+// (validate.go), the safetensors metadata of a sharded checkpoint
+// (safetensors.go),
+// repo settings, moves and duplicates), the answers for the Hub
 // features it does not serve (notserved.go), and the pages a browser
 // reaches (the landing page at / and the repo pages behind the URLs the hf
 // CLI prints).
