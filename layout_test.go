@@ -30,6 +30,7 @@ func TestLayout(t *testing.T) {
 		"wirejson":               {},
 		"refusal":                {"openxet/wirejson"},
 		"store":                  {"openxet/xet", "openxet/store/accounts", "openxet/store/objects", "openxet/store/index", "openxet/store/fault"},
+		"store/ingest":           {"openxet/xet", "openxet/store/objects"},                                // never openxet/store: it stores through ingest.CAS
 		"store/accounts":         {"openxet/store/index", "openxet/store/objects", "openxet/store/fault"}, // never openxet/store: store → accounts
 		"store/objects":          {"openxet/store/fault"},                                                 // never openxet/store: store → objects
 		"store/fault":            {},
@@ -41,7 +42,7 @@ func TestLayout(t *testing.T) {
 		"admin":                  {},
 		"load":                   {"openxet/xet", "openxet/admin", "openxet/load/report"},
 		"load/report":            {},
-		"hub":                    {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
+		"hub":                    {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/store/ingest", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
 		"server":                 {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/limits", "openxet/budget", "openxet/work", "openxet/turns", "openxet/refusal", "openxet/wirejson", "openxet/hub", "openxet/mirror"},
 		"server/servertest":      {"openxet/server", "openxet/store", "openxet/limits", "openxet/budget", "openxet/xet"},
 		"cli":                    {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin", "openxet/mirror", "openxet/mirror/upstream"},
@@ -49,7 +50,7 @@ func TestLayout(t *testing.T) {
 		"load/cmd/gcupload":      {"openxet/testproc", "openxet/xet"},
 		"load/cmd/memstorm":      {"openxet/testproc", "openxet/xet"},
 		"load/cmd/tracewait":     {},
-		"mirror":                 {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/refusal", "openxet/work"},
+		"mirror":                 {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/store/ingest", "openxet/refusal", "openxet/work"},
 		"mirror/upstream":        {"openxet/mirror", "openxet/xet"},
 		"mirror/upstreamtest":    {"openxet/xet"},
 	}

@@ -18,6 +18,7 @@ import (
 	"openxet/xet"
 
 	"openxet/store/accounts"
+	"openxet/store/ingest"
 )
 
 // TestMirrorKilledMidPull runs two `openxet serve` processes, an upstream
@@ -77,7 +78,7 @@ func mirrorUpstreamRepo(t *testing.T, dir string, data []byte) (string, xet.Hash
 	if _, err := st.CreateRepoWith(ctx, id, "internal"); err != nil {
 		t.Fatal(err)
 	}
-	f, err := st.IngestFile(ctx, "alice", bytes.NewReader(data), store.IngestOptions{SizeBytes: int64(len(data)), DedupGlobal: true, DefaultQuotaBytes: store.Unlimited})
+	f, err := ingest.File(ctx, st, "alice", bytes.NewReader(data), ingest.Options{SizeBytes: int64(len(data)), DedupGlobal: true, DefaultQuotaBytes: store.Unlimited})
 	if err != nil {
 		t.Fatal(err)
 	}

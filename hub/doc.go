@@ -3,7 +3,7 @@
 // (repo creation and deletion, repo info, trees, paths-info, preupload,
 // commits and their history, copies between a tenant's repos, the git-lfs
 // batch route and the LFS basic transfer (objects PUT without Xet, stored
-// as Xet files through store.IngestFile), the xet token endpoints that
+// as Xet files through ingest.File), the xet token endpoints that
 // hand out CAS tokens,
 // resolve and raw downloads, branches, tags and super-squash, listings,
 // whoami, auth-check (authcheck.go: may this caller read, or change, the

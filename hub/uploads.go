@@ -24,6 +24,7 @@ import (
 	"openxet/xet"
 
 	"openxet/store/accounts"
+	"openxet/store/ingest"
 )
 
 // storedContent reports whether tenant already registered a file whose
@@ -392,7 +393,7 @@ func lfsObjectURL(base string, r store.RepoID, oid string) string {
 
 // lfsUpload serves the LFS basic transfer: PUT of a whole object to the
 // URL the batch answer gave. The bytes are stored as a Xet upload would
-// store them (store.IngestFile: chunked, deduplicated, xorbs and a shard
+// store them (ingest.File: chunked, deduplicated, xorbs and a shard
 // registering the file with its SHA-256), so a commit can then reference
 // the object by oid, and a Xet download of it gets the file hash hf_xet
 // computes. Everything that can refuse the upload without its body (auth,
@@ -434,15 +435,15 @@ func (h *Hub) lfsUpload(c echo.Context) error {
 		return err
 	}
 	// The ingestion works in a pooled buffer that goes back to the pool
-	// when the handler returns: IngestFile keeps no slice of it.
-	buf, release, err := h.cfg.ReserveBuffer(c, store.IngestBufferBytes(n))
+	// when the handler returns: ingest.File keeps no slice of it.
+	buf, release, err := h.cfg.ReserveBuffer(c, ingest.BufferBytes(n))
 	if err != nil {
 		return err
 	}
 	defer release()
 	var sha [sha256.Size]byte
 	hex.Decode(sha[:], []byte(oid))
-	_, err = h.store.IngestFile(ctx, r.Tenant, body, store.IngestOptions{SizeBytes: n, SHA256: &sha,
+	_, err = ingest.File(ctx, h.store, r.Tenant, body, ingest.Options{SizeBytes: n, SHA256: &sha,
 		DedupGlobal: up.DedupGlobal, DefaultQuotaBytes: up.DefaultQuotaBytes, Buffer: buf,
 		Work: func() (func(), error) { return h.cfg.Work(c) }})
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"openxet/server"
 	"openxet/server/servertest"
 	"openxet/store"
+	"openxet/store/ingest"
 )
 
 // The tests run two real openxet servers: the upstream, whose repos are
@@ -56,7 +57,7 @@ func randomBytes(seed uint64, n int) []byte {
 // repo makes (or commits to) repo ns/name of the upstream with the Xet
 // files of xet and the regular files of regular, and returns the commit.
 // Its Xet files are stored as an hf_xet upload stores them
-// (store.IngestFile), so that their Xet hashes are the ones hf_xet gives.
+// (ingest.File), so that their Xet hashes are the ones hf_xet gives.
 func (u *upstreamEnv) repo(t *testing.T, ns, name string, xetFiles, regular map[string][]byte) store.Commit {
 	t.Helper()
 	ctx := context.Background()
@@ -68,7 +69,7 @@ func (u *upstreamEnv) repo(t *testing.T, ns, name string, xetFiles, regular map[
 	}
 	var changes []store.Change
 	for p, data := range xetFiles {
-		f, err := u.Store.IngestFile(ctx, ns, bytes.NewReader(data), store.IngestOptions{SizeBytes: int64(len(data)), DedupGlobal: true, DefaultQuotaBytes: store.Unlimited})
+		f, err := ingest.File(ctx, u.Store, ns, bytes.NewReader(data), ingest.Options{SizeBytes: int64(len(data)), DedupGlobal: true, DefaultQuotaBytes: store.Unlimited})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"io"
 
 	"openxet/store"
+	"openxet/store/ingest"
 	"openxet/xet"
 )
 
@@ -124,21 +125,21 @@ func (m *Mirror) IsMirrored(local store.RepoID) bool {
 }
 
 // pull reads e from the upstream in segments and stores it as the mirror
-// tenant's file through store.IngestFile, which refuses a stream whose
+// tenant's file through ingest.File, which refuses a stream whose
 // size, SHA-256 or Xet hash is not e's before anything is registered.
 func (m *Mirror) pull(ctx context.Context, tenant string, local store.RepoID, sha string, e store.TreeEntry, h xet.Hash, tee *holdBack, reserve Reserve) error {
 	ref := m.ref(local)
 	what := fmt.Sprintf("file %s of %s@%s", e.Path, ref.ID, sha)
 	var buf []byte
 	if reserve != nil {
-		b, release, err := reserve(store.IngestBufferBytes(e.SizeBytes))
+		b, release, err := reserve(ingest.BufferBytes(e.SizeBytes))
 		if err != nil {
 			return err
 		}
 		defer release()
 		buf = b
 	}
-	opt := store.IngestOptions{SizeBytes: e.SizeBytes, XetHash: &h, DedupGlobal: m.cfg.DedupGlobal, DefaultQuotaBytes: store.Unlimited, Buffer: buf}
+	opt := ingest.Options{SizeBytes: e.SizeBytes, XetHash: &h, DedupGlobal: m.cfg.DedupGlobal, DefaultQuotaBytes: store.Unlimited, Buffer: buf}
 	if e.SHA256 != "" {
 		raw, err := hex.DecodeString(e.SHA256)
 		if err != nil || len(raw) != sha256.Size {
@@ -154,7 +155,7 @@ func (m *Mirror) pull(ctx context.Context, tenant string, local store.RepoID, sh
 	if tee != nil {
 		r = io.TeeReader(src, tee)
 	}
-	_, err := m.store.IngestFile(ctx, m.cfg.Tenant, r, opt)
+	_, err := ingest.File(ctx, m.store, m.cfg.Tenant, r, opt)
 	switch {
 	case err == nil:
 		m.upstreamFiles.Add(1)

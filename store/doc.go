@@ -63,9 +63,11 @@
 //     read, and the rules of keep.go; a pass plans with them, then acts
 //     (gcplan.go, gcexec.go).
 //
-// IngestFile (ingest.go) is the one way in for bytes that arrive without
-// Xet (the Hub's LFS transfer, later the mirror): it chunks, dedups and
-// stores them as xorbs and a shard, through PutXorb and PutShard.
+// Bytes that arrive without Xet (the Hub's LFS transfer, the mirror's
+// pull) come in through package store/ingest (ingest.File), which chunks,
+// dedups and stores them as xorbs and a shard through the Store's own
+// upload operations (DedupAnswer, PutXorb, VerifyShard, PutShard): it
+// does not import store, and store does not import it.
 //
 // CopyFiles (copy.go) gives a tenant files that a revision of a repo it may
 // read names (the Hub's lfs-files/duplicate): a shard of the tenant's own

@@ -5,41 +5,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"testing"
-
-	"openxet/xet"
 )
-
-// TestIngestRefusesAnotherXetHash: a stream whose Xet hash is not the one
-// asked for is refused with xet.ErrHashMismatch and registers nothing; with
-// the right hash it registers the file under that hash.
-func TestIngestRefusesAnotherXetHash(t *testing.T) {
-	dir := t.TempDir()
-	s := mustOpen(t, dir, fileBucket(dir))
-	ctx := context.Background()
-	data := bytes.Join(chunksOf(7, 4, 30_000), nil)
-	probe := mustOpen(t, t.TempDir(), fileBucket(t.TempDir()))
-	want, err := probe.IngestFile(ctx, "x", bytes.NewReader(data), IngestOptions{SizeBytes: int64(len(data)), DefaultQuotaBytes: Unlimited})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wrong := want.Hash
-	wrong[0] ^= 1
-	_, err = s.IngestFile(ctx, "mirror", bytes.NewReader(data), IngestOptions{SizeBytes: int64(len(data)), XetHash: &wrong, DefaultQuotaBytes: Unlimited})
-	if !errors.Is(err, xet.ErrHashMismatch) {
-		t.Fatalf("ingest with another Xet hash: %v, want ErrHashMismatch", err)
-	}
-	for _, h := range []xet.Hash{want.Hash, wrong} {
-		if _, err := s.File(ctx, "mirror", h); !errors.Is(err, ErrNotFound) {
-			t.Errorf("file %s after the refusal: %v, want ErrNotFound", h, err)
-		}
-	}
-	got, err := s.IngestFile(ctx, "mirror", bytes.NewReader(data), IngestOptions{SizeBytes: int64(len(data)), XetHash: &want.Hash, DefaultQuotaBytes: Unlimited})
-	if err != nil || got.Hash != want.Hash {
-		t.Fatalf("ingest with its own Xet hash: %v %s", err, got.Hash)
-	}
-}
 
 // TestRecordCommit records a commit made elsewhere, with its sha, a Xet
 // file not registered yet and a regular file, moves a ref by recording it

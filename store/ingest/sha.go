@@ -1,4 +1,4 @@
-package store
+package ingest
 
 import (
 	"crypto/sha256"
@@ -7,7 +7,7 @@ import (
 )
 
 // ingestSHABytes is each of the two buffers through which shaReader hands
-// its reads to the hasher (IngestBufferBytes counts both).
+// its reads to the hasher (BufferBytes counts both).
 const ingestSHABytes = 128 << 10
 
 // shaReader reads r and computes the SHA-256 of what it read on a
@@ -15,7 +15,7 @@ const ingestSHABytes = 128 << 10
 // CPU) runs beside its chunking and chunk hashing instead of after them.
 // Each read, at most ingestSHABytes, is copied into the buffer the hasher
 // finished two reads ago and handed to it. Sum waits for the hasher; stop
-// ends it, whatever the state (IngestFile defers it).
+// ends it, whatever the state (File defers it).
 type shaReader struct {
 	r     io.Reader
 	bufs  [2][]byte

@@ -1,4 +1,15 @@
-package store
+// Package ingest turns bytes that arrive without Xet (the Hub's LFS
+// transfer, the mirror's pull, later git pushes of LFS objects) into a
+// tenant's Xet file, as an hf_xet upload would store them: cut with Xet's
+// content-defined chunking, deduplicated against what the store holds,
+// packed into xorbs and registered with a shard, all through the CAS
+// operations a client's upload uses (the CAS interface, which a
+// *store.Store satisfies), so the quota, the possession rule and the
+// lifecycle hold as for any upload.
+//
+// It knows nothing of HTTP and does not import openxet/store: its
+// consumer's interface is CAS (docs/design.md §1).
+package ingest
 
 import (
 	"context"
@@ -9,12 +20,28 @@ import (
 	"hash"
 	"io"
 
+	"openxet/store/objects"
 	"openxet/xet"
 )
 
-// IngestOptions says what IngestFile may assume of a stream and how it
+// CAS is what an ingestion stores through: the operations of a Xet
+// upload (a *store.Store has them).
+type CAS interface {
+	// DedupAnswer is the dedup route's answer for a chunk: the xorbs
+	// (at most max) that hold it and chunks around it, or an error that
+	// is objects.ErrNotFound when none does.
+	DedupAnswer(ctx context.Context, tenant string, chunk xet.Hash, global bool, max int) ([]xet.CASInfo, error)
+	// PutXorb stores a xorb and makes tenant its owner, within the quota.
+	PutXorb(ctx context.Context, tenant string, info xet.XorbInfo, stream []byte, defaultQuotaBytes int64) (inserted bool, err error)
+	// VerifyShard checks a shard against the stored xorbs.
+	VerifyShard(ctx context.Context, sh *xet.Shard) error
+	// PutShard registers a verified shard's files for tenant.
+	PutShard(ctx context.Context, tenant string, body []byte, sh *xet.Shard) (inserted bool, err error)
+}
+
+// Options says what File may assume of a stream and how it
 // stores it.
-type IngestOptions struct {
+type Options struct {
 	// SizeBytes is the length the stream must have; -1 when not known.
 	SizeBytes int64
 	// SHA256, when not nil, is the SHA-256 the stream must have (an LFS
@@ -29,12 +56,12 @@ type IngestOptions struct {
 	// tenant's own.
 	DedupGlobal bool
 	// DefaultQuotaBytes is the quota of a tenant without an override
-	// (Unlimited for none), as PutXorb takes it.
+	// (store.Unlimited for none), as PutXorb takes it.
 	DefaultQuotaBytes int64
 	// Buffer is the memory the ingestion works in: the xorb being built
-	// and the read buffer. The caller reserves IngestBufferBytes(SizeBytes)
+	// and the read buffer. The caller reserves BufferBytes(SizeBytes)
 	// (and may pass that much here); a shorter Buffer is replaced by one of
-	// the ingestion's own. IngestFile keeps no slice of it once it returns.
+	// the ingestion's own. File keeps no slice of it once it returns.
 	Buffer []byte
 	// Work, when not nil, is called before each stretch of CPU work on
 	// bytes already read (cutting, hashing, packing chunks); its done is
@@ -44,8 +71,8 @@ type IngestOptions struct {
 	Work func() (done func(), err error)
 }
 
-// IngestedFile is what IngestFile registered.
-type IngestedFile struct {
+// Stored is what File registered.
+type Stored struct {
 	Hash      xet.Hash // the Xet file hash, as hf_xet computes it
 	SizeBytes int64
 	SHA256    [sha256.Size]byte
@@ -66,20 +93,20 @@ const ingestReadBytes = 512 << 10
 // credential's memory share holds.
 const ingestXorbBytes = xet.XorbTargetBytes + xet.XorbTargetChunks*xet.ChunkHeaderBytes
 
-// IngestBufferBytes returns the memory IngestFile works in for a stream of
+// BufferBytes returns the memory File works in for a stream of
 // sizeBytes (-1 when not known): a read buffer, one xorb and the SHA-256's
 // two buffers (shaReader), no bigger than the stream needs, and never more
 // than xet.MaxXorbBytes.
-func IngestBufferBytes(sizeBytes int64) int64 {
-	read, xorb, sha := ingestBuffers(sizeBytes)
+func BufferBytes(sizeBytes int64) int64 {
+	read, xorb, sha := buffers(sizeBytes)
 	return read + xorb + sha
 }
 
-// ingestBuffers splits IngestBufferBytes into the read buffer, the xorb
+// buffers splits BufferBytes into the read buffer, the xorb
 // and the two buffers of the SHA-256 beside the chunking (shaReader), for
 // a stream that is not known to be shorter than the read buffer; a shorter
 // one is hashed inline (sha 0).
-func ingestBuffers(sizeBytes int64) (read, xorb, sha int64) {
+func buffers(sizeBytes int64) (read, xorb, sha int64) {
 	read, xorb, sha = ingestReadBytes, ingestXorbBytes, 2*ingestSHABytes
 	if sizeBytes >= 0 {
 		xorb = min(xorb, sizeBytes+(sizeBytes/xet.ChunkMinBytes+1)*xet.ChunkHeaderBytes)
@@ -90,7 +117,7 @@ func ingestBuffers(sizeBytes int64) (read, xorb, sha int64) {
 	return read, xorb, sha
 }
 
-// IngestFile stores the bytes of r as tenant's file, the way an hf_xet
+// File stores the bytes of r as tenant's file, the way an hf_xet
 // upload stores them: cut with Xet's content-defined chunking, each chunk
 // hashed, chunks the dedup index already knows referenced where they are
 // (the first chunk of the file and every dedup-eligible chunk is looked
@@ -101,28 +128,28 @@ func ingestBuffers(sizeBytes int64) (read, xorb, sha int64) {
 // for the same bytes, and a later upload of them through Xet dedups
 // against what this stored (and the other way round).
 //
-// It holds IngestBufferBytes(opt.SizeBytes) of memory, a map of at most
+// It holds BufferBytes(opt.SizeBytes) of memory, a map of at most
 // ingestKnownChunks chunks it may reference, and the file's terms and new
 // xorbs' chunk lists for its shard (about 50 bytes a chunk: 1 MiB for a
 // GiB of new data).
 //
 // Errors: a read error of r, wrapped (a *refusal.Error the caller's reader
 // returns stays reachable with errors.As); xet.ErrHashMismatch when the
-// stream's length, SHA-256 or Xet hash is not what opt says; *OverQuotaError when a
-// new xorb would pass the quota; ErrUnavailable. The length and SHA-256 are
+// stream's length, SHA-256 or Xet hash is not what opt says; *store.OverQuotaError when a
+// new xorb would pass the quota; ErrUnavailable (fault.ErrUnavailable). The length and SHA-256 are
 // checked before the last xorb is stored, so a refused stream of up to one
 // xorb (64 MiB) changes nothing; of a longer one, the xorbs stored before
 // its end stay owned by tenant in no file (as after an interrupted hf_xet
 // upload) until collection releases them.
-func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt IngestOptions) (IngestedFile, error) {
+func File(ctx context.Context, s CAS, tenant string, r io.Reader, opt Options) (Stored, error) {
 	in := &ingestion{s: s, ctx: ctx, tenant: tenant, opt: opt, sha: sha256.New(), known: map[xet.Hash]chunkRef{}}
 	buf := opt.Buffer
-	if int64(len(buf)) < IngestBufferBytes(opt.SizeBytes) {
+	if int64(len(buf)) < BufferBytes(opt.SizeBytes) {
 		// The caller reserved less than it should have; the ingestion
 		// still works, in memory of its own.
-		buf = make([]byte, IngestBufferBytes(opt.SizeBytes))
+		buf = make([]byte, BufferBytes(opt.SizeBytes))
 	}
-	read, xorb, shaBufs := ingestBuffers(opt.SizeBytes)
+	read, xorb, shaBufs := buffers(opt.SizeBytes)
 	if shaBufs > 0 {
 		sr := newSHAReader(r, buf[read+xorb:read+xorb+shaBufs])
 		defer sr.stop()
@@ -147,34 +174,34 @@ func (s *Store) IngestFile(ctx context.Context, tenant string, r io.Reader, opt 
 			break
 		}
 		if err != nil {
-			return IngestedFile{}, fmt.Errorf("ingest: read: %w", err)
+			return Stored{}, fmt.Errorf("ingest: read: %w", err)
 		}
 		if opt.SizeBytes >= 0 && cr.BytesRead() > opt.SizeBytes {
-			return IngestedFile{}, fmt.Errorf("ingest: %w: the stream is longer than its %d bytes", xet.ErrHashMismatch, opt.SizeBytes)
+			return Stored{}, fmt.Errorf("ingest: %w: the stream is longer than its %d bytes", xet.ErrHashMismatch, opt.SizeBytes)
 		}
 		if err := in.work(); err != nil {
-			return IngestedFile{}, fmt.Errorf("ingest: %w", err)
+			return Stored{}, fmt.Errorf("ingest: %w", err)
 		}
 		if err := in.add(chunk, first); err != nil {
-			return IngestedFile{}, err
+			return Stored{}, err
 		}
 	}
 	in.rest()
 	if opt.SizeBytes >= 0 && in.size != opt.SizeBytes {
-		return IngestedFile{}, fmt.Errorf("ingest: %w: the stream has %d bytes, want %d", xet.ErrHashMismatch, in.size, opt.SizeBytes)
+		return Stored{}, fmt.Errorf("ingest: %w: the stream has %d bytes, want %d", xet.ErrHashMismatch, in.size, opt.SizeBytes)
 	}
 	sum := in.shaSum()
 	if opt.SHA256 != nil && sum != *opt.SHA256 {
-		return IngestedFile{}, fmt.Errorf("ingest: %w: the stream's SHA-256 is %s, want %s", xet.ErrHashMismatch,
+		return Stored{}, fmt.Errorf("ingest: %w: the stream's SHA-256 is %s, want %s", xet.ErrHashMismatch,
 			hex.EncodeToString(sum[:]), hex.EncodeToString(opt.SHA256[:]))
 	}
 	if opt.XetHash != nil {
 		if got := in.agg.FileHash(); got != *opt.XetHash {
-			return IngestedFile{}, fmt.Errorf("ingest: %w: the stream's Xet hash is %s, want %s", xet.ErrHashMismatch, got, *opt.XetHash)
+			return Stored{}, fmt.Errorf("ingest: %w: the stream's Xet hash is %s, want %s", xet.ErrHashMismatch, got, *opt.XetHash)
 		}
 	}
 	if err := in.flush(); err != nil {
-		return IngestedFile{}, err
+		return Stored{}, err
 	}
 	return in.register(sum)
 }
@@ -194,10 +221,10 @@ type pendingTerm struct {
 }
 
 type ingestion struct {
-	s      *Store
+	s      CAS
 	ctx    context.Context
 	tenant string
-	opt    IngestOptions
+	opt    Options
 	sha    hash.Hash                // the stream's SHA-256 when hashed inline, else nil
 	shaSum func() [sha256.Size]byte // the stream's SHA-256, inline or from a shaReader
 	agg    xet.AggregatedHasher
@@ -283,7 +310,7 @@ func (in *ingestion) add(chunk []byte, first bool) error {
 // xorbs the answer names.
 func (in *ingestion) lookup(h xet.Hash) error {
 	infos, err := in.s.DedupAnswer(in.ctx, in.tenant, h, in.opt.DedupGlobal, dedupAnswerXorbs)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, objects.ErrNotFound) {
 		return nil
 	}
 	if err != nil {
@@ -340,10 +367,10 @@ func (in *ingestion) flush() error {
 }
 
 // register writes the shard of the file and returns it.
-func (in *ingestion) register(sum [sha256.Size]byte) (IngestedFile, error) {
+func (in *ingestion) register(sum [sha256.Size]byte) (Stored, error) {
 	sha, err := xet.ParseHash(hex.EncodeToString(sum[:])) // hash byte order (xet.FileInfo.SHA256)
 	if err != nil {
-		return IngestedFile{}, err
+		return Stored{}, err
 	}
 	f := xet.FileInfo{Hash: in.agg.FileHash(), SHA256: &sha, Terms: make([]xet.Term, len(in.terms))}
 	for i, t := range in.terms {
@@ -352,10 +379,10 @@ func (in *ingestion) register(sum [sha256.Size]byte) (IngestedFile, error) {
 	sh := &xet.Shard{Files: []xet.FileInfo{f}, Xorbs: in.built}
 	body := sh.MarshalUpload()
 	if err := in.s.VerifyShard(in.ctx, sh); err != nil {
-		return IngestedFile{}, fmt.Errorf("ingest: %w", err)
+		return Stored{}, fmt.Errorf("ingest: %w", err)
 	}
 	if _, err := in.s.PutShard(in.ctx, in.tenant, body, sh); err != nil {
-		return IngestedFile{}, fmt.Errorf("ingest: %w", err)
+		return Stored{}, fmt.Errorf("ingest: %w", err)
 	}
-	return IngestedFile{Hash: f.Hash, SizeBytes: in.size, SHA256: sum, NewXorbs: in.newXorbs, NewBytes: in.newBytes}, nil
+	return Stored{Hash: f.Hash, SizeBytes: in.size, SHA256: sum, NewXorbs: in.newXorbs, NewBytes: in.newBytes}, nil
 }

@@ -1,4 +1,4 @@
-package store
+package ingest
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"openxet/store"
 	"openxet/xet"
 )
 
@@ -26,15 +27,15 @@ func seeded(seed string, size int) []byte {
 	return out[:size]
 }
 
-func ingest(tb testing.TB, s *Store, tenant string, data []byte, opt IngestOptions) IngestedFile {
+func ingest(tb testing.TB, s *store.Store, tenant string, data []byte, opt Options) Stored {
 	tb.Helper()
 	if opt.SizeBytes == 0 {
 		opt.SizeBytes = int64(len(data))
 	}
 	if opt.DefaultQuotaBytes == 0 {
-		opt.DefaultQuotaBytes = Unlimited
+		opt.DefaultQuotaBytes = store.Unlimited
 	}
-	f, err := s.IngestFile(context.Background(), tenant, bytes.NewReader(data), opt)
+	f, err := File(context.Background(), s, tenant, bytes.NewReader(data), opt)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -44,7 +45,7 @@ func ingest(tb testing.TB, s *Store, tenant string, data []byte, opt IngestOptio
 // TestIngestFileHashIsHFXets ingests inputs whose hf_xet file hashes are in
 // testdata/vectors/chunks.json and checks the registered file.
 func TestIngestFileHashIsHFXets(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "testdata", "vectors", "chunks.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "testdata", "vectors", "chunks.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +70,7 @@ func TestIngestFileHashIsHFXets(t *testing.T) {
 		n++
 		data := seeded(tc.Seed, tc.Size)
 		sum := sha256.Sum256(data)
-		got := ingest(t, s, "alice", data, IngestOptions{SHA256: &sum})
+		got := ingest(t, s, "alice", data, Options{SHA256: &sum})
 		if got.Hash.String() != tc.FileHash || got.SizeBytes != int64(tc.Size) || got.SHA256 != sum {
 			t.Fatalf("%s: ingested %s (%d bytes, sha256 %x), hf_xet %s (%d bytes, %x)", tc.Name, got.Hash, got.SizeBytes, got.SHA256, tc.FileHash, tc.Size, sum)
 		}
@@ -91,22 +92,22 @@ func TestIngestDedups(t *testing.T) {
 	s := mustOpen(t, dir, fileBucket(dir))
 	ctx := context.Background()
 	data := seeded("dedup", 3<<20+5)
-	first := ingest(t, s, "alice", data, IngestOptions{})
+	first := ingest(t, s, "alice", data, Options{})
 	if first.NewXorbs != 1 || first.NewBytes < int64(len(data)) {
 		t.Fatalf("first ingest: %+v, want one new xorb holding the %d bytes", first, len(data))
 	}
 	usage, _ := s.Usage(ctx, "alice")
-	again := ingest(t, s, "alice", data, IngestOptions{})
+	again := ingest(t, s, "alice", data, Options{})
 	if again.Hash != first.Hash || again.NewBytes != 0 {
 		t.Fatalf("second ingest: %+v, want the same file and no new bytes", again)
 	}
 	if u, _ := s.Usage(ctx, "alice"); u != usage {
 		t.Fatalf("usage after the second ingest %d, want %d", u, usage)
 	}
-	if bob := ingest(t, s, "bob", data, IngestOptions{DedupGlobal: true}); bob.NewBytes != 0 {
+	if bob := ingest(t, s, "bob", data, Options{DedupGlobal: true}); bob.NewBytes != 0 {
 		t.Fatalf("bob with global dedup: %+v, want no new bytes", bob)
 	}
-	if carol := ingest(t, s, "carol", data, IngestOptions{}); carol.NewBytes != first.NewBytes {
+	if carol := ingest(t, s, "carol", data, Options{}); carol.NewBytes != first.NewBytes {
 		t.Fatalf("carol with tenant dedup: %+v, want her own %d bytes", carol, first.NewBytes)
 	}
 
@@ -125,8 +126,8 @@ func TestIngestDedups(t *testing.T) {
 		}
 		chunks = append(chunks, bytes.Clone(c))
 	}
-	f := putFile(t, s, "dave", Unlimited, chunks[:5], chunks[5:])
-	got := ingest(t, s, "dave", other, IngestOptions{})
+	f := putFile(t, s, "dave", store.Unlimited, chunks[:5], chunks[5:])
+	got := ingest(t, s, "dave", other, Options{})
 	if got.Hash != f.Hash || got.NewBytes != 0 {
 		t.Fatalf("ingest after the Xet upload: %+v, want file %s and no new bytes", got, f.Hash)
 	}
@@ -143,20 +144,20 @@ func TestIngestRefusals(t *testing.T) {
 	wrong := sha256.Sum256(data[1:])
 	for _, tc := range []struct {
 		name string
-		opt  IngestOptions
+		opt  Options
 		want error
 	}{
-		{"sha256", IngestOptions{SizeBytes: int64(len(data)), SHA256: &wrong}, xet.ErrHashMismatch},
-		{"shorter", IngestOptions{SizeBytes: int64(len(data)) + 1}, xet.ErrHashMismatch},
-		{"longer", IngestOptions{SizeBytes: int64(len(data)) - 1}, xet.ErrHashMismatch},
+		{"sha256", Options{SizeBytes: int64(len(data)), SHA256: &wrong}, xet.ErrHashMismatch},
+		{"shorter", Options{SizeBytes: int64(len(data)) + 1}, xet.ErrHashMismatch},
+		{"longer", Options{SizeBytes: int64(len(data)) - 1}, xet.ErrHashMismatch},
 	} {
-		tc.opt.DefaultQuotaBytes = Unlimited
-		_, err := s.IngestFile(ctx, "alice", bytes.NewReader(data), tc.opt)
+		tc.opt.DefaultQuotaBytes = store.Unlimited
+		_, err := File(ctx, s, "alice", bytes.NewReader(data), tc.opt)
 		if !errors.Is(err, tc.want) {
 			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
 		}
 	}
-	if _, err := s.FileBySHA256(ctx, "alice", fmt.Sprintf("%x", sum)); !errors.Is(err, ErrNotFound) {
+	if _, err := s.FileBySHA256(ctx, "alice", fmt.Sprintf("%x", sum)); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("a refused stream registered a file: %v", err)
 	}
 	// Within one xorb, the checks come before anything is stored.
@@ -166,15 +167,15 @@ func TestIngestRefusals(t *testing.T) {
 	if err := s.PutTenantLimits(ctx, "bob", []byte(`{"quota_bytes":1000}`), ptr(int64(1000))); err != nil {
 		t.Fatal(err)
 	}
-	_, err := s.IngestFile(ctx, "bob", bytes.NewReader(data), IngestOptions{SizeBytes: -1, DefaultQuotaBytes: Unlimited})
-	if oq, ok := errors.AsType[*OverQuotaError](err); !ok || oq.Tenant != "bob" {
-		t.Fatalf("over quota: %v, want *OverQuotaError", err)
+	_, err := File(ctx, s, "bob", bytes.NewReader(data), Options{SizeBytes: -1, DefaultQuotaBytes: store.Unlimited})
+	if oq, ok := errors.AsType[*store.OverQuotaError](err); !ok || oq.Tenant != "bob" {
+		t.Fatalf("over quota: %v, want *store.OverQuotaError", err)
 	}
 	if u, _ := s.Usage(ctx, "bob"); u != 0 {
 		t.Fatalf("bob's usage after the refusal: %d", u)
 	}
 	boom := errors.New("boom")
-	_, err = s.IngestFile(ctx, "alice", io.MultiReader(bytes.NewReader(data), &failing{boom}), IngestOptions{SizeBytes: -1, DefaultQuotaBytes: Unlimited})
+	_, err = File(ctx, s, "alice", io.MultiReader(bytes.NewReader(data), &failing{boom}), Options{SizeBytes: -1, DefaultQuotaBytes: store.Unlimited})
 	if !errors.Is(err, boom) {
 		t.Fatalf("a failing reader: %v, want its error", err)
 	}
@@ -189,12 +190,12 @@ func (f *failing) Read([]byte) (int, error) { return 0, f.err }
 // and shrinks with the stream.
 func TestIngestBufferFitsOneXorbShare(t *testing.T) {
 	for _, size := range []int64{-1, 0, 1, 100_000, 1 << 20, 64 << 20, 1 << 30, 1 << 40} {
-		n := IngestBufferBytes(size)
+		n := BufferBytes(size)
 		if n > xet.MaxXorbBytes || n < xet.ChunkReaderBufBytes {
-			t.Errorf("IngestBufferBytes(%d) = %d, want within [%d, %d]", size, n, xet.ChunkReaderBufBytes, xet.MaxXorbBytes)
+			t.Errorf("BufferBytes(%d) = %d, want within [%d, %d]", size, n, xet.ChunkReaderBufBytes, xet.MaxXorbBytes)
 		}
 		if size >= 0 && size < 1<<20 && n > size+2<<20 {
-			t.Errorf("IngestBufferBytes(%d) = %d, more than a small stream needs", size, n)
+			t.Errorf("BufferBytes(%d) = %d, more than a small stream needs", size, n)
 		}
 	}
 }
@@ -204,7 +205,7 @@ func TestIngestBufferFitsOneXorbShare(t *testing.T) {
 func BenchmarkIngestFile(b *testing.B) {
 	dir := b.TempDir()
 	s := mustOpen(b, dir, fileBucket(dir))
-	buf := make([]byte, IngestBufferBytes(64<<20))
+	buf := make([]byte, BufferBytes(64<<20))
 	b.SetBytes(64 << 20)
 	b.ReportAllocs()
 	data := seeded("bench", 64<<20)
@@ -212,7 +213,7 @@ func BenchmarkIngestFile(b *testing.B) {
 		for j := 0; j < len(data); j += 4096 {
 			data[j] = byte(i) // new bytes each round, in a fraction of the time
 		}
-		if _, err := s.IngestFile(context.Background(), "alice", bytes.NewReader(data), IngestOptions{SizeBytes: -1, DefaultQuotaBytes: Unlimited, Buffer: buf}); err != nil {
+		if _, err := File(context.Background(), s, "alice", bytes.NewReader(data), Options{SizeBytes: -1, DefaultQuotaBytes: store.Unlimited, Buffer: buf}); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -232,7 +233,7 @@ func (w *watchedReader) Read(p []byte) (int, error) {
 	return w.r.Read(p[:min(len(p), 50_000)])
 }
 
-// TestIngestHoldsWorkOnlyBetweenReads: IngestOptions.Work is held while
+// TestIngestHoldsWorkOnlyBetweenReads: Options.Work is held while
 // chunks already read are processed, never across a read, and given back
 // at the end, also when the work is refused.
 func TestIngestHoldsWorkOnlyBetweenReads(t *testing.T) {
@@ -245,8 +246,8 @@ func TestIngestHoldsWorkOnlyBetweenReads(t *testing.T) {
 		calls++
 		return func() { held-- }, nil
 	}
-	_, err := s.IngestFile(context.Background(), "alice", &watchedReader{t: t, r: bytes.NewReader(data), held: &held},
-		IngestOptions{SizeBytes: int64(len(data)), DefaultQuotaBytes: Unlimited, Work: work})
+	_, err := File(context.Background(), s, "alice", &watchedReader{t: t, r: bytes.NewReader(data), held: &held},
+		Options{SizeBytes: int64(len(data)), DefaultQuotaBytes: store.Unlimited, Work: work})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,12 +255,42 @@ func TestIngestHoldsWorkOnlyBetweenReads(t *testing.T) {
 		t.Fatalf("work taken %d times, %d still held; want several, none left", calls, held)
 	}
 	busy := errors.New("busy")
-	_, err = s.IngestFile(context.Background(), "bob", bytes.NewReader(data), IngestOptions{SizeBytes: -1, DefaultQuotaBytes: Unlimited,
+	_, err = File(context.Background(), s, "bob", bytes.NewReader(data), Options{SizeBytes: -1, DefaultQuotaBytes: store.Unlimited,
 		Work: func() (func(), error) { return nil, busy }})
 	if !errors.Is(err, busy) {
 		t.Fatalf("refused work: %v, want its error", err)
 	}
 	if u, _ := s.Usage(context.Background(), "bob"); u != 0 {
 		t.Fatalf("bob's usage after refused work: %d", u)
+	}
+}
+
+// TestIngestRefusesAnotherXetHash: a stream whose Xet hash is not the one
+// asked for is refused with xet.ErrHashMismatch and registers nothing; with
+// the right hash it registers the file under that hash.
+func TestIngestRefusesAnotherXetHash(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	ctx := context.Background()
+	data := seeded("xet-hash", 120_000)
+	probe := mustOpen(t, t.TempDir(), fileBucket(t.TempDir()))
+	want, err := File(ctx, probe, "x", bytes.NewReader(data), Options{SizeBytes: int64(len(data)), DefaultQuotaBytes: store.Unlimited})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := want.Hash
+	wrong[0] ^= 1
+	_, err = File(ctx, s, "mirror", bytes.NewReader(data), Options{SizeBytes: int64(len(data)), XetHash: &wrong, DefaultQuotaBytes: store.Unlimited})
+	if !errors.Is(err, xet.ErrHashMismatch) {
+		t.Fatalf("ingest with another Xet hash: %v, want ErrHashMismatch", err)
+	}
+	for _, h := range []xet.Hash{want.Hash, wrong} {
+		if _, err := s.File(ctx, "mirror", h); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("file %s after the refusal: %v, want ErrNotFound", h, err)
+		}
+	}
+	got, err := File(ctx, s, "mirror", bytes.NewReader(data), Options{SizeBytes: int64(len(data)), XetHash: &want.Hash, DefaultQuotaBytes: store.Unlimited})
+	if err != nil || got.Hash != want.Hash {
+		t.Fatalf("ingest with its own Xet hash: %v %s", err, got.Hash)
 	}
 }
