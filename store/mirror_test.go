@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"testing"
 )
 
@@ -95,5 +96,38 @@ func TestEntriesByHash(t *testing.T) {
 	}
 	if got, err := s.EntriesByHash(ctx, "mirror", "ef"+string(bytes.Repeat([]byte("0"), 62))); err != nil || len(got) != 0 {
 		t.Errorf("a hash nothing names: %v %v", got, err)
+	}
+}
+
+// BenchmarkEntriesByHash: the claims check a relayed plan and a pull run
+// (mirror.claimsAgree) on a mirror tenant holding commits revisions of
+// entries revisions' trees of 100 files each, the hash named in one.
+//
+//	go test -run '^$' -bench EntriesByHash -benchtime 20x ./store/
+func BenchmarkEntriesByHash(b *testing.B) {
+	for _, commits := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("commits=%d", commits), func(b *testing.B) {
+			dir := b.TempDir()
+			s := mustOpen(b, dir, fileBucket(dir))
+			ctx := context.Background()
+			hashOf := func(i, j int) string { return fmt.Sprintf("%032x%032x", i, j) }
+			for i := range commits {
+				tree := make([]TreeEntry, 100)
+				for j := range tree {
+					tree[j] = TreeEntry{Path: fmt.Sprintf("model-%05d-of-00100.safetensors", j), SizeBytes: 5 << 30, XetHash: hashOf(i, j), SHA256: hashOf(j, i)}
+				}
+				sha := fmt.Sprintf("%040x", i+1)
+				if err := s.RecordCommit(ctx, RepoID{Tenant: "mirror", Type: "model", Name: fmt.Sprintf("org__m%d", i%10)}, "internal", Commit{SHA: sha, Summary: "upstream", Tree: tree}, "refs/mirror/commits/"+sha); err != nil {
+					b.Fatal(err)
+				}
+			}
+			want := hashOf(commits/2, 7)
+			for b.Loop() {
+				got, err := s.EntriesByHash(ctx, "mirror", want)
+				if err != nil || len(got) != 1 {
+					b.Fatalf("%v %v", got, err)
+				}
+			}
+		})
 	}
 }

@@ -253,6 +253,11 @@ func pgPrelude(schema string) []string {
 		`CREATE SCHEMA IF NOT EXISTS ` + QuoteIdent(schema),
 		`CREATE OR REPLACE FUNCTION ` + QuoteIdent(schema) + `.hex(bytea) RETURNS text
 			LANGUAGE sql IMMUTABLE STRICT AS 'SELECT upper(encode($1, ''hex''))'`,
+		// instr is SQLite's byte search of one blob in another (1-based; 0
+		// when absent), as store's lookups of a tree by the hashes it names
+		// use it.
+		`CREATE OR REPLACE FUNCTION ` + QuoteIdent(schema) + `.instr(bytea, bytea) RETURNS integer
+			LANGUAGE sql IMMUTABLE STRICT AS 'SELECT position($2 in $1)'`,
 		// over_quota aborts the statement that calls it (store's pgRecordUpload).
 		`CREATE OR REPLACE FUNCTION ` + QuoteIdent(schema) + `.over_quota() RETURNS boolean
 			LANGUAGE plpgsql VOLATILE AS 'BEGIN RAISE EXCEPTION ''over quota'' USING ERRCODE = ''` + OverQuotaCode + `''; END'`,
