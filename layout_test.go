@@ -29,7 +29,8 @@ func TestLayout(t *testing.T) {
 		"turns":                  {},
 		"wirejson":               {},
 		"refusal":                {"openxet/wirejson"},
-		"store":                  {"openxet/xet", "openxet/store/accounts", "openxet/store/objects", "openxet/store/index", "openxet/store/fault"},
+		"store":                  {"openxet/xet", "openxet/store/keep", "openxet/store/accounts", "openxet/store/objects", "openxet/store/index", "openxet/store/fault"},
+		"store/keep":             {},                                                                      // the keep rule: pure, nothing of openxet
 		"store/ingest":           {"openxet/xet", "openxet/store/objects"},                                // never openxet/store: it stores through ingest.CAS
 		"store/accounts":         {"openxet/store/index", "openxet/store/objects", "openxet/store/fault"}, // never openxet/store: store → accounts
 		"store/objects":          {"openxet/store/fault"},                                                 // never openxet/store: store → objects

@@ -60,7 +60,7 @@
 //     after a grace period, by one collector at a time. What is kept is
 //     one reference graph (refgraph.go: revisions → files → xorbs, and
 //     who owns what), which collection, the usage report and reindex
-//     read, and the rules of keep.go; a pass plans with them, then acts
+//     read, and the keep rule (package store/keep); a pass plans with them, then acts
 //     (gcplan.go, gcexec.go).
 //
 // Bytes that arrive without Xet (the Hub's LFS transfer, the mirror's

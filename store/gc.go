@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"openxet/xet"
+
+	"openxet/store/keep"
 )
 
 // Collection (docs/design.md §9): one pass of Collect
@@ -25,7 +27,7 @@ import (
 //     xorbs any retained file references, the blobs any revision names,
 //     who owns what) and what the index knows of touches and releases,
 //     lists the bucket, and plans: the owners to release and the objects
-//     to delete, by the rules of keep.go (a dry run stops here and
+//     to delete, by the rules of package store/keep (a dry run stops here and
 //     reports the plan);
 //  4. releases each planned xorb owner (at once for the xorbs of files
 //     its tenant deleted, else after OwnerGrace): the owner row and the
@@ -57,7 +59,7 @@ import (
 // started ("after" is ordered through the index, startTx), and its mark
 // reads one snapshot of the index, so what a commit keeps from its parent
 // without touching it is seen (mark). Every rule measures from one time
-// base, T0 and the grace (keep.go); the releases a pass makes are recorded
+// base, T0 and the grace (package store/keep); the releases a pass makes are recorded
 // at its T0, so its plan knows when their grace ends.
 
 // DefaultGCGrace is the default grace period, 22 days: hf_xet keeps the
@@ -75,12 +77,8 @@ const DefaultGCGrace = 22 * 24 * time.Hour
 const DefaultGCLeaseTTL = 5 * time.Minute
 
 // OwnerGrace caps how long a xorb owner no retained file of its tenant
-// needs is kept after it was created: an upload abandoned before its shard
-// stops counting against the quota after a day even when gc.grace is
-// longer. (An upload that registers its shard later adopts the xorb again:
-// nothing is lost, only charged again.) Owners of xorbs the tenant's
-// deleted files referenced are released at the next pass.
-const OwnerGrace = 24 * time.Hour
+// needs is kept after it was created (keep.OwnerGrace, the rule's).
+const OwnerGrace = keep.OwnerGrace
 
 // gcBatch is how many owners or objects one index transaction of a pass
 // handles (and how many bucket deletes follow it). Uploads queue for the
@@ -179,8 +177,8 @@ type pass struct {
 	s      *Store
 	cfg    GCConfig
 	holder string
-	t0     int64    // unix seconds (startTx): touched > t0 means touched after the pass started
-	time   passTime // t0 and the grace: the time base of every rule (keep.go)
+	t0     int64     // unix seconds (startTx): touched > t0 means touched after the pass started
+	time   keep.Time // t0 and the grace: the time base of every rule (package keep)
 	rep    GCReport
 	m      *mark
 	// plan is what the pass means to do (a dry run's answer); done is
@@ -211,7 +209,7 @@ func (p *pass) run(ctx context.Context) error {
 			return err
 		}
 	}
-	p.time = newPassTime(p.t0, p.cfg.Grace)
+	p.time = keep.NewTime(p.t0, p.cfg.Grace)
 	steps := []struct {
 		name string
 		fn   func(context.Context) error

@@ -7,11 +7,13 @@ import (
 	"fmt"
 
 	"openxet/xet"
+
+	"openxet/store/keep"
 )
 
 // A pass executes its plan (gcplan.go) in batches of gcBatch: each batch's
 // index transaction renews the lease, applies the plan's rule again to
-// what it reads (keep.go) and acts on what the rule still allows, then the
+// what it reads (package store/keep) and acts on what the rule still allows, then the
 // bucket follows. What a batch does not act on (a write raced the pass)
 // stays for the next pass, and so does whatever the plan kept only for it:
 // an object whose owner was not released is not swept.
@@ -33,10 +35,10 @@ func (p *pass) releaseOwners(ctx context.Context) error {
 				if err != nil {
 					return err
 				}
-				if v == keepTouched {
+				if v == keep.Touched {
 					deferred++ // touched since the mark read it
 				}
-				if v != act {
+				if v != keep.Act {
 					continue
 				}
 				ok, err := releaseOwner(ctx, tx, o.xorb, o.tenant, p.t0)
@@ -77,13 +79,13 @@ func (p *pass) releaseOwners(ctx context.Context) error {
 
 // ownerTx applies the owner rule to a planned owner, with its touch as the
 // transaction reads it.
-func (p *pass) ownerTx(ctx context.Context, tx *sql.Tx, o ownerRow) (verdict, error) {
+func (p *pass) ownerTx(ctx context.Context, tx *sql.Tx, o ownerRow) (keep.Verdict, error) {
 	f := p.m.ownerFacts(o)
-	err := tx.QueryRowContext(ctx, `SELECT touched FROM gc_objects WHERE key = ?`, xorbKey(o.xorb)).Scan(&f.touched)
+	err := tx.QueryRowContext(ctx, `SELECT touched FROM gc_objects WHERE key = ?`, xorbKey(o.xorb)).Scan(&f.Touched)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, err
 	}
-	return p.time.owner(f), nil
+	return p.time.Owner(f), nil
 }
 
 // keepUnreleased notes the xorbs of planned owners a batch did not release:
@@ -226,8 +228,8 @@ func (p *pass) releaseShardOwners(ctx context.Context) error {
 // the transaction reads (each fact read only while the rule may still
 // release it), and releases it when the rule says so.
 func (p *pass) shardOwnerTx(ctx context.Context, tx *sql.Tx, o shardOwnerRow) (bool, error) {
-	f := shardOwnerFacts{epoch: p.m.epoch}
-	err := tx.QueryRowContext(ctx, `SELECT touched FROM gc_objects WHERE key = ?`, shardKey(o.shard)).Scan(&f.touched)
+	f := keep.ShardOwnerFacts{Epoch: p.m.epoch}
+	err := tx.QueryRowContext(ctx, `SELECT touched FROM gc_objects WHERE key = ?`, shardKey(o.shard)).Scan(&f.Touched)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return false, err
 	}
@@ -235,11 +237,11 @@ func (p *pass) shardOwnerTx(ctx context.Context, tx *sql.Tx, o shardOwnerRow) (b
 		fact  *bool
 		query string
 	}{
-		{&f.hasFile, `SELECT 1 FROM files WHERE tenant = ? AND shard = ? LIMIT 1`},
-		{&f.ownsXorb, `SELECT 1 FROM shard_xorbs sx JOIN xorb_owners o ON o.xorb = sx.xorb WHERE o.tenant = ? AND sx.shard = ? LIMIT 1`},
+		{&f.HasFile, `SELECT 1 FROM files WHERE tenant = ? AND shard = ? LIMIT 1`},
+		{&f.OwnsXorb, `SELECT 1 FROM shard_xorbs sx JOIN xorb_owners o ON o.xorb = sx.xorb WHERE o.tenant = ? AND sx.shard = ? LIMIT 1`},
 	}
 	for _, r := range reads {
-		if p.time.shardOwner(f) != act {
+		if p.time.ShardOwner(f) != keep.Act {
 			return false, nil
 		}
 		var one int
@@ -249,7 +251,7 @@ func (p *pass) shardOwnerTx(ctx context.Context, tx *sql.Tx, o shardOwnerRow) (b
 		}
 		*r.fact = err == nil
 	}
-	if p.time.shardOwner(f) != act {
+	if p.time.ShardOwner(f) != keep.Act {
 		return false, nil
 	}
 	return releaseShardOwner(ctx, tx, o.shard, o.tenant, p.t0)
@@ -316,9 +318,9 @@ func (p *pass) sweepBatch(ctx context.Context, k objectKind, batch []sweepable) 
 				return err
 			}
 			switch v {
-			case act:
+			case keep.Act:
 				doomed = append(doomed, c)
-			case keepTouched, keepNeeded:
+			case keep.Touched, keep.Needed:
 				deferred++ // touched or owned since the mark read it
 			}
 		}
@@ -357,16 +359,16 @@ func (p *pass) sweepBatch(ctx context.Context, k objectKind, batch []sweepable) 
 // when the rule says so. Anything that would reference it from now on
 // waits (ErrCollecting) until it is gone. (A retained file or a revision
 // that came to reference it since the mark touched it.)
-func (p *pass) doomTx(ctx context.Context, tx *sql.Tx, k objectKind, c sweepable) (verdict, error) {
+func (p *pass) doomTx(ctx context.Context, tx *sql.Tx, k objectKind, c sweepable) (keep.Verdict, error) {
 	var released int64
 	var doomed sql.NullInt64
-	f := objectFacts{settled: c.settled}
-	err := tx.QueryRowContext(ctx, `SELECT touched, released, doomed FROM gc_objects WHERE key = ?`, c.key).Scan(&f.touched, &released, &doomed)
+	f := keep.ObjectFacts{Settled: c.settled}
+	err := tx.QueryRowContext(ctx, `SELECT touched, released, doomed FROM gc_objects WHERE key = ?`, c.key).Scan(&f.Touched, &released, &doomed)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, err
 	}
-	f.doomed, f.settled = doomed.Valid, max(f.settled, released)
-	if v := p.time.object(f); v != act {
+	f.Doomed, f.Settled = doomed.Valid, max(f.Settled, released)
+	if v := p.time.Object(f); v != keep.Act {
 		return v, nil
 	}
 	if q := kindInfo[k].ownedQuery; q != "" {
@@ -375,10 +377,10 @@ func (p *pass) doomTx(ctx context.Context, tx *sql.Tx, k objectKind, c sweepable
 		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			return 0, err
 		}
-		f.needed = err == nil
+		f.Needed = err == nil
 	}
-	v := p.time.object(f)
-	if v != act {
+	v := p.time.Object(f)
+	if v != keep.Act {
 		return v, nil
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO gc_objects(key, doomed) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET doomed = excluded.doomed`, c.key, p.s.now().Unix()); err != nil {
@@ -386,7 +388,7 @@ func (p *pass) doomTx(ctx context.Context, tx *sql.Tx, k objectKind, c sweepable
 	}
 	// The index forgets it now, before the bucket does: a crash leaves
 	// the index behind the bucket, and the mark makes the next pass finish.
-	return act, forgetTx(ctx, tx, c.key)
+	return keep.Act, forgetTx(ctx, tx, c.key)
 }
 
 // forgetTx drops an object's rows from the index.

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"openxet/store/keep"
 )
 
 // A pass's plan (gc.go): what it means to release and delete, decided by
-// the rules of keep.go over what its mark read. A dry run reports the plan
+// the rules of package store/keep over what its mark read. A dry run reports the plan
 // and stops; a pass executes it, applying each rule again, in each
 // batch's transaction, to what that transaction reads.
 
@@ -47,7 +49,7 @@ type gcPlan struct {
 type sweepable struct {
 	key     string
 	size    int64
-	settled int64 // as objectFacts.settled, from the mark and the plan
+	settled int64 // as keep.ObjectFacts.Settled, from the mark and the plan
 }
 
 // markAndPlan reads the mark (one snapshot), lists the bucket and plans.
@@ -144,12 +146,12 @@ func (p *pass) markIn(ctx context.Context, db queryer) error {
 // readShardXorbs reads the xorbs of the shards whose owners only they can
 // keep: those past their grace with an owner no retained file came
 // through.
-func (m *mark) readShardXorbs(ctx context.Context, db queryer, pt passTime) error {
+func (m *mark) readShardXorbs(ctx context.Context, db queryer, pt keep.Time) error {
 	for _, o := range m.shardOwners {
 		if _, ok := m.shardXorbs[o.shard]; ok {
 			continue
 		}
-		if pt.shardOwner(m.shardOwnerFacts(o, nil)) != act {
+		if pt.ShardOwner(m.shardOwnerFacts(o, nil)) != keep.Act {
 			continue // kept whatever it names
 		}
 		xs, err := queryStrings(ctx, db, `SELECT xorb FROM shard_xorbs WHERE shard = ?`, o.shard)
@@ -165,18 +167,18 @@ func (m *mark) readShardXorbs(ctx context.Context, db queryer, pt passTime) erro
 }
 
 // ownerFacts is what the mark knows of a xorb owner.
-func (m *mark) ownerFacts(o ownerRow) ownerFacts {
-	return ownerFacts{needed: m.need[o.tenant][o.xorb], dropped: m.dropped[[2]string{o.tenant, o.xorb}],
-		created: o.created, touched: m.touched[xorbKey(o.xorb)]}
+func (m *mark) ownerFacts(o ownerRow) keep.OwnerFacts {
+	return keep.OwnerFacts{Needed: m.need[o.tenant][o.xorb], Dropped: m.dropped[[2]string{o.tenant, o.xorb}],
+		Created: o.created, Touched: m.touched[xorbKey(o.xorb)]}
 }
 
 // shardOwnerFacts is what the mark knows of a shard owner, once the owners
 // in released are gone.
-func (m *mark) shardOwnerFacts(o shardOwnerRow, released map[[2]string]bool) shardOwnerFacts {
-	f := shardOwnerFacts{touched: m.touched[shardKey(o.shard)], epoch: m.epoch, hasFile: m.shardFiles[[2]string{o.tenant, o.shard}]}
+func (m *mark) shardOwnerFacts(o shardOwnerRow, released map[[2]string]bool) keep.ShardOwnerFacts {
+	f := keep.ShardOwnerFacts{Touched: m.touched[shardKey(o.shard)], Epoch: m.epoch, HasFile: m.shardFiles[[2]string{o.tenant, o.shard}]}
 	for _, x := range m.shardXorbs[o.shard] {
 		if m.owns(o.tenant, x) && !released[[2]string{o.tenant, x}] {
-			f.ownsXorb = true
+			f.OwnsXorb = true
 			break
 		}
 	}
@@ -186,13 +188,13 @@ func (m *mark) shardOwnerFacts(o shardOwnerRow, released map[[2]string]bool) sha
 // plan applies the rules to the mark and the listed objects: the owners it
 // releases, then the shard owners and the objects nobody needs once those
 // are released.
-func (m *mark) plan(pt passTime, listed [len(objectKinds)][]sweepable) gcPlan {
+func (m *mark) plan(pt keep.Time, listed [len(objectKinds)][]sweepable) gcPlan {
 	var pl gcPlan
 	for _, o := range m.owners {
-		switch pt.owner(m.ownerFacts(o)) {
-		case keepTouched:
+		switch pt.Owner(m.ownerFacts(o)) {
+		case keep.Touched:
 			pl.deferred++ // a candidate an upload or registration touched since T0
-		case act:
+		case keep.Act:
 			pl.owners = append(pl.owners, o)
 		}
 	}
@@ -221,7 +223,7 @@ func (m *mark) plan(pt passTime, listed [len(objectKinds)][]sweepable) gcPlan {
 		shardsLeft[s] = n
 	}
 	for _, o := range m.shardOwners {
-		if pt.shardOwner(m.shardOwnerFacts(o, released)) == act {
+		if pt.ShardOwner(m.shardOwnerFacts(o, released)) == keep.Act {
 			pl.shardOwners = append(pl.shardOwners, o)
 			shardsLeft[o.shard]--
 		}
@@ -229,10 +231,10 @@ func (m *mark) plan(pt passTime, listed [len(objectKinds)][]sweepable) gcPlan {
 	// What this pass releases waits out its grace from T0 (the time its
 	// releases record).
 	for _, o := range pl.owners {
-		m.released[xorbKey(o.xorb)] = max(m.released[xorbKey(o.xorb)], pt.t0)
+		m.released[xorbKey(o.xorb)] = max(m.released[xorbKey(o.xorb)], pt.T0)
 	}
 	for _, o := range pl.shardOwners {
-		m.released[shardKey(o.shard)] = max(m.released[shardKey(o.shard)], pt.t0)
+		m.released[shardKey(o.shard)] = max(m.released[shardKey(o.shard)], pt.T0)
 	}
 	for _, k := range objectKinds {
 		for _, c := range listed[k] {
@@ -247,11 +249,11 @@ func (m *mark) plan(pt passTime, listed [len(objectKinds)][]sweepable) gcPlan {
 				needed = m.blobs[name]
 			}
 			c.settled = max(m.released[c.key], c.settled, m.epoch)
-			switch pt.object(objectFacts{doomed: m.doomed[c.key], needed: needed, touched: m.touched[c.key], settled: c.settled}) {
-			case keepTouched, keepGrace:
+			switch pt.Object(keep.ObjectFacts{Doomed: m.doomed[c.key], Needed: needed, Touched: m.touched[c.key], Settled: c.settled}) {
+			case keep.Touched, keep.Grace:
 				pl.waiting++
 				pl.waitingBytes += c.size
-			case act:
+			case keep.Act:
 				pl.objects[k] = append(pl.objects[k], c)
 			}
 		}
