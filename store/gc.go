@@ -72,9 +72,12 @@ import (
 const DefaultGCGrace = 22 * 24 * time.Hour
 
 // DefaultGCLeaseTTL is how long the collector lease lasts without renewal.
-// A pass renews it at every batch; a crashed collector's lease expires
-// after this long and another process may collect.
-const DefaultGCLeaseTTL = 5 * time.Minute
+// A running pass renews it every third of that on a heartbeat of its own
+// (GCConfig.LeaseRenew), whatever its steps are doing (a mark of a large
+// index reads for longer than this), and again in every batch's
+// transaction; a crashed collector's lease expires at most this long after
+// its last heartbeat, and another process may collect then.
+const DefaultGCLeaseTTL = 30 * time.Second
 
 // OwnerGrace caps how long a xorb owner no retained file of its tenant
 // needs is kept after it was created (keep.OwnerGrace, the rule's).
@@ -103,6 +106,14 @@ type GCConfig struct {
 	// LeaseTTL is how long the lease lasts without renewal; 0 means
 	// DefaultGCLeaseTTL.
 	LeaseTTL time.Duration
+	// LeaseRenew is how often the pass's heartbeat renews the lease; 0
+	// means a third of LeaseTTL. It runs on the wall clock (a ticker);
+	// what it writes reads Config.Now.
+	LeaseRenew time.Duration
+	// Renewed, when set, is called after each renewal of the heartbeat
+	// with its error (nil: renewed; ErrCollectorBusy: the lease was gone
+	// and the pass stops). For tests.
+	Renewed func(error)
 	// Progress, when set, is told how far the pass is.
 	Progress Progress
 	// Hook, when set, is called between the steps of a pass with the
@@ -156,6 +167,9 @@ func (s *Store) collect(ctx context.Context, cfg GCConfig) (*pass, error) {
 	if cfg.LeaseTTL <= 0 {
 		cfg.LeaseTTL = DefaultGCLeaseTTL
 	}
+	if cfg.LeaseRenew <= 0 {
+		cfg.LeaseRenew = cfg.LeaseTTL / 3
+	}
 	if cfg.Progress == nil {
 		cfg.Progress = func(string, int, int) {}
 	}
@@ -201,13 +215,21 @@ func (p *pass) hook(step string) error {
 	return err
 }
 
-func (p *pass) run(ctx context.Context) error {
+func (p *pass) run(ctx context.Context) (err error) {
 	if p.cfg.DryRun {
 		p.t0 = p.s.now().Unix()
 	} else {
 		if err := p.lease(ctx, true); err != nil {
 			return err
 		}
+		var stop func()
+		ctx, stop = p.heartbeat(ctx)
+		defer func() {
+			stop()
+			if cause := context.Cause(ctx); err != nil && errors.Is(cause, ErrCollectorBusy) {
+				err = cause // the steps saw a cancelled context: say why
+			}
+		}()
 	}
 	p.time = keep.NewTime(p.t0, p.cfg.Grace)
 	steps := []struct {
@@ -241,6 +263,61 @@ func (p *pass) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// heartbeat renews the pass's lease every LeaseRenew until stop is called
+// (which waits for it), so that a pass keeps its lease however long a
+// step runs and a crashed one loses it within LeaseTTL. When it finds the
+// lease gone (another process took it after it expired: this process
+// stalled for longer than LeaseTTL), it cancels the returned context with
+// ErrCollectorBusy, so the pass stops; every step that acts checks the
+// lease in its own transaction anyway (inLeasedTx). A renewal the index
+// refuses (busy, unreachable) is tried again at the next beat.
+func (p *pass) heartbeat(ctx context.Context) (context.Context, func()) {
+	pctx, cancel := context.WithCancelCause(ctx)
+	hctx, stopBeat := context.WithCancel(pctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(p.cfg.LeaseRenew)
+		defer t.Stop()
+		for {
+			select {
+			case <-hctx.Done():
+				return
+			case <-t.C:
+			}
+			var renewed int64
+			err := p.s.inTx(hctx, func(tx *sql.Tx) error {
+				res, err := tx.ExecContext(hctx, `UPDATE gc_lease SET expires = ? WHERE id = 1 AND holder = ?`,
+					p.s.now().Add(p.cfg.LeaseTTL).Unix(), p.holder)
+				if err != nil {
+					return err
+				}
+				renewed, err = res.RowsAffected()
+				return err
+			})
+			if hctx.Err() != nil {
+				return // the pass is stopping: nothing was learnt
+			}
+			lost := err == nil && renewed == 0
+			if lost {
+				err = fmt.Errorf("%w: this pass's lease expired and another process took it", ErrCollectorBusy)
+				cancel(err)
+			}
+			if p.cfg.Renewed != nil {
+				p.cfg.Renewed(err)
+			}
+			if lost {
+				return
+			}
+		}
+	}()
+	return pctx, func() {
+		stopBeat()
+		<-done
+		cancel(nil)
+	}
 }
 
 // lease takes (first) or renews the collector lease. The first take reads
