@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -395,9 +396,14 @@ func (h *crashHarness) offlineCredential(tenant, scope string) string {
 	return v.Token
 }
 
-var crashDiffLine = regexp.MustCompile(`^(\S+) (\S+): index=(".*") bucket=(".*")$`)
+var crashDiffLine = regexp.MustCompile(`^(leftover )?(\S+) (\S+): index=(".*") bucket=(".*")$`)
 
-type crashDiff struct{ table, key, index, bucket string }
+// crashDiff is a line of reindex --check; leftover: marked as what an
+// interrupted write leaves.
+type crashDiff struct {
+	table, key, index, bucket string
+	leftover                  bool
+}
 
 // check runs `openxet reindex --check` against the live data directory.
 func (h *crashHarness) check() []crashDiff {
@@ -412,14 +418,15 @@ func (h *crashHarness) check() []crashDiff {
 		if m == nil {
 			continue
 		}
-		idx, err1 := strconv.Unquote(m[3])
-		bkt, err2 := strconv.Unquote(m[4])
+		idx, err1 := strconv.Unquote(m[4])
+		bkt, err2 := strconv.Unquote(m[5])
 		if err1 != nil || err2 != nil {
 			h.t.Fatalf("cannot read difference %q", line)
 		}
-		diffs = append(diffs, crashDiff{m[1], m[2], idx, bkt})
+		diffs = append(diffs, crashDiff{m[2], m[3], idx, bkt, m[1] != ""})
 	}
-	if (code == 1) != (len(diffs) > 0) {
+	mismatch := slices.ContainsFunc(diffs, func(d crashDiff) bool { return !d.leftover })
+	if (code == 1) != mismatch {
 		h.t.Fatalf("cycle %d: reindex --check exit %d with %d differences:\n%s%s", h.cycle, code, len(diffs), out, errOut)
 	}
 	return diffs
@@ -493,6 +500,9 @@ func (h *crashHarness) checkBeforeRetry() {
 			ok = inflight[d.key] && d.index == ""
 		}
 		h.bucketAhead++
+		if ok && !d.leftover {
+			h.t.Errorf("cycle %d: reindex --check calls a difference a request in flight at the kill explains a mismatch: %+v", h.cycle, d)
+		}
 		if !ok {
 			h.t.Errorf("cycle %d: reindex --check difference not explained by a request in flight at the kill: %+v", h.cycle, d)
 		}

@@ -216,6 +216,37 @@ func TestReindexCheckFindsTamperedCounter(t *testing.T) {
 	if len(diffs) != 2 || diffs[0].Table != "tenants" || diffs[0].Key != "bob" || diffs[1].Table != "files" {
 		t.Fatalf("differences %v", diffs)
 	}
+	// A counter above what the bucket backs is not what a crash leaves; a
+	// file row the index lacks is.
+	if diffs[0].Leftover() || !diffs[1].Leftover() {
+		t.Fatalf("leftover: tenants %v, files %v; want false, true", diffs[0].Leftover(), diffs[1].Leftover())
+	}
+}
+
+// TestDifferenceLeftover: what an interrupted write leaves (the bucket
+// ahead of the index) is a leftover; anything else is a mismatch.
+func TestDifferenceLeftover(t *testing.T) {
+	for _, tc := range []struct {
+		d    Difference
+		want bool
+	}{
+		{Difference{Table: "xorb_owners", Key: "x/alice", Bucket: "100", InBucket: true}, true},
+		{Difference{Table: "shard_owners", Key: "s/alice", InBucket: true}, true}, // its value is ""
+		{Difference{Table: "shard_owners", Key: "s/alice", InIndex: true}, false}, // the index ahead
+		{Difference{Table: "files", Key: "alice/f", Index: "10 …", InIndex: true}, false},
+		{Difference{Table: "xorbs", Key: "x", Index: "5 AA", Bucket: "5 AB", InIndex: true, InBucket: true}, false},
+		{Difference{Table: "dedup", Key: "c/alice", Bucket: "x", InBucket: true}, true},
+		{Difference{Table: "tenants", Key: "alice", Index: "100 quota=default limits=", Bucket: "300 quota=default limits=", InIndex: true, InBucket: true}, true},
+		{Difference{Table: "tenants", Key: "alice", Index: "300 quota=default limits=", Bucket: "100 quota=default limits=", InIndex: true, InBucket: true}, false},
+		{Difference{Table: "tenants", Key: "alice", Index: "100 quota=5 limits=", Bucket: "300 quota=default limits=", InIndex: true, InBucket: true}, false},
+		{Difference{Table: "tenants", Key: "alice", Bucket: "300 quota=default limits=", InBucket: true}, true},
+		{Difference{Table: "repos", Key: "alice/model/m", Bucket: "1 private 0", InBucket: true}, false},
+		{Difference{Table: "credentials", Key: "id", Bucket: "carol read …", InBucket: true}, false},
+	} {
+		if got := tc.d.Leftover(); got != tc.want {
+			t.Errorf("%v (in index %v, bucket %v): leftover %v, want %v", tc.d, tc.d.InIndex, tc.d.InBucket, got, tc.want)
+		}
+	}
 }
 
 func TestReindexRefusesWhileServed(t *testing.T) {
