@@ -70,6 +70,7 @@ type DB struct {
 	// lockDone.
 	lockHeld   atomic.Bool
 	lockLosses atomic.Uint64
+	unanswered atomic.Bool // the last CheckLock found the lock's session not answering
 	stopLock   context.CancelFunc
 	lockDone   chan struct{}
 

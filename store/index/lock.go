@@ -76,7 +76,23 @@ type pgLock struct {
 
 	mu   sync.Mutex
 	conn *sql.Conn // holds the lock; nil while it does not
+	// probe is the answer to the check query in flight on conn, nil when
+	// none is: a check that finds no answer within its timeout leaves the
+	// query running (cancelling it would end the session, and the lock
+	// with it) and the next check waits for the same answer.
+	probe chan probeAnswer
 }
+
+// probeAnswer is what the check query on the lock's session found.
+type probeAnswer struct {
+	held bool
+	err  error
+}
+
+// probeLimit bounds how long a check query may go unanswered before the
+// session is given up (closed) and the lock taken again on a new one: a
+// PostgreSQL that hangs for longer loses this process's lock session.
+const probeLimit = 30 * time.Second
 
 // Release unlocks before it closes: PostgreSQL drops a session's locks
 // only once its backend has seen the connection close, which can be after
@@ -127,6 +143,11 @@ const (
 	LockRetaken                  // its session was gone; held again on a new one
 	LockRefused                  // its session was gone; another holds a conflicting lock (a reindex)
 	LockFailed                   // its session was gone; PostgreSQL cannot be reached to take it again
+	// LockUnanswered: its session did not answer within the check's
+	// timeout (PostgreSQL hangs, or the network to it); the check query
+	// stays in flight, and the next check waits for its answer: a session
+	// that answers again still holds the lock, with nothing lost.
+	LockUnanswered
 )
 
 // check reports whether l still holds its lock: its session answers and
@@ -138,18 +159,23 @@ func (l *pgLock) check(ctx context.Context, timeout time.Duration) (LockState, e
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.conn != nil {
-		qctx, cancel := context.WithTimeout(ctx, timeout)
-		var held bool
-		err := l.conn.QueryRowContext(qctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
-			WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
-			AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1)`,
-			int64(uint64(l.key)>>32), int64(uint32(l.key))).Scan(&held)
-		cancel()
-		if err == nil && held {
-			return LockKept, nil
+		if l.probe == nil {
+			l.probe = make(chan probeAnswer, 1)
+			go l.ask(l.conn, l.probe)
 		}
-		if ctx.Err() != nil {
+		t := time.NewTimer(timeout)
+		defer t.Stop()
+		var a probeAnswer
+		select {
+		case a = <-l.probe:
+			l.probe = nil
+		case <-t.C:
+			return LockUnanswered, nil // the query stays in flight: the session may be fine
+		case <-ctx.Done():
 			return LockKept, ctx.Err() // stopping: nothing was learnt
+		}
+		if a.err == nil && a.held {
+			return LockKept, nil
 		}
 		l.conn.Close()
 		l.conn = nil
@@ -164,6 +190,20 @@ func (l *pgLock) check(ctx context.Context, timeout time.Duration) (LockState, e
 		return LockRefused, nil
 	}
 	return LockRetaken, nil
+}
+
+// ask runs the check query on conn, for at most probeLimit, and sends
+// its answer on out: whether the session still holds the lock, as
+// pg_locks lists it granted to the session's own backend.
+func (l *pgLock) ask(conn *sql.Conn, out chan<- probeAnswer) {
+	ctx, cancel := context.WithTimeout(context.Background(), probeLimit)
+	defer cancel()
+	var a probeAnswer
+	a.err = conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
+		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+		AND classid::bigint = $1 AND objid::bigint = $2 AND objsubid = 1)`,
+		int64(uint64(l.key)>>32), int64(uint32(l.key))).Scan(&a.held)
+	out <- a
 }
 
 func lockPostgres(ctx context.Context, loc string, exclusive bool) (Lock, error) {
@@ -219,7 +259,11 @@ func (d *DB) CheckLock(ctx context.Context) {
 		return
 	}
 	was := d.lockHeld.Load()
-	if state != LockKept && was {
+	// A session that went unanswered and then turned out gone is a loss
+	// too: held until it stopped answering.
+	held := was || d.unanswered.Load()
+	d.unanswered.Store(state == LockUnanswered)
+	if state != LockKept && state != LockUnanswered && held {
 		d.lockLosses.Add(1)
 		// The sessions of the pools most likely ended with the lock's (a
 		// restart ends them all): drop the idle ones, so that requests
@@ -231,6 +275,18 @@ func (d *DB) CheckLock(ctx context.Context) {
 	}
 	switch state {
 	case LockKept:
+		if !was {
+			d.log.Info("index lock: the session holding the shared lock on the index answers again, with the lock; writes resume", "index", l.loc)
+			d.lockHeld.Store(true)
+		}
+	case LockUnanswered:
+		// Writes would wait for a PostgreSQL that does not answer anyway;
+		// refused at once, they cannot commit beside a reindex that took
+		// the lock if the session did end. Its answer resumes them.
+		d.lockHeld.Store(false)
+		if was {
+			d.log.Warn("index lock: the session holding the shared lock on the index does not answer (PostgreSQL hangs, or the network to it); refusing writes (503) until it does", "index", l.loc)
+		}
 	case LockRetaken:
 		if was {
 			d.log.Warn("index lock: the session holding the shared lock on the index was lost (a PostgreSQL restart or a dropped connection); took it again", "index", l.loc)

@@ -12,6 +12,7 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"database/sql"
@@ -26,6 +27,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -228,6 +230,48 @@ func (s *Server) Resume() error {
 		return err
 	}
 	return s.waitReady()
+}
+
+// Freeze stops every process of the server (SIGSTOP: the postmaster, then
+// each backend and helper it forked, which PostgreSQL puts in sessions of
+// their own) without ending a session: PostgreSQL hangs, as a stalled
+// host or a paused VM does, until Thaw. Linux only (it reads /proc).
+func (s *Server) Freeze() error { return s.signalAll(syscall.SIGSTOP) }
+
+// Thaw resumes a server Freeze stopped; every session goes on where it was.
+func (s *Server) Thaw() error { return s.signalAll(syscall.SIGCONT) }
+
+// signalAll sends sig to the postmaster and to every process whose parent
+// it is.
+func (s *Server) signalAll(sig syscall.Signal) error {
+	pid := s.cmd.Process.Pid
+	if err := syscall.Kill(pid, sig); err != nil {
+		return err
+	}
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return err
+	}
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid …; comm may hold spaces and parentheses.
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(pid) {
+			continue
+		}
+		child, err := strconv.Atoi(strings.Fields(string(b))[0])
+		if err == nil {
+			syscall.Kill(child, sig)
+		}
+	}
+	return nil
 }
 
 // Close stops the server and removes its directory.
