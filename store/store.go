@@ -64,7 +64,6 @@ type Store struct {
 
 	cfg    Config
 	now    func() time.Time
-	busy   time.Duration
 	idx    *index.DB // the index's engine: pools, transactions, lock, checkpoints
 	db     *sql.DB   // idx.Reads()
 	wdb    *sql.DB   // idx.Writes()
@@ -97,15 +96,11 @@ func New(cfg Config) *Store {
 	if now == nil {
 		now = time.Now
 	}
-	busy := cfg.BusyTimeout
-	if busy <= 0 {
-		busy = DefaultBusyTimeout
-	}
 	log := cfg.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Store{cfg: cfg, now: now, busy: busy, pg: IsPostgres(cfg.IndexPath), log: log, layouts: newLayoutCache(4096)}
+	return &Store{cfg: cfg, now: now, pg: IsPostgres(cfg.IndexPath), log: log, layouts: newLayoutCache(4096)}
 }
 
 // Open opens (creating when absent) the index and the bucket and runs the
@@ -121,7 +116,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 // Open opens the index and the bucket; see the package function Open.
 func (s *Store) Open(ctx context.Context) error {
-	idx, err := index.Open(ctx, index.Config{Location: s.cfg.IndexPath, Busy: s.busy, LockCheck: s.cfg.LockCheck,
+	idx, err := index.Open(ctx, index.Config{Location: s.cfg.IndexPath, Busy: s.cfg.BusyTimeout, LockCheck: s.cfg.LockCheck,
 		CheckpointEvery: s.cfg.CheckpointEvery, Log: s.log, CheckpointsByHand: s.checkpointsByHand, LockHook: s.lockHook})
 	if err != nil {
 		return err
