@@ -81,6 +81,10 @@ type pgLock struct {
 	// query running (cancelling it would end the session, and the lock
 	// with it) and the next check waits for the same answer.
 	probe chan probeAnswer
+	// stopProbe ends the probe's query (and the session with it): Release
+	// calls it, so that closing does not wait for a PostgreSQL that hangs.
+	stopProbe context.CancelFunc
+	limit     time.Duration // how long a probe may go unanswered: probeLimit
 }
 
 // probeAnswer is what the check query on the lock's session found.
@@ -100,6 +104,9 @@ const probeLimit = 30 * time.Second
 func (l *pgLock) Release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.stopProbe != nil {
+		l.stopProbe()
+	}
 	if l.conn != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		l.conn.ExecContext(ctx, `SELECT pg_advisory_unlock_all()`)
@@ -160,15 +167,17 @@ func (l *pgLock) check(ctx context.Context, timeout time.Duration) (LockState, e
 	defer l.mu.Unlock()
 	if l.conn != nil {
 		if l.probe == nil {
-			l.probe = make(chan probeAnswer, 1)
-			go l.ask(l.conn, l.probe)
+			pctx, stop := context.WithTimeout(context.Background(), l.limit)
+			l.probe, l.stopProbe = make(chan probeAnswer, 1), stop
+			go l.ask(pctx, l.conn, l.probe)
 		}
 		t := time.NewTimer(timeout)
 		defer t.Stop()
 		var a probeAnswer
 		select {
 		case a = <-l.probe:
-			l.probe = nil
+			l.stopProbe()
+			l.probe, l.stopProbe = nil, nil
 		case <-t.C:
 			return LockUnanswered, nil // the query stays in flight: the session may be fine
 		case <-ctx.Done():
@@ -192,12 +201,11 @@ func (l *pgLock) check(ctx context.Context, timeout time.Duration) (LockState, e
 	return LockRetaken, nil
 }
 
-// ask runs the check query on conn, for at most probeLimit, and sends
-// its answer on out: whether the session still holds the lock, as
-// pg_locks lists it granted to the session's own backend.
-func (l *pgLock) ask(conn *sql.Conn, out chan<- probeAnswer) {
-	ctx, cancel := context.WithTimeout(context.Background(), probeLimit)
-	defer cancel()
+// ask runs the check query on conn under ctx (probeLimit, or until
+// Release stops it) and sends its answer on out: whether the session
+// still holds the lock, as pg_locks lists it granted to the session's own
+// backend.
+func (l *pgLock) ask(ctx context.Context, conn *sql.Conn, out chan<- probeAnswer) {
 	var a probeAnswer
 	a.err = conn.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks
 		WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
@@ -211,7 +219,7 @@ func lockPostgres(ctx context.Context, loc string, exclusive bool) (Lock, error)
 	if err != nil {
 		return nil, err
 	}
-	l := &pgLock{db: sql.OpenDB(stdlib.GetConnector(*cfg)), loc: Redact(loc), key: LockKey(schema, "index"), exclusive: exclusive}
+	l := &pgLock{db: sql.OpenDB(stdlib.GetConnector(*cfg)), loc: Redact(loc), key: LockKey(schema, "index"), exclusive: exclusive, limit: probeLimit}
 	ok, err := l.take(ctx)
 	if err != nil || !ok {
 		l.db.Close()
