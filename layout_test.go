@@ -8,7 +8,8 @@ import (
 )
 
 // TestLayout keeps the dependency rules of docs/design.md §1: imports
-// point one way (cli → server → hub → {limits, budget, store} → xet; hub
+// point one way (cli → server → hub → {limits, budget, store} → {xet,
+// gitobj}; only gitobj imports go-git; hub
 // never imports server; store → store/accounts → {store/index,
 // store/objects} → store/fault), only server and hub import echo, only cli
 // urfave/cli, only store, store/accounts and store/index (and their test
@@ -29,7 +30,8 @@ func TestLayout(t *testing.T) {
 		"turns":                  {},
 		"wirejson":               {},
 		"refusal":                {"openxet/wirejson"},
-		"store":                  {"openxet/xet", "openxet/store/keep", "openxet/store/accounts", "openxet/store/objects", "openxet/store/index", "openxet/store/fault"},
+		"gitobj":                 {}, // git's object model: pure, nothing of openxet
+		"store":                  {"openxet/xet", "openxet/gitobj", "openxet/store/keep", "openxet/store/accounts", "openxet/store/objects", "openxet/store/index", "openxet/store/fault"},
 		"store/keep":             {},                                                                      // the keep rule: pure, nothing of openxet
 		"store/ingest":           {"openxet/xet", "openxet/store/objects"},                                // never openxet/store: it stores through ingest.CAS
 		"store/accounts":         {"openxet/store/index", "openxet/store/objects", "openxet/store/fault"}, // never openxet/store: store → accounts
@@ -43,7 +45,7 @@ func TestLayout(t *testing.T) {
 		"admin":                  {},
 		"load":                   {"openxet/xet", "openxet/admin", "openxet/load/report"},
 		"load/report":            {},
-		"hub":                    {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/store/ingest", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
+		"hub":                    {"openxet/xet", "openxet/gitobj", "openxet/store", "openxet/store/accounts", "openxet/store/ingest", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
 		"server":                 {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/limits", "openxet/budget", "openxet/work", "openxet/turns", "openxet/refusal", "openxet/wirejson", "openxet/hub", "openxet/mirror"},
 		"server/servertest":      {"openxet/server", "openxet/store", "openxet/limits", "openxet/budget", "openxet/xet"},
 		"cli":                    {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin", "openxet/mirror", "openxet/mirror/upstream"},
@@ -63,6 +65,7 @@ func TestLayout(t *testing.T) {
 		"github.com/aws/":          {"store/objects", "store/s3test"},
 		"github.com/jackc/pgx":     {"store", "store/index", "store/pgtest"},
 		"go.yaml.in/yaml":          {"hub"},
+		"github.com/go-git/":       {"gitobj"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
 	if err != nil {

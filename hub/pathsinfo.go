@@ -100,6 +100,7 @@ func (h *Hub) pathsInfo(c echo.Context) error {
 	}
 	items := []map[string]any{}
 	var found []string
+	var dirs map[string]string
 	seen := map[string]bool{}
 	for _, p := range req.Paths {
 		p = strings.Trim(p, "/")
@@ -110,7 +111,10 @@ func (h *Hub) pathsInfo(c echo.Context) error {
 		if e, ok := cm.Entry(p); ok {
 			items = append(items, fileItem(e))
 		} else if isFolder(cm.Tree, p) {
-			items = append(items, dirItem(cm, p))
+			if dirs == nil {
+				dirs = treeIDs(cm)
+			}
+			items = append(items, dirItem(dirs, p))
 		} else {
 			continue
 		}

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"crypto/rand"
-	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"openxet/gitobj"
 	"openxet/refusal"
 	"openxet/store"
 
@@ -393,17 +393,10 @@ func (h *Hub) deleteRepo(c echo.Context) error {
 const hubTime = "2006-01-02T15:04:05.000Z"
 
 // lfsPointer is the git-lfs pointer text of a xet file.
-func lfsPointer(sha string, size int64) string {
-	return fmt.Sprintf("version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n", sha, size)
-}
+func lfsPointer(sha string, size int64) string { return string(gitobj.LFSPointer(sha, size)) }
 
 // gitBlobOID is git's blob id of content.
-func gitBlobOID(content []byte) string {
-	h := sha1.New()
-	fmt.Fprintf(h, "blob %d\x00", len(content))
-	h.Write(content)
-	return hex.EncodeToString(h.Sum(nil))
-}
+func gitBlobOID(content []byte) string { return gitobj.BlobID(content) }
 
 func (h *Hub) repoInfo(c echo.Context) error {
 	r, err := h.apiRepo(c, forRead)

@@ -2,8 +2,6 @@ package hub
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"net/http"
 	"path"
 	"sort"
@@ -20,10 +18,14 @@ func treeItems(cm store.Commit, dir string, recursive bool) []map[string]any {
 	dir = strings.Trim(dir, "/")
 	items := []map[string]any{}
 	seenDirs := map[string]bool{}
+	var dirs map[string]string
 	addDir := func(p string) {
 		if !seenDirs[p] {
 			seenDirs[p] = true
-			items = append(items, dirItem(cm, p))
+			if dirs == nil {
+				dirs = treeIDs(cm)
+			}
+			items = append(items, dirItem(dirs, p))
 		}
 	}
 	for _, e := range cm.Tree {
@@ -61,10 +63,20 @@ func fileItem(e store.TreeEntry) map[string]any {
 }
 
 // dirItem is a folder (derived from the paths under it) as the tree and
-// paths-info routes answer it.
-func dirItem(cm store.Commit, p string) map[string]any {
-	sum := sha1.Sum([]byte("tree:" + cm.SHA + ":" + p))
-	return map[string]any{"type": "directory", "path": p, "oid": hex.EncodeToString(sum[:]), "size": 0}
+// paths-info routes answer it: its oid is its git tree's (treeIDs).
+func dirItem(dirs map[string]string, p string) map[string]any {
+	return map[string]any{"type": "directory", "path": p, "oid": dirs[p], "size": 0}
+}
+
+// treeIDs is the git tree id of each folder of cm. A tree git cannot hold
+// (a commit kept from before commit ids were git's, whose paths git
+// refuses) has none, and its folders' oids are "".
+func treeIDs(cm store.Commit) map[string]string {
+	dirs, err := cm.TreeIDs()
+	if err != nil {
+		return map[string]string{}
+	}
+	return dirs
 }
 
 func (h *Hub) tree(c echo.Context) error {

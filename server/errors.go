@@ -311,6 +311,8 @@ func storeMeaning(err error) *apiError {
 		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another process is collecting; try again when its pass is done", Cause: err}
 	case errors.Is(err, store.ErrNotBranch):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "commit to, squash or delete a branch (main cannot be deleted); a tag can only be created or deleted", Cause: err}
+	case errors.Is(err, store.ErrBadTree):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "every path must be one git can hold: no empty, \".\", \"..\" or \".git\" component, no control character", Cause: err}
 	case errors.Is(err, store.ErrPathClash):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "a path is a file or a folder, not both: delete the file before adding files under its name, or the folder before adding a file of its name", Cause: err}
 	case errors.Is(err, store.ErrBadRefName):

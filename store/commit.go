@@ -8,8 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 	"sort"
 	"strings"
+
+	"openxet/gitobj"
 )
 
 // Commits. A commit is a list of changes applied to a branch's head: Commit
@@ -56,6 +59,9 @@ type NewCommit struct {
 	Parent               string
 	Summary, Description string
 	Changes              []Change
+	// Author is who makes the commit; none: the repo's tenant
+	// (TenantAuthor).
+	Author Person
 }
 
 // ErrEntryNotFound means a commit deletes a file or folder the branch's
@@ -82,9 +88,19 @@ func (s *Store) Commit(ctx context.Context, id RepoID, branch string, nc NewComm
 	if err := commitBranchName(branch); err != nil {
 		return Commit{}, err
 	}
-	for _, ch := range nc.Changes {
+	nc.Changes = slices.Clone(nc.Changes)
+	for i, ch := range nc.Changes {
 		if ch.Op < PutFile || ch.Op > DeleteFolder || ch.Path == "" {
 			return Commit{}, fmt.Errorf("commit to %s of %s: change %+v has no operation or path", branch, id, ch)
+		}
+		// The git blob id of a file is its LFS pointer's (a Xet file) or
+		// its content's, whatever the caller says.
+		switch {
+		case ch.Op != PutFile:
+		case ch.Entry.XetHash != "":
+			nc.Changes[i].Entry.GitOID = gitobj.BlobID(gitobj.LFSPointer(ch.Entry.SHA256, ch.Entry.SizeBytes))
+		case ch.Content != nil:
+			nc.Changes[i].Entry.GitOID = gitobj.BlobID(ch.Content)
 		}
 	}
 	// Against the head as it is, before anything is written. A head that
@@ -116,8 +132,13 @@ func (s *Store) Commit(ctx context.Context, id RepoID, branch string, nc NewComm
 		if err := checkNewTree(ctx, tx, id, head.Tree, tree, now.Unix()); err != nil {
 			return err
 		}
-		c = Commit{Parent: head.SHA, Summary: nc.Summary, Description: nc.Description, Created: now, Tree: tree}
-		c.SHA = commitSHA(c)
+		c = Commit{Parent: head.SHA, Summary: nc.Summary, Description: nc.Description, Created: now, Tree: tree, Author: nc.Author}
+		if c.Author == (Person{}) {
+			c.Author = TenantAuthor(id.Tenant)
+		}
+		if err := makeGitCommit(&c); err != nil {
+			return fmt.Errorf("commit to %s of %s: %w", branch, id, err)
+		}
 		// The commit record goes before the index has the commit: reindex
 		// never finds a head without its record.
 		rec, _ := json.Marshal(commitRecord{Repo: id, Commit: c})
@@ -184,6 +205,16 @@ func applyToHead(ctx context.Context, q queryer, id RepoID, branch string, nc Ne
 	}
 	if err != nil {
 		return Commit{}, nil, fmt.Errorf("ref %s: %w", branch, err)
+	}
+	if nc.Parent != "" && nc.Parent != sha && isCommitID(nc.Parent) {
+		// An id the head had before it had its git id names it too.
+		alias, err := aliasOf(ctx, q, id, nc.Parent)
+		if err != nil {
+			return Commit{}, nil, fmt.Errorf("parent %s: %w", nc.Parent, err)
+		}
+		if alias == sha {
+			nc.Parent = sha
+		}
 	}
 	if nc.Parent != "" && nc.Parent != sha {
 		return Commit{}, nil, fmt.Errorf("parent commit %s is not the head of %s (%s): %w", nc.Parent, branch, sha, ErrRefMoved)

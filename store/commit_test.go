@@ -113,7 +113,7 @@ func stateOf(tb testing.TB, s *Store) indexState {
 func regular(path, content string) Change {
 	sum := sha256.Sum256([]byte(content))
 	return Change{Op: PutFile, Path: path, Content: []byte(content),
-		Entry: TreeEntry{SizeBytes: int64(len(content)), SHA256: hex.EncodeToString(sum[:]), GitOID: "g-" + path}}
+		Entry: TreeEntry{SizeBytes: int64(len(content)), SHA256: hex.EncodeToString(sum[:]), GitOID: fakeOID("g-" + path)}}
 }
 
 // TestRefusedCommitWritesNothing: a commit refused for its branch, its

@@ -30,7 +30,7 @@ func newCopyFixture(t *testing.T) *copyFixture {
 	if _, err := fx.s.CreateRepoWith(ctx, fx.repo, "internal"); err != nil {
 		t.Fatal(err)
 	}
-	entry := TreeEntry{XetHash: fx.named.Hash.String(), SHA256: fx.named.SHA256.String(), SizeBytes: 20000, GitOID: "x"}
+	entry := TreeEntry{XetHash: fx.named.Hash.String(), SHA256: fx.named.SHA256.String(), SizeBytes: 20000, GitOID: fakeOID("x")}
 	if _, err := fx.s.Commit(ctx, fx.repo, "main", NewCommit{Summary: "w", Changes: []Change{{Op: PutFile, Path: "w.bin", Entry: entry}}}); err != nil {
 		t.Fatal(err)
 	}

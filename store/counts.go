@@ -8,7 +8,7 @@ import (
 )
 
 // indexTables are the index's tables, in the order Counts reports them.
-var indexTables = []string{"xorbs", "xorb_owners", "tenants", "shards", "shard_owners", "shard_xorbs", "files", "dedup", "credentials", "repos", "commits", "refs"}
+var indexTables = []string{"xorbs", "xorb_owners", "tenants", "shards", "shard_owners", "shard_xorbs", "files", "dedup", "credentials", "repos", "commits", "commit_aliases", "refs"}
 
 // Counts returns the number of rows of every index table, for checks that
 // a refused request changed nothing and for reindex reports.

@@ -127,7 +127,7 @@ func (r *repoRace) commitBlob(ref, path, content string) error {
 	if err := r.l.s.PutBlob(ctx, sum, []byte(content)); err != nil {
 		return err
 	}
-	return r.commitEntry(ref, TreeEntry{Path: path, SizeBytes: int64(len(content)), SHA256: sum, GitOID: "oid-" + path})
+	return r.commitEntry(ref, TreeEntry{Path: path, SizeBytes: int64(len(content)), SHA256: sum, GitOID: fakeOID("oid-" + path)})
 }
 
 // commitXet uploads a xet file and commits it at path.
@@ -135,7 +135,7 @@ func (r *repoRace) commitXet(ref, path string, seed uint64) error {
 	f := buildFile(chunkSet(seed))
 	r.l.upload(r.id.Tenant, f)
 	r.xet[f.hash().String()] = f
-	return r.commitEntry(ref, TreeEntry{Path: path, SizeBytes: int64(len(f.data)), XetHash: f.hash().String(), SHA256: f.info.SHA256.String(), GitOID: "oid-" + path})
+	return r.commitEntry(ref, TreeEntry{Path: path, SizeBytes: int64(len(f.data)), XetHash: f.hash().String(), SHA256: f.info.SHA256.String(), GitOID: fakeOID("oid-" + path)})
 }
 
 func (r *repoRace) commitEntry(ref string, e TreeEntry) error {
@@ -214,7 +214,7 @@ func testCommitOfACollectedBlob(t *testing.T, newLC func(testing.TB) *lc) {
 	if rep := l.collect(0); rep.DeletedBlobs != 1 {
 		t.Fatalf("pass %+v, want the unreferenced blob deleted", rep)
 	}
-	e := TreeEntry{Path: "a.txt", SizeBytes: int64(len(content)), SHA256: sum, GitOID: "oid"}
+	e := TreeEntry{Path: "a.txt", SizeBytes: int64(len(content)), SHA256: sum, GitOID: fakeOID("oid")}
 	if err := r.commitEntry("main", e); !errors.Is(err, ErrCollecting) {
 		t.Fatalf("commit naming a collected blob: %v, want ErrCollecting", err)
 	}

@@ -238,8 +238,10 @@ func (s *Store) SquashHistory(ctx context.Context, id RepoID, ref, message strin
 	if message == "" {
 		message = "Super-squash branch '" + ref + "'"
 	}
-	c := Commit{Summary: message, Created: s.now().UTC(), Tree: head.Tree}
-	c.SHA = commitSHA(c)
+	c := Commit{Summary: message, Created: s.now().UTC(), Tree: head.Tree, Author: TenantAuthor(id.Tenant)}
+	if err := makeGitCommit(&c); err != nil {
+		return Commit{}, err
+	}
 	refs[ref] = c.SHA
 	dropped, err := unreachableAfter(ctx, s.db, id, refs)
 	if err != nil {

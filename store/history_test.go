@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/sha1"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -75,7 +76,16 @@ func TestHistory(t *testing.T) {
 	if got[0].Summary != "commit 3" || got[0].Description != "body" || !got[0].Created.Equal(head.Created) || got[0].Tree != nil {
 		t.Errorf("History's newest commit: %+v; want commit 3, body, created %v, no tree", got[0], head.Created)
 	}
-	otherHead, _ := s.Resolve(ctx, other, "main")
+	// The other repo's first commit is this one's (same tree, author and
+	// second: git gives both one id); its second is its own.
+	otherFirst, _ := s.Resolve(ctx, other, "main")
+	if err := s.PutBlob(ctx, fmt.Sprintf("%064x", 99), []byte("other")); err != nil {
+		t.Fatal(err)
+	}
+	otherHead, err := commitTree(ctx, s, other, "main", otherFirst.SHA, "other's", "", []TreeEntry{{Path: "o", SizeBytes: 5, SHA256: fmt.Sprintf("%064x", 99), GitOID: fakeOID("other")}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, sha := range map[string]string{"unknown": fmt.Sprintf("%040x", 9), "another repo's": otherHead.SHA} {
 		if _, _, err := s.History(ctx, id, sha, 0, 10); !errors.Is(err, ErrNotFound) {
 			t.Errorf("History of an %s commit: %v; want ErrNotFound", name, err)
@@ -188,7 +198,7 @@ func commitRetexted(t *testing.T, ctx context.Context, s *Store, id RepoID, pare
 		other = append(other, fmt.Sprintf(`{"git_oid": %q, "sha256": %q, "size": %d, "path": %q}`, e.GitOID, e.SHA256, e.SizeBytes, e.Path))
 	}
 	c := Commit{Parent: parent, Summary: "c6", Created: created, Tree: entries}
-	c.SHA = commitSHA(c)
+	c.SHA = fmt.Sprintf("%x", sha1.Sum([]byte("c6 "+parent)))
 	if err := s.exec(ctx, `INSERT INTO commits(tenant, type, name, sha, parent, summary, description, created, tree) VALUES (?, ?, ?, ?, ?, ?, '', ?, ?)`,
 		id.Tenant, id.Type, id.Name, c.SHA, parent, "c6", c.Created.UnixNano(), []byte("[ "+strings.Join(other, ", ")+" ]")); err != nil {
 		t.Fatal(err)

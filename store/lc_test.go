@@ -312,7 +312,7 @@ func (l *lc) commit(id RepoID, ref string, files map[string]*tfile) Commit {
 			continue
 		}
 		changes = append(changes, Change{Op: PutFile, Path: p,
-			Entry: TreeEntry{SizeBytes: int64(len(f.data)), XetHash: f.hash().String(), SHA256: f.info.SHA256.String(), GitOID: "oid-" + p}})
+			Entry: TreeEntry{SizeBytes: int64(len(f.data)), XetHash: f.hash().String(), SHA256: f.info.SHA256.String(), GitOID: fakeOID("oid-" + p)}})
 	}
 	c, err := l.s.Commit(ctx, id, ref, NewCommit{Parent: head.SHA, Summary: "test", Changes: changes})
 	if err != nil {

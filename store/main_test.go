@@ -1,6 +1,7 @@
 package store
 
 import (
+	"crypto/sha1"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -60,3 +61,7 @@ func sqliteOnly(tb testing.TB) {
 		tb.Skip("tests SQLite's own files and locks (OPENXET_TEST_INDEX=postgres)")
 	}
 }
+
+// fakeOID is a git blob id for a test's file whose content no test reads:
+// the SHA-1 of s.
+func fakeOID(s string) string { return fmt.Sprintf("%x", sha1.Sum([]byte(s))) }

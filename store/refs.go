@@ -214,8 +214,9 @@ func unreachableAfter(ctx context.Context, q queryer, id RepoID, refs map[string
 }
 
 // dropUnreachable drops, in tx, the commits of id that no ref reaches any
-// more (after a ref moved or went) and returns them, for their records to
-// be deleted once tx commits (deleteCommitRecords).
+// more (after a ref moved or went) and returns them and the ids they had
+// before their git ids, for their records to be deleted once tx commits
+// (deleteCommitRecords: a record of format 1 is named by its old id).
 func dropUnreachable(ctx context.Context, tx *sql.Tx, id RepoID) (map[string]bool, error) {
 	refs, err := repoRefs(ctx, tx, id)
 	if err != nil {
@@ -225,14 +226,27 @@ func dropUnreachable(ctx context.Context, tx *sql.Tx, id RepoID) (map[string]boo
 	if err != nil {
 		return nil, err
 	}
+	for sha := range gone {
+		olds, err := commitAliases(ctx, tx, id, sha)
+		if err != nil {
+			return nil, err
+		}
+		for _, o := range olds {
+			gone[o] = true
+		}
+	}
 	return gone, dropCommits(ctx, tx, id, gone)
 }
 
-// dropCommits deletes commit rows of a repo (those no ref reaches any more).
+// dropCommits deletes commit rows of a repo (those no ref reaches any
+// more), with their aliases.
 func dropCommits(ctx context.Context, tx *sql.Tx, id RepoID, shas map[string]bool) error {
 	for sha := range shas {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`, id.Tenant, id.Type, id.Name, sha); err != nil {
 			return fmt.Errorf("drop commit %s: %w", sha, err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM commit_aliases WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`, id.Tenant, id.Type, id.Name, sha); err != nil {
+			return fmt.Errorf("drop aliases of commit %s: %w", sha, err)
 		}
 	}
 	return nil

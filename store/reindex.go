@@ -370,7 +370,8 @@ var compared = []struct{ table, key, value, liveWhere string }{
 	{"repos", "tenant || '/' || type || '/' || name", "CAST(private AS TEXT) || ' ' || visibility || ' ' || gated", ""},
 	{"refs", "tenant || '/' || type || '/' || name || '@' || ref", "commit_sha", ""},
 	{"repo_moves", "tenant || '/' || type || '/' || name", "moved_to", ""},
-	{"commits", "tenant || '/' || type || '/' || name || '@' || sha", "parent || ' ' || hex(tree)", ""},
+	{"commits", "tenant || '/' || type || '/' || name || '@' || sha", "parent || ' ' || hex(tree) || ' ' || COALESCE(hex(object), '')", ""},
+	{"commit_aliases", "tenant || '/' || type || '/' || name || '@' || old_sha", "sha", ""},
 	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(CAST(revoked AS TEXT), '')", ""},
 	{"deployment", "'marker'", "id", ""}, // deployment.go
 }

@@ -68,6 +68,14 @@ func (b *builder) lifecycle() error {
 		return err
 	}
 	defer tx.Rollback()
+	// The records of format 1 commits get their git ids (gitcommit.go),
+	// as the live index's did when it was first opened.
+	if _, err := upgradeCommitIDs(b.ctx, tx); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(b.ctx, `DELETE FROM upgrades WHERE name = 'git-commit-ids'`); err != nil {
+		return err
+	}
 	if err := b.dropUnreachableCommits(tx); err != nil {
 		return err
 	}

@@ -39,7 +39,7 @@ func TestReposListsOneTenantsReposOfOneType(t *testing.T) {
 	if err := s.PutBlob(ctx, "s", []byte("x")); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.Commit(ctx, a, "main", NewCommit{Parent: head.SHA, Summary: "add", Changes: []Change{{Op: PutFile, Path: "x", Entry: TreeEntry{SizeBytes: 1, SHA256: "s", GitOID: "g"}}}})
+	c, err := s.Commit(ctx, a, "main", NewCommit{Parent: head.SHA, Summary: "add", Changes: []Change{{Op: PutFile, Path: "x", Entry: TreeEntry{SizeBytes: 1, SHA256: "s", GitOID: fakeOID("g")}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,10 +1,9 @@
 package store
 
 import (
+	"cmp"
 	"context"
-	"crypto/sha1"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,6 +109,14 @@ type Commit struct {
 	Description string      `json:"description,omitempty"`
 	Created     time.Time   `json:"created"`
 	Tree        []TreeEntry `json:"tree"`
+	// Author made the commit (its git author and committer); "" in a
+	// record of format 1 (gitcommit.go).
+	Author Person `json:"author,omitzero"`
+	// Object is the body of the commit's git object, whose id is SHA; nil
+	// for a mirrored commit (the upstream's) and in a record of format 1.
+	Object []byte `json:"git_object,omitempty"`
+	// Aliases are the ids the commit had before it had its git id.
+	Aliases []string `json:"aliases,omitempty"`
 }
 
 // Entry returns the tree entry at path.
@@ -134,16 +141,6 @@ type refRecord struct {
 }
 
 // commitSHA derives a commit id from its content.
-func commitSHA(c Commit) string {
-	h := sha1.New()
-	b, _ := json.Marshal(struct {
-		Parent, Summary, Description string
-		Created                      int64
-		Tree                         []TreeEntry
-	}{c.Parent, c.Summary, c.Description, c.Created.UnixNano(), c.Tree})
-	h.Write(b)
-	return hex.EncodeToString(h.Sum(nil))
-}
 
 // CreateRepo makes a repo with an initial commit on main whose tree is
 // initial (none: an empty tree). Only regular files may be in it, whose
@@ -188,8 +185,10 @@ func (s *Store) createRepo(ctx context.Context, id RepoID, visibility string, pr
 		}
 		blobs = append(blobs, "blobs/"+e.SHA256)
 	}
-	c := Commit{Summary: "initial commit", Created: now, Tree: tree}
-	c.SHA = commitSHA(c)
+	c := Commit{Summary: "initial commit", Created: now, Tree: tree, Author: TenantAuthor(id.Tenant)}
+	if err := makeGitCommit(&c); err != nil {
+		return Repo{}, fmt.Errorf("create repo %s: %w", id, err)
+	}
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		// The name is taken in the transaction, and the bucket's records
 		// are written while it holds the name: of creators racing for one
@@ -270,12 +269,12 @@ func insertRepoRow(ctx context.Context, tx *sql.Tx, r Repo) (int64, error) {
 
 func insertCommit(ctx context.Context, tx *sql.Tx, id RepoID, c Commit) error {
 	tree, _ := json.Marshal(c.Tree)
-	_, err := tx.ExecContext(ctx, `INSERT INTO commits(tenant, type, name, sha, parent, summary, description, created, tree) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		id.Tenant, id.Type, id.Name, c.SHA, c.Parent, c.Summary, c.Description, c.Created.UnixNano(), tree)
+	_, err := tx.ExecContext(ctx, `INSERT INTO commits(tenant, type, name, sha, parent, summary, description, created, tree, object) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		id.Tenant, id.Type, id.Name, c.SHA, c.Parent, c.Summary, c.Description, c.Created.UnixNano(), tree, c.Object)
 	if err != nil {
 		return fmt.Errorf("index commit %s: %w", c.SHA, err)
 	}
-	return nil
+	return insertAliases(ctx, tx, id, c.SHA, c.Aliases...)
 }
 
 // Repo returns a repo's record, or ErrNotFound.
@@ -333,17 +332,31 @@ func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, err
 		if err != nil {
 			return Commit{}, fmt.Errorf("revision %s: %w", rev, dbErr(err))
 		}
+		if len(found) == 0 {
+			// Or one of the ids commits had before their git ids.
+			found, err = queryStrings(ctx, s.db, `SELECT sha FROM commit_aliases WHERE tenant = ? AND type = ? AND name = ? AND old_sha >= ? AND old_sha < ? LIMIT 2`,
+				id.Tenant, id.Type, id.Name, rev, rev+"g")
+			if err != nil {
+				return Commit{}, fmt.Errorf("revision %s: %w", rev, dbErr(err))
+			}
+		}
 		if len(found) == 1 {
 			sha = found[0]
 		}
+	} else if isCommitID(rev) {
+		alias, err := aliasOf(ctx, s.db, id, rev)
+		if err != nil {
+			return Commit{}, fmt.Errorf("revision %s: %w", rev, dbErr(err))
+		}
+		sha = cmp.Or(alias, rev)
 	}
 	var (
 		c       Commit
 		created int64
 		tree    []byte
 	)
-	err = s.queryRow(ctx, `SELECT sha, parent, summary, description, created, tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`,
-		id.Tenant, id.Type, id.Name, sha).Scan(&c.SHA, &c.Parent, &c.Summary, &c.Description, &created, &tree)
+	err = s.queryRow(ctx, `SELECT sha, parent, summary, description, created, tree, object FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`,
+		id.Tenant, id.Type, id.Name, sha).Scan(&c.SHA, &c.Parent, &c.Summary, &c.Description, &created, &tree, &c.Object)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Commit{}, fmt.Errorf("revision %s of %s: %w", rev, id, ErrNotFound)
 	}
@@ -354,6 +367,7 @@ func (s *Store) Resolve(ctx context.Context, id RepoID, rev string) (Commit, err
 	if err := json.Unmarshal(tree, &c.Tree); err != nil {
 		return Commit{}, fmt.Errorf("tree of %s: %w", sha, err)
 	}
+	readAuthor(&c)
 	return c, nil
 }
 
@@ -403,7 +417,7 @@ func (s *Store) DeleteRepo(ctx context.Context, id RepoID) error {
 			return nil
 		},
 		index: func(ctx context.Context, tx *sql.Tx) error {
-			for _, t := range []string{"repos", "refs", "commits"} {
+			for _, t := range []string{"repos", "refs", "commits", "commit_aliases"} {
 				if _, err := tx.ExecContext(ctx, `DELETE FROM `+t+` WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name); err != nil {
 					return err
 				}

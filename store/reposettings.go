@@ -105,7 +105,19 @@ func (s *Store) HistoryFiles(ctx context.Context, id RepoID) ([]FileCopy, error)
 
 func (s *Store) history(ctx context.Context, id RepoID) (repoHistory, error) {
 	h := repoHistory{refs: map[string]string{}}
-	rows, err := s.query(ctx, `SELECT sha, parent, summary, description, created, tree FROM commits WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name)
+	aliases := map[string][]string{}
+	err := eachRow(ctx, s.db, `SELECT old_sha, sha FROM commit_aliases WHERE tenant = ? AND type = ? AND name = ? ORDER BY old_sha`, func(r *sql.Rows) error {
+		var old, sha string
+		if err := r.Scan(&old, &sha); err != nil {
+			return err
+		}
+		aliases[sha] = append(aliases[sha], old)
+		return nil
+	}, id.Tenant, id.Type, id.Name)
+	if err != nil {
+		return h, fmt.Errorf("commit aliases of %s: %w", id, dbErr(err))
+	}
+	rows, err := s.query(ctx, `SELECT sha, parent, summary, description, created, tree, object FROM commits WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name)
 	if err != nil {
 		return h, fmt.Errorf("commits of %s: %w", id, err)
 	}
@@ -116,10 +128,12 @@ func (s *Store) history(ctx context.Context, id RepoID) (repoHistory, error) {
 			created int64
 			tree    []byte
 		)
-		if err := rows.Scan(&c.SHA, &c.Parent, &c.Summary, &c.Description, &created, &tree); err != nil {
+		if err := rows.Scan(&c.SHA, &c.Parent, &c.Summary, &c.Description, &created, &tree, &c.Object); err != nil {
 			return h, fmt.Errorf("commits of %s: %w", id, dbErr(err))
 		}
 		c.Created = time.Unix(0, created).UTC()
+		c.Aliases = aliases[c.SHA]
+		readAuthor(&c)
 		if err := json.Unmarshal(tree, &c.Tree); err != nil {
 			return h, fmt.Errorf("tree of %s: %w", c.SHA, err)
 		}
@@ -296,7 +310,7 @@ func (s *Store) MoveRepo(ctx context.Context, from, to RepoID) (Repo, error) {
 		if err := deleteMove(ctx, tx, to); err != nil {
 			return err
 		}
-		for _, t := range []string{"repos", "commits", "refs"} {
+		for _, t := range []string{"repos", "commits", "refs", "commit_aliases"} {
 			res, err := tx.ExecContext(ctx, `UPDATE `+t+` SET name = ? WHERE tenant = ? AND type = ? AND name = ?`, to.Name, from.Tenant, from.Type, from.Name)
 			if err != nil {
 				return fmt.Errorf("move %s: %w", t, err)

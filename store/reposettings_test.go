@@ -54,7 +54,7 @@ func newMovesFixture(t *testing.T) *movesFixture {
 	}
 	m.f = putFile(t, s, "alice", -1, chunksOf(7, 3, 5000))
 	head, _ := s.Resolve(ctx, m.a, "main")
-	c1, err := commitTree(ctx, s, m.a, "main", head.SHA, "weights", "", []TreeEntry{{Path: "w.bin", SizeBytes: int64(m.f.Size()), XetHash: m.f.Hash.String(), SHA256: m.f.SHA256.String(), GitOID: "g"}})
+	c1, err := commitTree(ctx, s, m.a, "main", head.SHA, "weights", "", []TreeEntry{{Path: "w.bin", SizeBytes: int64(m.f.Size()), XetHash: m.f.Hash.String(), SHA256: m.f.SHA256.String(), GitOID: fakeOID("g")}})
 	if err != nil {
 		t.Fatal(err)
 	}

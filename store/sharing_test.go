@@ -22,7 +22,7 @@ func TestSharedFileIsOnlyWhatASharedRepoReferences(t *testing.T) {
 	if _, err := s.CreateRepoWith(ctx, r, "public"); err != nil {
 		t.Fatal(err)
 	}
-	entry := TreeEntry{XetHash: named.Hash.String(), SHA256: named.SHA256.String(), SizeBytes: 12000, GitOID: "x"}
+	entry := TreeEntry{XetHash: named.Hash.String(), SHA256: named.SHA256.String(), SizeBytes: 12000, GitOID: fakeOID("x")}
 	first, err := s.Commit(ctx, r, "main", NewCommit{Summary: "w", Changes: []Change{{Op: PutFile, Path: "w.bin", Entry: entry}}})
 	if err != nil {
 		t.Fatal(err)

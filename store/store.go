@@ -141,6 +141,9 @@ func (s *Store) Open(ctx context.Context) error {
 	if err := s.openDeployment(ctx); err != nil {
 		return fail(err)
 	}
+	if err := s.runUpgrades(ctx); err != nil {
+		return fail(fmt.Errorf("upgrade the index: %w", err))
+	}
 	return nil
 }
 

@@ -151,7 +151,7 @@ func populate(tb testing.TB, s *Store) {
 	if err := s.PutBlob(ctx, "x", []byte("hi")); err != nil {
 		tb.Fatal(err)
 	}
-	if _, err := s.Commit(ctx, r.RepoID, "main", NewCommit{Parent: head.SHA, Summary: "add", Changes: []Change{{Op: PutFile, Path: "a.txt", Entry: TreeEntry{SizeBytes: 2, SHA256: "x", GitOID: "y"}}}}); err != nil {
+	if _, err := s.Commit(ctx, r.RepoID, "main", NewCommit{Parent: head.SHA, Summary: "add", Changes: []Change{{Op: PutFile, Path: "a.txt", Entry: TreeEntry{SizeBytes: 2, SHA256: "x", GitOID: fakeOID("y")}}}}); err != nil {
 		tb.Fatal(err)
 	}
 }

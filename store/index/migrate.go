@@ -179,6 +179,23 @@ CREATE TABLE repo_moves (
 	moved_to TEXT NOT NULL,
 	PRIMARY KEY (tenant, type, name)
 ) WITHOUT ROWID;`,
+	// 8 (git, issue 48): a commit's id is its git commit object's
+	// (store/gitcommit.go). object is that object's body (NULL for a
+	// mirrored commit, whose object is the upstream's, and for a commit of
+	// the older format not upgraded yet); commit_aliases maps the ids
+	// commits had before to the new ones; upgrades lists the upgrades the
+	// store still has to make in Go at its next open (store.Open).
+	`ALTER TABLE commits ADD COLUMN object BLOB;
+CREATE TABLE commit_aliases (
+	tenant  TEXT NOT NULL,
+	type    TEXT NOT NULL,
+	name    TEXT NOT NULL,
+	old_sha TEXT NOT NULL,
+	sha     TEXT NOT NULL,
+	PRIMARY KEY (tenant, type, name, old_sha)
+) WITHOUT ROWID;
+CREATE TABLE upgrades (name TEXT PRIMARY KEY);
+INSERT INTO upgrades(name) VALUES ('git-commit-ids');`,
 }
 
 // SchemaVersion is the newest schema version: the number of migrations.
