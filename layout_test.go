@@ -30,7 +30,8 @@ func TestLayout(t *testing.T) {
 		"turns":                  {},
 		"wirejson":               {},
 		"refusal":                {"openxet/wirejson"},
-		"gitobj":                 {}, // git's object model: pure, nothing of openxet
+		"gitobj":                 {},                 // git's object model: pure, nothing of openxet
+		"gitserve":               {"openxet/gitobj"}, // git's protocols for one repo: no store, no HTTP routes
 		"store":                  {"openxet/xet", "openxet/gitobj", "openxet/store/keep", "openxet/store/accounts", "openxet/store/objects", "openxet/store/index", "openxet/store/fault"},
 		"store/keep":             {},                                                                      // the keep rule: pure, nothing of openxet
 		"store/ingest":           {"openxet/xet", "openxet/store/objects"},                                // never openxet/store: it stores through ingest.CAS
@@ -45,7 +46,7 @@ func TestLayout(t *testing.T) {
 		"admin":                  {},
 		"load":                   {"openxet/xet", "openxet/admin", "openxet/load/report"},
 		"load/report":            {},
-		"hub":                    {"openxet/xet", "openxet/gitobj", "openxet/store", "openxet/store/accounts", "openxet/store/ingest", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
+		"hub":                    {"openxet/xet", "openxet/gitobj", "openxet/gitserve", "openxet/store", "openxet/store/accounts", "openxet/store/ingest", "openxet/limits", "openxet/budget", "openxet/work", "openxet/refusal"},
 		"server":                 {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/limits", "openxet/budget", "openxet/work", "openxet/turns", "openxet/refusal", "openxet/wirejson", "openxet/hub", "openxet/mirror"},
 		"server/servertest":      {"openxet/server", "openxet/store", "openxet/limits", "openxet/budget", "openxet/xet"},
 		"cli":                    {"openxet/xet", "openxet/store", "openxet/store/accounts", "openxet/limits", "openxet/budget", "openxet/work", "openxet/server", "openxet/load", "openxet/admin", "openxet/mirror", "openxet/mirror/upstream"},
@@ -65,7 +66,7 @@ func TestLayout(t *testing.T) {
 		"github.com/aws/":          {"store/objects", "store/s3test"},
 		"github.com/jackc/pgx":     {"store", "store/index", "store/pgtest"},
 		"go.yaml.in/yaml":          {"hub"},
-		"github.com/go-git/":       {"gitobj"},
+		"github.com/go-git/":       {"gitobj", "gitserve"},
 	}
 	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}}{{range .Imports}} {{.}}{{end}}`, "./...").Output()
 	if err != nil {

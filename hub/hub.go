@@ -167,6 +167,7 @@ func New(cfg Config) (*Hub, error) {
 // Mount adds the Hub's routes to e.
 func (h *Hub) Mount(e *echo.Echo) {
 	h.repoRoutes(e)
+	h.gitRoutes(e)
 	h.lifecycleRoutes(e)
 	h.pathRoutes(e)
 	h.readRoutes(e)

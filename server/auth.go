@@ -319,14 +319,28 @@ func parseSharedRepoKey(k string) (store.RepoID, bool) {
 	return store.RepoID{Type: parts[0], Tenant: parts[1], Name: parts[2]}, true
 }
 
-// bearer returns the token of an Authorization: Bearer header.
+// bearer returns the token of an Authorization header: Bearer, or Basic
+// with the token as the password and any user name (what git's credential
+// helpers and git-lfs send; `hf auth login --add-to-git-credential` stores
+// the token so).
 func bearer(h string) (string, bool) {
 	scheme, tok, ok := strings.Cut(h, " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
+	if !ok {
 		return "", false
 	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
+	switch {
+	case strings.EqualFold(scheme, "Bearer"):
+		tok = strings.TrimSpace(tok)
+		return tok, tok != ""
+	case strings.EqualFold(scheme, "Basic"):
+		raw, err := base64.StdEncoding.DecodeString(strings.TrimSpace(tok))
+		if err != nil {
+			return "", false
+		}
+		_, pass, ok := strings.Cut(string(raw), ":")
+		return pass, ok && pass != ""
+	}
+	return "", false
 }
 
 // authenticate resolves a bearer token to an identity.

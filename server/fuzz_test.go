@@ -41,6 +41,9 @@ func FuzzAuthenticate(f *testing.F) {
 		}
 		issued[tok] = want{id, c.tenant, strings.Join(cred.Scopes, ",")}
 		f.Add("Bearer " + tok)
+		// git's credential helpers and git-lfs: the token as the Basic
+		// password, any user name.
+		f.Add("Basic " + base64.StdEncoding.EncodeToString([]byte("git:"+tok)))
 	}
 	revoked := e.credential("alice", "write")
 	revokedID, _, _ := parseTok(revoked)

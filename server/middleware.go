@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"openxet/hub"
 	"openxet/limits"
 
 	"openxet/store/accounts"
@@ -47,6 +48,11 @@ func (s *Server) guardRated(scope string, rated, urlToken bool) echo.MiddlewareF
 			}
 			if !ok {
 				err := refuse(errUnauthorized, "missing Authorization: Bearer token")
+				if s.hub.IsGitPath(c.Request().URL.Path) {
+					// git asks its credential helper only after a
+					// challenge.
+					c.Response().Header().Set("WWW-Authenticate", hub.GitRealm)
+				}
 				if s.hub.NamesRepo(c.Request().URL.Path) {
 					// As the Hub answers for a repo it will not show:
 					// huggingface_hub maps it to RepositoryNotFoundError.
@@ -59,6 +65,9 @@ func (s *Server) guardRated(scope string, rated, urlToken bool) echo.MiddlewareF
 			id, err := s.authenticate(c.Request().Context(), tok)
 			if err != nil {
 				if errors.Is(err, errUnauthorized) {
+					if s.hub.IsGitPath(c.Request().URL.Path) {
+						c.Response().Header().Set("WWW-Authenticate", hub.GitRealm)
+					}
 					return s.authFailed(attempt, err)
 				}
 				attempt.Refund() // not the client's failure

@@ -1,0 +1,249 @@
+package hub
+
+import (
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"openxet/gitserve"
+	"openxet/refusal"
+	"openxet/store"
+)
+
+// Git over smart HTTP (docs/design.md §14, docs/git.md) on the repo URLs
+// the Hub uses: /{ns}/{name}[.git], /datasets/…, /spaces/…. The route
+// fixes the service (info/refs takes it from ?service=, one of exactly
+// two); access is decided once, by repoID as for every API route, before
+// the first protocol byte; the protocol is package gitserve's.
+
+const (
+	// gitRequestBytes caps an upload-pack request body (wants and haves,
+	// decompressed): a fetch of a long history sends haves in rounds of a
+	// few hundred lines.
+	gitRequestBytes = 16 << 20
+	// gitPackMemory is what one pack request reserves from the memory
+	// budget: the trees, commits and pointers of what it walks are held
+	// while it streams (regular files' blobs are read one at a time).
+	gitPackMemory = 32 << 20
+	// gitBlobBytes caps one regular file read into a pack.
+	gitBlobBytes = 64 << 20
+	// GitRealm is the realm of the Basic challenge of a git route: git asks
+	// its credential helper for a token only after a 401 that has one.
+	GitRealm = `Basic realm="openxet"`
+)
+
+func (h *Hub) gitRoutes(e *echo.Echo) {
+	public, write := h.cfg.GuardPublic(), h.cfg.Guard("write")
+	for _, p := range []string{"", "/datasets", "/spaces"} {
+		e.GET(p+"/:ns/:repo/info/refs", h.gitInfoRefs, public)
+		e.POST(p+"/:ns/:repo/git-upload-pack", h.gitUploadPack, public)
+		e.POST(p+"/:ns/:repo/git-receive-pack", h.gitReceivePack, write)
+	}
+}
+
+// IsGitPath reports whether p is a git route's path, whose 401 answers
+// carry the Basic challenge (GitRealm).
+func (h *Hub) IsGitPath(p string) bool {
+	return strings.HasSuffix(p, "/info/refs") || strings.HasSuffix(p, "/git-upload-pack") || strings.HasSuffix(p, "/git-receive-pack")
+}
+
+// gitRepo reads the repo of a git route for acc. A refusal to a caller
+// without a token carries the Basic challenge.
+func (h *Hub) gitRepo(c echo.Context, acc access) (store.RepoID, error) {
+	name := strings.TrimSuffix(c.Param("repo"), ".git")
+	c.SetParamNames("ns", "name")
+	c.SetParamValues(c.Param("ns"), name)
+	r, err := h.repoID(c, repoTypeOfPath(c.Request().URL.Path), acc)
+	var anon *AnonymousError
+	if errors.As(err, &anon) {
+		c.Response().Header().Set("WWW-Authenticate", GitRealm)
+	}
+	if err != nil {
+		return r, err
+	}
+	if h.mirrored(r) {
+		return r, refusal.Wrap(refusal.ErrForbidden, "%s is mirrored from an upstream hub, whose git objects openxet does not keep yet; download it with hf download or clone it from the upstream", h.shown(r))
+	}
+	return r, nil
+}
+
+func (h *Hub) gitInfoRefs(c echo.Context) error {
+	svc := c.QueryParam("service")
+	acc := forRead
+	switch svc {
+	case gitserve.UploadPack:
+	case gitserve.ReceivePack:
+		acc = forWrite
+	default:
+		return refusal.Wrap(refusal.ErrNotFound, "info/refs serves ?service=git-upload-pack or git-receive-pack, not %q (openxet speaks git's smart HTTP only)", svc)
+	}
+	r, err := h.gitRepo(c, acc)
+	if err != nil {
+		return err
+	}
+	if svc == gitserve.ReceivePack {
+		return pushNotServed()
+	}
+	release, err := h.cfg.Reserve(c, gitPackMemory)
+	if err != nil {
+		return err
+	}
+	defer release()
+	hdr := c.Response().Header()
+	hdr.Set("Content-Type", "application/x-"+svc+"-advertisement")
+	hdr.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
+	return h.gitStream(c, func(w io.Writer) error {
+		return gitserve.Advertise(c.Request().Context(), w, h.gitSource(r), svc, c.Request().Header.Get("Git-Protocol"))
+	})
+}
+
+func (h *Hub) gitUploadPack(c echo.Context) error {
+	r, err := h.gitRepo(c, forRead)
+	if err != nil {
+		return err
+	}
+	body, err := gitRequestBody(c, gitserve.UploadPack)
+	if err != nil {
+		return err
+	}
+	release, err := h.cfg.Reserve(c, gitPackMemory)
+	if err != nil {
+		return err
+	}
+	defer release()
+	hdr := c.Response().Header()
+	hdr.Set("Content-Type", "application/x-git-upload-pack-result")
+	hdr.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
+	return h.gitStream(c, func(w io.Writer) error {
+		return gitserve.ServeUploadPack(c.Request().Context(), body, w, h.gitSource(r), c.Request().Header.Get("Git-Protocol"))
+	})
+}
+
+func (h *Hub) gitReceivePack(c echo.Context) error {
+	if _, err := h.gitRepo(c, forWrite); err != nil {
+		return err
+	}
+	return pushNotServed()
+}
+
+// pushNotServed refuses git push, which openxet does not take yet.
+func pushNotServed() error {
+	return refusal.Wrap(refusal.ErrForbidden, "git push is not served yet: commit with huggingface_hub (upload_folder, create_commit) or the hf CLI")
+}
+
+// gitRequestBody is a pack request's body, decompressed when the client
+// sent it gzip-encoded, capped at gitRequestBytes; a content type other
+// than the service's request type is refused.
+func gitRequestBody(c echo.Context, svc string) (io.Reader, error) {
+	if ct := c.Request().Header.Get("Content-Type"); ct != "application/x-"+svc+"-request" {
+		return nil, badRequest("a %s request has Content-Type application/x-%s-request, not %q", svc, svc, ct)
+	}
+	var body io.Reader = http.MaxBytesReader(c.Response(), c.Request().Body, gitRequestBytes)
+	switch enc := c.Request().Header.Get("Content-Encoding"); enc {
+	case "", "identity":
+	case "gzip":
+		zr, err := gzip.NewReader(body)
+		if err != nil {
+			return nil, badRequest("the gzip-encoded request body does not decode: %v", err)
+		}
+		body = io.LimitReader(zr, gitRequestBytes)
+	default:
+		return nil, badRequest("Content-Encoding %q is not served (gzip or none)", enc)
+	}
+	return body, nil
+}
+
+// gitStream runs serve on the response. An error before the first byte is
+// answered as any error is; after it, the status is sent and the error
+// can only end the stream (git reports the broken pack), and is logged.
+func (h *Hub) gitStream(c echo.Context, serve func(w io.Writer) error) error {
+	sw := &startedWriter{c: c}
+	err := serve(sw)
+	if err == nil && !sw.started {
+		c.Response().WriteHeader(http.StatusOK)
+	}
+	if err != nil && sw.started {
+		c.Logger().Errorf("git %s: %v", c.Request().URL.Path, err)
+		return nil
+	}
+	return err
+}
+
+// startedWriter writes to the response, sending its header with the first
+// byte.
+type startedWriter struct {
+	c       echo.Context
+	started bool
+}
+
+func (w *startedWriter) Write(p []byte) (int, error) {
+	if !w.started {
+		w.started = true
+		w.c.Response().WriteHeader(http.StatusOK)
+	}
+	n, err := w.c.Response().Write(p)
+	w.c.Response().Flush()
+	return n, err
+}
+
+// gitSource is repo r as gitserve reads it.
+func (h *Hub) gitSource(r store.RepoID) gitserve.Source { return gitSource{h.store, r} }
+
+type gitSource struct {
+	s *store.Store
+	r store.RepoID
+}
+
+func (g gitSource) Refs(ctx context.Context) (map[string]string, error) {
+	refs, err := g.s.Refs(ctx, g.r)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(refs))
+	for _, ref := range refs {
+		switch {
+		case ref.Tag:
+			out["refs/tags/"+ref.Name] = ref.Commit
+		case strings.HasPrefix(ref.Name, "refs/"):
+			out[ref.Name] = ref.Commit
+		default:
+			out["refs/heads/"+ref.Name] = ref.Commit
+		}
+	}
+	return out, nil
+}
+
+func (g gitSource) Commit(ctx context.Context, id string) (gitserve.Commit, error) {
+	cm, err := g.s.Resolve(ctx, g.r, id)
+	if errors.Is(err, store.ErrNotFound) || err == nil && cm.SHA != id {
+		// Not this repo's, or an old id (an alias), which git cannot use.
+		return gitserve.Commit{}, gitserve.ErrNotFound
+	}
+	if err != nil {
+		return gitserve.Commit{}, err
+	}
+	out := gitserve.Commit{Object: cm.Object, Files: make([]gitserve.File, len(cm.Tree))}
+	for i, e := range cm.Tree {
+		out.Files[i] = gitserve.File{Path: e.Path, Blob: e.GitOID, SHA256: e.SHA256, Size: e.SizeBytes, Pointer: e.XetHash != ""}
+	}
+	return out, nil
+}
+
+func (g gitSource) Blob(ctx context.Context, sha256 string) ([]byte, error) {
+	f, err := g.s.OpenBlob(ctx, sha256)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, gitBlobBytes+1))
+	if err == nil && len(b) > gitBlobBytes {
+		err = fmt.Errorf("blob %s is over %d bytes", sha256, gitBlobBytes)
+	}
+	return b, err
+}

@@ -1,0 +1,170 @@
+package hub_test
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"openxet/gitobj"
+	"openxet/server"
+)
+
+// runGit runs the git binary in dir, without a terminal to ask on and
+// without any configuration of the machine's.
+func runGit(t *testing.T, dir string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=")
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+func mustGit(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := runGit(t, dir, args...)
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func basic(token string) string {
+	return "Authorization: Basic " + base64.StdEncoding.EncodeToString([]byte("anyone:"+token))
+}
+
+// TestGitCloneIsTheAPIsRepo: stock git clones a repo over smart HTTP (the
+// Hub's URL, with and without .git, a dataset's under /datasets/), and
+// what it gets is what the API shows: HEAD is model_info's sha, a folder's
+// tree is the tree route's oid, a regular file its bytes, a Xet file its
+// LFS pointer; a private repo clones with a token as the Basic password.
+func TestGitCloneIsTheAPIsRepo(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git binary (.ci/run installs it)")
+	}
+	e := newEnv(t, func(c *server.Config) { c.AnonymousReads = true })
+	alice := e.Credential("alice", "write")
+	e.createRepoJSON(alice, `{"name":"pub","visibility":"public"}`)
+	e.createRepoJSON(alice, `{"name":"priv","private":true}`)
+	e.createRepoJSON(alice, `{"name":"data","type":"dataset","private":true}`)
+	xetLine, content := e.xetFileLine(alice, "weights/model.safetensors", 7)
+	for _, repo := range []string{"alice/pub", "alice/priv"} {
+		if r := e.commitLines(alice, repo, regularFileLine("weights/config.json", []byte(`{"a": 1}`)), xetLine); r.Status != 200 {
+			t.Fatalf("commit to %s: %d %s", repo, r.Status, r.Body)
+		}
+	}
+	u, _ := url.Parse(e.URL)
+	withToken := "http://git:" + alice + "@" + u.Host
+	for _, tc := range []struct{ name, url, apiRepo string }{
+		{"public, anonymous", e.URL + "/alice/pub", "models/alice/pub"},
+		{"public, .git", e.URL + "/alice/pub.git", "models/alice/pub"},
+		{"private, token", withToken + "/alice/priv", "models/alice/priv"},
+		{"dataset", withToken + "/datasets/alice/data.git", "datasets/alice/data"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mustGit(t, dir, "clone", "-q", tc.url, "c")
+			work := filepath.Join(dir, "c")
+			var info struct{ SHA string }
+			json.Unmarshal(e.Do("GET", "/api/"+tc.apiRepo, alice, nil).Body, &info)
+			if head := mustGit(t, work, "rev-parse", "HEAD"); head != info.SHA || head == "" {
+				t.Fatalf("HEAD %s, the API's sha %s", head, info.SHA)
+			}
+			mustGit(t, work, "fsck", "--strict")
+			if tc.apiRepo == "datasets/alice/data" {
+				return
+			}
+			if b, _ := os.ReadFile(filepath.Join(work, "weights", "config.json")); string(b) != `{"a": 1}` {
+				t.Errorf("config.json: %q", b)
+			}
+			sum := sha256.Sum256(content)
+			if b, _ := os.ReadFile(filepath.Join(work, "weights", "model.safetensors")); string(b) != string(gitobj.LFSPointer(hex.EncodeToString(sum[:]), int64(len(content)))) {
+				t.Errorf("model.safetensors is not its LFS pointer: %q", b)
+			}
+			var items []map[string]any
+			json.Unmarshal(e.Do("GET", "/api/"+tc.apiRepo+"/tree/main", alice, nil).Body, &items)
+			for _, it := range items {
+				if want := mustGit(t, work, "rev-parse", "HEAD:"+it["path"].(string)); it["oid"] != want {
+					t.Errorf("tree route's oid of %s: %v, git's %s", it["path"], it["oid"], want)
+				}
+			}
+		})
+	}
+	// Without a token a private repo asks for one (and git, with no
+	// helper and no terminal, gives up).
+	if out, err := runGit(t, t.TempDir(), "clone", "-q", e.URL+"/alice/priv", "c"); err == nil || !strings.Contains(out, "could not read Username") {
+		t.Errorf("anonymous clone of a private repo: %v, %s", err, out)
+	}
+}
+
+// TestGitAccess: the access matrix of the git routes. A caller without a
+// token who may not read gets 401 with the Basic challenge, for a missing
+// repo too; another tenant and a wrong repo 404 with a token; a wrong token
+// 401 with the challenge; the service is the route's (info/refs takes
+// exactly two); push answers that it is not served; a pack request of
+// another content type is refused. Nothing changes.
+func TestGitAccess(t *testing.T) {
+	e := newEnv(t, func(c *server.Config) { c.AnonymousReads = true })
+	alice, bob := e.Credential("alice", "write"), e.Credential("bob", "write")
+	e.createRepoJSON(alice, `{"name":"priv","private":true}`)
+	e.createRepoJSON(alice, `{"name":"pub","visibility":"public"}`)
+	refs := "/info/refs?service=git-upload-pack"
+	before := mustHead(t, e, alice, "alice/priv")
+	for _, c := range []struct {
+		name, path string
+		headers    []string
+		status     int
+		challenge  bool
+	}{
+		{"owner, Basic", "/alice/priv" + refs, []string{basic(alice)}, 200, false},
+		{"owner, Bearer", "/alice/priv.git" + refs, []string{"Authorization: Bearer " + alice}, 200, false},
+		{"anonymous, private", "/alice/priv" + refs, nil, 401, true},
+		{"anonymous, missing", "/alice/nothing" + refs, nil, 401, true},
+		{"anonymous, public", "/alice/pub" + refs, nil, 200, false},
+		{"other tenant", "/alice/priv" + refs, []string{basic(bob)}, 404, false},
+		{"owner, missing", "/alice/nothing" + refs, []string{basic(alice)}, 404, false},
+		{"wrong token", "/alice/priv" + refs, []string{basic("hf_oxt_notatoken")}, 401, true},
+		{"empty password", "/alice/priv" + refs, []string{basic("")}, 401, true},
+		{"no service", "/alice/priv/info/refs", []string{basic(alice)}, 404, false},
+		{"other service", "/alice/priv/info/refs?service=git-upload-archive", []string{basic(alice)}, 404, false},
+		{"push, owner", "/alice/priv/info/refs?service=git-receive-pack", []string{basic(alice)}, 403, false},
+		{"push, anonymous", "/alice/pub/info/refs?service=git-receive-pack", nil, 401, true},
+		{"push, other tenant", "/alice/pub/info/refs?service=git-receive-pack", []string{basic(bob)}, 403, false},
+	} {
+		r := e.Do("GET", c.path, "", nil, c.headers...)
+		if r.Status != c.status || (r.Header.Get("WWW-Authenticate") == `Basic realm="openxet"`) != c.challenge {
+			t.Errorf("%s: %d, WWW-Authenticate %q; want %d, challenge %v (%s)", c.name, r.Status, r.Header.Get("WWW-Authenticate"), c.status, c.challenge, r.Body)
+		}
+		if c.status == 200 && r.Header.Get("Content-Type") != "application/x-git-upload-pack-advertisement" {
+			t.Errorf("%s: Content-Type %q", c.name, r.Header.Get("Content-Type"))
+		}
+	}
+	for _, c := range []struct {
+		name    string
+		headers []string
+		status  int
+	}{
+		{"anonymous", []string{"Content-Type: application/x-git-upload-pack-request"}, 401},
+		{"other tenant", []string{basic(bob), "Content-Type: application/x-git-upload-pack-request"}, 404},
+		{"wrong content type", []string{basic(alice), "Content-Type: application/json"}, 400},
+		{"bad gzip", []string{basic(alice), "Content-Type: application/x-git-upload-pack-request", "Content-Encoding: gzip"}, 400},
+	} {
+		if r := e.Do("POST", "/alice/priv/git-upload-pack", "", []byte("0000"), c.headers...); r.Status != c.status {
+			t.Errorf("upload-pack, %s: %d, want %d (%s)", c.name, r.Status, c.status, r.Body)
+		}
+	}
+	if r := e.Do("POST", "/alice/priv/git-receive-pack", "", []byte("0000"), basic(alice), "Content-Type: application/x-git-receive-pack-request"); r.Status != 403 || !strings.Contains(string(r.Body), "git push is not served yet") {
+		t.Errorf("receive-pack: %d %s", r.Status, r.Body)
+	}
+	if after := mustHead(t, e, alice, "alice/priv"); after != before {
+		t.Errorf("head moved from %s to %s", before, after)
+	}
+	e.IndexAgrees()
+}
