@@ -42,6 +42,7 @@ func TestLayout(t *testing.T) {
 		"store/pgtest":           {"openxet/testproc"},
 		"store/s3test":           {"openxet/testcert", "openxet/testproc"},
 		"testcert":               {},
+		"testgit":                {},
 		"testproc":               {"openxet/admin"},
 		"admin":                  {},
 		"load":                   {"openxet/xet", "openxet/admin", "openxet/load/report"},

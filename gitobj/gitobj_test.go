@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"openxet/testgit"
 )
 
 // gitRepo is a scratch repository of the git binary, the judge of every id
@@ -21,9 +22,7 @@ type gitRepo struct {
 
 func newGitRepo(t *testing.T) gitRepo {
 	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git binary (.ci/run installs it)")
-	}
+	testgit.Need(t, false)
 	r := gitRepo{t: t, dir: t.TempDir()}
 	r.run(nil, "init", "-q", "--bare", r.dir)
 	return r
@@ -32,8 +31,7 @@ func newGitRepo(t *testing.T) gitRepo {
 func (r gitRepo) run(stdin []byte, args ...string) string {
 	r.t.Helper()
 	cmd := exec.Command("git", args...)
-	cmd.Env = append(os.Environ(), "GIT_DIR="+r.dir, "GIT_INDEX_FILE="+filepath.Join(r.dir, "test-index"),
-		"GIT_CONFIG_NOSYSTEM=1", "HOME="+r.dir)
+	cmd.Env = testgit.Env(r.dir, "GIT_DIR="+r.dir, "GIT_INDEX_FILE="+filepath.Join(r.dir, "test-index"))
 	cmd.Stdin = bytes.NewReader(stdin)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
@@ -140,7 +138,7 @@ func TestCommitsAreGits(t *testing.T) {
 			args = append(args, "-p", parent)
 		}
 		cmd := exec.Command("git", args...)
-		cmd.Env = append(os.Environ(), "GIT_DIR="+g.dir, "GIT_CONFIG_NOSYSTEM=1", "HOME="+g.dir,
+		cmd.Env = testgit.Env(g.dir, "GIT_DIR="+g.dir,
 			"GIT_AUTHOR_NAME=Alice admin", "GIT_AUTHOR_EMAIL=alice@example.com",
 			"GIT_AUTHOR_DATE="+fmt.Sprint(c.Author.When.Unix())+" +0000",
 			"GIT_COMMITTER_NAME="+signature(c.Committer).Name, "GIT_COMMITTER_EMAIL="+c.Committer.Email,

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +18,7 @@ import (
 	"github.com/go-git/go-git/v6/plumbing"
 
 	"openxet/gitobj"
+	"openxet/testgit"
 )
 
 // memRepo is a Source of commits made here with gitobj.
@@ -123,21 +123,10 @@ func serve(t *testing.T, src Source) string {
 // git runs the git binary in dir.
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "GIT_TERMINAL_PROMPT=0", "GIT_LFS_SKIP_SMUDGE=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return testgit.Must(t, dir, testgit.Env(dir, "GIT_LFS_SKIP_SMUDGE=1"), args...)
 }
 
-func needGit(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git binary (.ci/run installs it)")
-	}
-}
+func needGit(t *testing.T) { testgit.Need(t, false) }
 
 // TestCloneWithStockGit: git clones (protocol v0 and v2, whole, shallow
 // and without blobs), fetches a new commit, and checks what it got with

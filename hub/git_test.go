@@ -7,33 +7,24 @@ import (
 	"encoding/json"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"openxet/gitobj"
 	"openxet/server"
+	"openxet/testgit"
 )
 
-// runGit runs the git binary in dir, without a terminal to ask on and
-// without any configuration of the machine's.
+// runGit runs the git binary in dir (testgit).
 func runGit(t *testing.T, dir string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "GIT_TERMINAL_PROMPT=0", "GIT_ASKPASS=", "SSH_ASKPASS=")
-	out, err := cmd.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
+	return testgit.Run(t, dir, nil, args...)
 }
 
 func mustGit(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	out, err := runGit(t, dir, args...)
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+	return testgit.Must(t, dir, nil, args...)
 }
 
 func basic(token string) string {
@@ -46,9 +37,7 @@ func basic(token string) string {
 // tree is the tree route's oid, a regular file its bytes, a Xet file its
 // LFS pointer; a private repo clones with a token as the Basic password.
 func TestGitCloneIsTheAPIsRepo(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("no git binary (.ci/run installs it)")
-	}
+	testgit.Need(t, false)
 	e := newEnv(t, func(c *server.Config) { c.AnonymousReads = true })
 	alice := e.Credential("alice", "write")
 	e.createRepoJSON(alice, `{"name":"pub","visibility":"public"}`)
