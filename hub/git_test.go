@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -156,4 +157,96 @@ func TestGitAccess(t *testing.T) {
 		t.Errorf("head moved from %s to %s", before, after)
 	}
 	e.IndexAgrees()
+}
+
+// TestGitLFSDownloads: with git-lfs installed, a clone gets the large
+// files' bytes (its smudge filter downloads them through the LFS batch
+// route), anonymously from a public repo and with the token from a private
+// one; GIT_LFS_SKIP_SMUDGE then git lfs pull --include gets one of them;
+// the object URL answers a Range with 206; a batch for an object the repo
+// does not have (another repo's, by oid) answers the LFS 404 error, and a
+// reader who may not read the repo gets what every route gives.
+func TestGitLFSDownloads(t *testing.T) {
+	testgit.Need(t, true)
+	e := newEnv(t, func(c *server.Config) { c.AnonymousReads = true })
+	alice, bob := e.Credential("alice", "write"), e.Credential("bob", "write")
+	e.createRepoJSON(alice, `{"name":"pub","visibility":"public"}`)
+	e.createRepoJSON(alice, `{"name":"priv","private":true}`)
+	weights, content := e.xetFileLine(alice, "model.safetensors", 11)
+	other, otherContent := e.xetFileLine(alice, "other.bin", 12)
+	if r := e.commitLines(alice, "alice/pub", weights); r.Status != 200 {
+		t.Fatal(r.Status, string(r.Body))
+	}
+	if r := e.commitLines(alice, "alice/priv", weights, other); r.Status != 200 {
+		t.Fatal(r.Status, string(r.Body))
+	}
+	u, _ := url.Parse(e.URL)
+	for _, tc := range []struct{ name, url string }{
+		{"public, anonymous", e.URL + "/alice/pub"},
+		{"private, token", "http://git:" + alice + "@" + u.Host + "/alice/priv.git"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mustGit(t, dir, "lfs", "install", "--skip-repo")
+			mustGit(t, dir, "clone", "-q", tc.url, "c")
+			if b, _ := os.ReadFile(filepath.Join(dir, "c", "model.safetensors")); string(b) != string(content) {
+				t.Errorf("model.safetensors after the clone: %d bytes, want the file's %d", len(b), len(content))
+			}
+		})
+	}
+	dir := t.TempDir()
+	mustGit(t, dir, "lfs", "install", "--skip-repo")
+	env := testgit.Env(dir, "GIT_LFS_SKIP_SMUDGE=1")
+	testgit.Must(t, dir, env, "clone", "-q", "http://git:"+alice+"@"+u.Host+"/alice/priv", "c")
+	work := filepath.Join(dir, "c")
+	testgit.Must(t, work, testgit.Env(dir), "lfs", "pull", "--include", "other.bin")
+	if b, _ := os.ReadFile(filepath.Join(work, "other.bin")); string(b) != string(otherContent) {
+		t.Errorf("other.bin after git lfs pull: %d bytes, want %d", len(b), len(otherContent))
+	}
+	if b, _ := os.ReadFile(filepath.Join(work, "model.safetensors")); !strings.HasPrefix(string(b), "version https://git-lfs") {
+		t.Errorf("model.safetensors was not to be pulled: %q", b[:min(len(b), 40)])
+	}
+
+	sum := sha256.Sum256(content)
+	oid := hex.EncodeToString(sum[:])
+	osum := sha256.Sum256(otherContent)
+	otherOID := hex.EncodeToString(osum[:])
+	r := e.Do("GET", "/alice/priv.git/info/lfs/objects/"+oid, alice, nil, "Range: bytes=10-19")
+	if r.Status != 206 || string(r.Body) != string(content[10:20]) {
+		t.Errorf("ranged object read: %d, %d bytes", r.Status, len(r.Body))
+	}
+	batch := func(repo, token, oid string, size int) response {
+		return e.Do("POST", "/"+repo+".git/info/lfs/objects/batch", token,
+			[]byte(`{"operation":"download","transfers":["basic"],"objects":[{"oid":"`+oid+`","size":`+strconv.Itoa(size)+`}]}`),
+			"Content-Type: application/vnd.git-lfs+json")
+	}
+	// other.bin is alice's, in priv only: pub does not find it by oid.
+	var ans struct {
+		Objects []struct {
+			Error   *struct{ Code int }
+			Actions map[string]any
+		}
+	}
+	json.Unmarshal(batch("alice/pub", alice, otherOID, len(otherContent)).Body, &ans)
+	if len(ans.Objects) != 1 || ans.Objects[0].Error == nil || ans.Objects[0].Error.Code != 404 || ans.Objects[0].Actions != nil {
+		t.Errorf("batch for another repo's object: %+v", ans)
+	}
+	if r := e.Do("GET", "/alice/pub.git/info/lfs/objects/"+otherOID, "", nil); r.Status != 404 {
+		t.Errorf("another repo's object by oid: %d", r.Status)
+	}
+	json.Unmarshal(batch("alice/pub", "", oid, len(content)+1).Body, &ans)
+	if len(ans.Objects) != 1 || ans.Objects[0].Error == nil || ans.Objects[0].Error.Code != 422 {
+		t.Errorf("batch with the wrong size: %+v", ans)
+	}
+	for _, c := range []struct {
+		name, token string
+		status      int
+	}{{"anonymous", "", 401}, {"other tenant", bob, 404}} {
+		if r := batch("alice/priv", c.token, oid, len(content)); r.Status != c.status {
+			t.Errorf("batch of a private repo, %s: %d, want %d", c.name, r.Status, c.status)
+		}
+		if r := e.Do("GET", "/alice/priv.git/info/lfs/objects/"+oid, c.token, nil); r.Status != c.status {
+			t.Errorf("object of a private repo, %s: %d, want %d", c.name, r.Status, c.status)
+		}
+	}
 }

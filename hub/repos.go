@@ -94,7 +94,9 @@ func (h *Hub) repoRoutes(e *echo.Echo) {
 	for _, p := range []string{"", "/datasets", "/spaces"} {
 		e.GET(p+"/:ns/:name/resolve/:rev/*", h.resolve, public)
 		e.HEAD(p+"/:ns/:name/resolve/:rev/*", h.resolve, public)
-		e.POST(p+"/:ns/:repo/info/lfs/objects/batch", h.lfsBatch, write)
+		e.POST(p+"/:ns/:repo/info/lfs/objects/batch", h.lfsBatch, public)
+		e.GET(p+"/:ns/:repo/info/lfs/objects/:oid", h.lfsDownload, public)
+		e.HEAD(p+"/:ns/:repo/info/lfs/objects/:oid", h.lfsDownload, public)
 		e.PUT(p+"/:ns/:repo/info/lfs/objects/:oid", h.lfsUpload, h.cfg.GuardURLToken("write"))
 	}
 }

@@ -260,15 +260,19 @@ func (h *Hub) xetToken(scope string) echo.HandlerFunc {
 	}
 }
 
-// lfsRepo reads the repo of a /{ns}/{name}.git/info/lfs/… route.
-func (h *Hub) lfsRepo(c echo.Context) (store.RepoID, error) {
+// lfsRepo reads the repo of a /{ns}/{name}.git/info/lfs/… route, to
+// write.
+func (h *Hub) lfsRepo(c echo.Context) (store.RepoID, error) { return h.lfsRepoFor(c, forWrite) }
+
+// lfsRepoFor reads the repo of an LFS route for acc.
+func (h *Hub) lfsRepoFor(c echo.Context, acc access) (store.RepoID, error) {
 	name, ok := strings.CutSuffix(c.Param("repo"), ".git")
 	if !ok {
 		return store.RepoID{}, refusal.Wrap(refusal.ErrNotFound, "no such route")
 	}
 	c.SetParamNames("ns", "name")
 	c.SetParamValues(c.Param("ns"), name)
-	return h.repoID(c, repoTypeOfPath(c.Request().URL.Path), forWrite)
+	return h.repoID(c, repoTypeOfPath(c.Request().URL.Path), acc)
 }
 
 // lfsBatch answers the git-lfs batch API as the Hub does. The transfer is
@@ -277,9 +281,12 @@ func (h *Hub) lfsRepo(c echo.Context) (store.RepoID, error) {
 // token), else "basic" (huggingface_hub without Xet or with a file object,
 // @huggingface/hub without useXet: objects get an upload URL that
 // lfsUpload serves). A request without "transfers" means basic, as in
-// git-lfs. Objects the tenant stored before get no action.
+// git-lfs. Objects the tenant stored before get no action. A download
+// (git lfs pull, the smudge filter of a clone) is lfsDownloadBatch's. The
+// caller must be able to read the repo before its body is read (404 and
+// 401 as on every route), and to write it for an upload.
 func (h *Hub) lfsBatch(c echo.Context) error {
-	r, err := h.lfsRepo(c)
+	r, err := h.lfsRepoFor(c, forRead)
 	if err != nil {
 		return err
 	}
@@ -288,10 +295,6 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 		return err
 	}
 	defer release()
-	type lfsObject struct {
-		OID  string `json:"oid"`
-		Size int64  `json:"size"`
-	}
 	var req struct {
 		Operation string
 		Objects   []lfsObject
@@ -323,8 +326,19 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 	if req.HashAlgo != "" && req.HashAlgo != "sha256" && req.HashAlgo != "sha_256" {
 		return badRequest("unsupported hash_algo %q", req.HashAlgo)
 	}
-	if req.Operation != "upload" {
-		return badRequest("only the upload operation is supported; download through Xet")
+	switch req.Operation {
+	case "download":
+		return h.lfsDownloadBatch(c, r, req.Objects)
+	case "upload":
+		if r, err = h.repoID(c, r.Type, forWrite); err != nil {
+			return err
+		}
+		if p := h.cfg.Principal(c); !(accounts.Credential{Scopes: p.Scopes}).Has(accounts.ScopeWrite) {
+			return refusal.Wrap(refusal.ErrForbidden, "this credential of tenant %s may read %s but not change it: it has scope %s, uploading needs write",
+				p.Tenant, h.shown(r), strings.Join(p.Scopes, ", "))
+		}
+	default:
+		return badRequest("operation %q is neither upload nor download", req.Operation)
 	}
 	transfer, err := pickTransfer(req.Transfers)
 	if err != nil {

@@ -145,8 +145,20 @@ func (s *Store) RefsTo(ctx context.Context, id RepoID, sha string) ([]string, er
 // names it (the first found) and its entry. ErrNotFound when no revision of
 // r has it.
 func (s *Store) EntryByHash(ctx context.Context, r RepoID, hash string) (string, TreeEntry, error) {
+	return s.entryWhere(ctx, r, xetHashNeedle(hash), func(e TreeEntry) bool { return e.XetHash == hash })
+}
+
+// EntryBySHA256 finds a Xet file of repo r by its SHA-256 (its LFS oid), as
+// EntryByHash finds one by its Xet hash.
+func (s *Store) EntryBySHA256(ctx context.Context, r RepoID, sha256 string) (string, TreeEntry, error) {
+	return s.entryWhere(ctx, r, []byte(`"sha256":"`+sha256+`"`), func(e TreeEntry) bool { return e.XetHash != "" && e.SHA256 == sha256 })
+}
+
+// entryWhere is the first entry that match takes of the trees of r's
+// commits that hold needle, and its commit.
+func (s *Store) entryWhere(ctx context.Context, r RepoID, needle []byte, match func(TreeEntry) bool) (string, TreeEntry, error) {
 	rows, err := s.query(ctx, `SELECT sha, tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND instr(tree, ?) > 0`,
-		r.Tenant, r.Type, r.Name, xetHashNeedle(hash))
+		r.Tenant, r.Type, r.Name, needle)
 	if err != nil {
 		return "", TreeEntry{}, fmt.Errorf("commits of %s: %w", r, err)
 	}
@@ -162,7 +174,7 @@ func (s *Store) EntryByHash(ctx context.Context, r RepoID, hash string) (string,
 			return "", TreeEntry{}, fmt.Errorf("tree of %s of %s: %w", sha, r, err)
 		}
 		for _, e := range entries {
-			if e.XetHash == hash {
+			if match(e) {
 				return sha, e, nil
 			}
 		}
@@ -170,7 +182,7 @@ func (s *Store) EntryByHash(ctx context.Context, r RepoID, hash string) (string,
 	if err := dbErr(rows.Err()); err != nil {
 		return "", TreeEntry{}, fmt.Errorf("commits of %s: %w", r, err)
 	}
-	return "", TreeEntry{}, fmt.Errorf("file %s in %s: %w", hash, r, ErrNotFound)
+	return "", TreeEntry{}, fmt.Errorf("file %s in %s: %w", needle, r, ErrNotFound)
 }
 
 // xetHashNeedle is the bytes a stored tree holds where an entry names the
