@@ -45,6 +45,33 @@ func LFSPointer(sha256 string, size int64) []byte {
 	return fmt.Appendf(nil, "version https://git-lfs.github.com/spec/v1\noid sha256:%s\nsize %d\n", sha256, size)
 }
 
+// ParsePointer reads a git-lfs pointer file in the form LFSPointer writes
+// (git-lfs's own): the SHA-256 (hex) and size of the file it stands for;
+// ok is false for anything else.
+func ParsePointer(b []byte) (sha256 string, size int64, ok bool) {
+	const head, oid = "version https://git-lfs.github.com/spec/v1\n", "oid sha256:"
+	if len(b) > 200 || !bytes.HasPrefix(b, []byte(head+oid)) {
+		return "", 0, false
+	}
+	rest := b[len(head)+len(oid):]
+	if len(rest) < 65 || rest[64] != '\n' {
+		return "", 0, false
+	}
+	sha256 = string(rest[:64])
+	for _, c := range rest[:64] {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return "", 0, false
+		}
+	}
+	if _, err := fmt.Sscanf(string(rest[65:]), "size %d\n", &size); err != nil || size < 0 {
+		return "", 0, false
+	}
+	if !bytes.Equal(b, LFSPointer(sha256, size)) {
+		return "", 0, false
+	}
+	return sha256, size, true
+}
+
 // File is one file of a flat tree: its path (folders separated by "/"),
 // and its blob's id.
 type File struct {

@@ -231,3 +231,30 @@ func FuzzBuildTrees(f *testing.F) {
 		}
 	})
 }
+
+func TestParsePointer(t *testing.T) {
+	sha := strings.Repeat("ab", 32)
+	if got, size, ok := ParsePointer(LFSPointer(sha, 1234)); !ok || got != sha || size != 1234 {
+		t.Errorf("ParsePointer(LFSPointer) = %s, %d, %v", got, size, ok)
+	}
+	for _, b := range []string{
+		"", "hello", string(LFSPointer(sha, 1)) + "extra", strings.Replace(string(LFSPointer(sha, 1)), "size 1", "size -1", 1),
+		strings.Replace(string(LFSPointer(sha, 1)), "size 1", "size 01", 1), strings.ToUpper(string(LFSPointer(sha, 1))),
+		strings.Replace(string(LFSPointer(sha, 1)), sha, sha[:63]+"g", 1),
+	} {
+		if _, _, ok := ParsePointer([]byte(b)); ok {
+			t.Errorf("ParsePointer(%q) took it", b)
+		}
+	}
+}
+
+func FuzzParsePointer(f *testing.F) {
+	f.Add(LFSPointer(strings.Repeat("0", 64), 7))
+	f.Add([]byte("version https://git-lfs.github.com/spec/v1\noid sha256:"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sha, size, ok := ParsePointer(b)
+		if ok && !bytes.Equal(LFSPointer(sha, size), b) {
+			t.Fatalf("%q read as %s, %d", b, sha, size)
+		}
+	})
+}

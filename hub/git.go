@@ -83,12 +83,15 @@ func (h *Hub) gitInfoRefs(c echo.Context) error {
 	default:
 		return refusal.Wrap(refusal.ErrNotFound, "info/refs serves ?service=git-upload-pack or git-receive-pack, not %q (openxet speaks git's smart HTTP only)", svc)
 	}
-	r, err := h.gitRepo(c, acc)
+	var r store.RepoID
+	var err error
+	if svc == gitserve.ReceivePack {
+		r, err = h.gitPushRepo(c)
+	} else {
+		r, err = h.gitRepo(c, acc)
+	}
 	if err != nil {
 		return err
-	}
-	if svc == gitserve.ReceivePack {
-		return pushNotServed()
 	}
 	release, err := h.cfg.Reserve(c, gitPackMemory)
 	if err != nil {
@@ -125,18 +128,6 @@ func (h *Hub) gitUploadPack(c echo.Context) error {
 	})
 }
 
-func (h *Hub) gitReceivePack(c echo.Context) error {
-	if _, err := h.gitRepo(c, forWrite); err != nil {
-		return err
-	}
-	return pushNotServed()
-}
-
-// pushNotServed refuses git push, which openxet does not take yet.
-func pushNotServed() error {
-	return refusal.Wrap(refusal.ErrForbidden, "git push is not served yet: commit with huggingface_hub (upload_folder, create_commit) or the hf CLI")
-}
-
 // gitRequestBody is a pack request's body, decompressed when the client
 // sent it gzip-encoded, capped at gitRequestBytes; a content type other
 // than the service's request type is refused.
@@ -161,7 +152,9 @@ func gitRequestBody(c echo.Context, svc string) (io.Reader, error) {
 
 // gitStream runs serve on the response. An error before the first byte is
 // answered as any error is; after it, the status is sent and the error
-// can only end the stream (git reports the broken pack), and is logged.
+// can only end the stream (git reports the broken pack, or the report
+// said what was refused), and is logged at INFO: a client's bad pack is
+// no fault of the server's.
 func (h *Hub) gitStream(c echo.Context, serve func(w io.Writer) error) error {
 	sw := &startedWriter{c: c}
 	err := serve(sw)
@@ -169,7 +162,7 @@ func (h *Hub) gitStream(c echo.Context, serve func(w io.Writer) error) error {
 		c.Response().WriteHeader(http.StatusOK)
 	}
 	if err != nil && sw.started {
-		c.Logger().Errorf("git %s: %v", c.Request().URL.Path, err)
+		c.Logger().Infof("git %s: %v", c.Request().URL.Path, err)
 		return nil
 	}
 	return err

@@ -98,11 +98,13 @@ func TestGitCloneIsTheAPIsRepo(t *testing.T) {
 // token who may not read gets 401 with the Basic challenge, for a missing
 // repo too; another tenant and a wrong repo 404 with a token; a wrong token
 // 401 with the challenge; the service is the route's (info/refs takes
-// exactly two); push answers that it is not served; a pack request of
-// another content type is refused. Nothing changes.
+// exactly two); a push needs a write token of the owner (403 for a read
+// token); a pack request of another content type is refused. Nothing
+// changes.
 func TestGitAccess(t *testing.T) {
 	e := newEnv(t, func(c *server.Config) { c.AnonymousReads = true })
 	alice, bob := e.Credential("alice", "write"), e.Credential("bob", "write")
+	aliceRead := e.Credential("alice", "read")
 	e.createRepoJSON(alice, `{"name":"priv","private":true}`)
 	e.createRepoJSON(alice, `{"name":"pub","visibility":"public"}`)
 	refs := "/info/refs?service=git-upload-pack"
@@ -124,7 +126,8 @@ func TestGitAccess(t *testing.T) {
 		{"empty password", "/alice/priv" + refs, []string{basic("")}, 401, true},
 		{"no service", "/alice/priv/info/refs", []string{basic(alice)}, 404, false},
 		{"other service", "/alice/priv/info/refs?service=git-upload-archive", []string{basic(alice)}, 404, false},
-		{"push, owner", "/alice/priv/info/refs?service=git-receive-pack", []string{basic(alice)}, 403, false},
+		{"push, owner", "/alice/priv/info/refs?service=git-receive-pack", []string{basic(alice)}, 200, false},
+		{"push, read token", "/alice/priv/info/refs?service=git-receive-pack", []string{basic(aliceRead)}, 403, false},
 		{"push, anonymous", "/alice/pub/info/refs?service=git-receive-pack", nil, 401, true},
 		{"push, other tenant", "/alice/pub/info/refs?service=git-receive-pack", []string{basic(bob)}, 403, false},
 	} {
@@ -132,7 +135,11 @@ func TestGitAccess(t *testing.T) {
 		if r.Status != c.status || (r.Header.Get("WWW-Authenticate") == `Basic realm="openxet"`) != c.challenge {
 			t.Errorf("%s: %d, WWW-Authenticate %q; want %d, challenge %v (%s)", c.name, r.Status, r.Header.Get("WWW-Authenticate"), c.status, c.challenge, r.Body)
 		}
-		if c.status == 200 && r.Header.Get("Content-Type") != "application/x-git-upload-pack-advertisement" {
+		svc := "git-upload-pack"
+		if strings.Contains(c.path, "receive-pack") {
+			svc = "git-receive-pack"
+		}
+		if c.status == 200 && r.Header.Get("Content-Type") != "application/x-"+svc+"-advertisement" {
 			t.Errorf("%s: Content-Type %q", c.name, r.Header.Get("Content-Type"))
 		}
 	}
@@ -150,8 +157,11 @@ func TestGitAccess(t *testing.T) {
 			t.Errorf("upload-pack, %s: %d, want %d (%s)", c.name, r.Status, c.status, r.Body)
 		}
 	}
-	if r := e.Do("POST", "/alice/priv/git-receive-pack", "", []byte("0000"), basic(alice), "Content-Type: application/x-git-receive-pack-request"); r.Status != 403 || !strings.Contains(string(r.Body), "git push is not served yet") {
-		t.Errorf("receive-pack: %d %s", r.Status, r.Body)
+	for name, tok := range map[string]string{"read token": aliceRead, "other tenant": bob} {
+		want := map[string]int{"read token": 403, "other tenant": 404}[name]
+		if r := e.Do("POST", "/alice/priv/git-receive-pack", "", []byte("0000"), basic(tok), "Content-Type: application/x-git-receive-pack-request"); r.Status != want {
+			t.Errorf("receive-pack, %s: %d %s, want %d", name, r.Status, r.Body, want)
+		}
 	}
 	if after := mustHead(t, e, alice, "alice/priv"); after != before {
 		t.Errorf("head moved from %s to %s", before, after)

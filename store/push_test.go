@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// TestPushMovesEveryRefOrNone: a push's updates apply in one transaction:
+// one stale ref, a branch moved to a commit that does not descend from
+// it, or a tag that exists refuses the whole push and leaves every ref
+// and the index as they were; a push that holds moves every ref, and
+// reindex rebuilds the same index from the records.
+func TestPushMovesEveryRefOrNone(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	id := RepoID{Tenant: "alice", Type: "model", Name: "m"}
+	if _, err := s.CreateRepo(ctx, id, false); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := s.Resolve(ctx, id, "main")
+	if err := s.CreateBranch(ctx, id, "dev", head); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CreateTag(ctx, id, "v1", head); err != nil {
+		t.Fatal(err)
+	}
+	content := []byte("pushed\n")
+	sha := "5d3c8b2b0f1d3a7c5e0b9f8a6d4c2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d"
+	mk := func(parent string, tree []TreeEntry, summary string, at time.Time) Commit {
+		c := Commit{Parent: parent, Summary: summary, Created: at, Tree: tree, Author: TenantAuthor("alice")}
+		if err := makeGitCommit(&c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	entry := TreeEntry{Path: "a.txt", SizeBytes: int64(len(content)), SHA256: sha, GitOID: fakeOID("pushed")}
+	at := time.Date(2026, 12, 7, 12, 0, 0, 0, time.UTC)
+	c1 := mk(head.SHA, append(append([]TreeEntry{}, head.Tree...), entry), "one", at)
+	root := mk("", []TreeEntry{entry}, "unrelated", at)
+	blobs := map[string][]byte{sha: content}
+	before := dump(t, s)
+	for name, c := range map[string]struct {
+		updates []PushUpdate
+		want    error
+	}{
+		"stale ref":          {[]PushUpdate{{Ref: "main", Old: head.SHA, New: c1.SHA, Commits: []Commit{c1}}, {Ref: "dev", Old: c1.SHA, New: c1.SHA}}, ErrRefMoved},
+		"not a fast-forward": {[]PushUpdate{{Ref: "dev", Old: head.SHA, New: c1.SHA, Commits: []Commit{c1}}, {Ref: "main", Old: head.SHA, New: root.SHA, Commits: []Commit{root}}}, ErrNotFastForward},
+		"tag exists":         {[]PushUpdate{{Ref: "main", Old: head.SHA, New: c1.SHA, Commits: []Commit{c1}}, {Ref: TagRef("v1"), Old: "", New: c1.SHA}}, ErrRefExists},
+	} {
+		if err := s.Push(ctx, id, c.updates, blobs); !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+		if got, err := s.Resolve(ctx, id, "main"); err != nil || got.SHA != head.SHA {
+			t.Errorf("%s: main is %s (%v), want %s", name, got.SHA, err, head.SHA)
+		}
+		if _, err := s.Resolve(ctx, id, c1.SHA); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s: the refused push's commit is in the index (%v)", name, err)
+		}
+	}
+	if after := dump(t, s); len(after["commits"]) != len(before["commits"]) || len(after["refs"]) != len(before["refs"]) {
+		t.Errorf("refused pushes changed the index: %d commits, %d refs (were %d, %d)", len(after["commits"]), len(after["refs"]), len(before["commits"]), len(before["refs"]))
+	}
+	if err := s.Push(ctx, id, []PushUpdate{{Ref: "main", Old: head.SHA, New: c1.SHA, Commits: []Commit{c1}}, {Ref: "dev", Old: head.SHA, New: c1.SHA}, {Ref: TagRef("v2"), New: c1.SHA}}, blobs); err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range []string{"main", "dev", "v2"} {
+		if got, err := s.Resolve(ctx, id, ref); err != nil || got.SHA != c1.SHA || string(got.Object) != string(c1.Object) {
+			t.Errorf("%s after the push: %s (%v)", ref, got.SHA, err)
+		}
+	}
+	checkReindexAgrees(t, s, dir)
+}
