@@ -160,16 +160,7 @@ func (s *repoStorer) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plum
 	f, ok := s.blobs[h]
 	s.mu.Unlock()
 	if ok && (t == plumbing.AnyObject || t == plumbing.BlobObject) {
-		body, err := s.src.Blob(s.ctx, f.SHA256)
-		if err != nil {
-			s.fail(fmt.Errorf("blob %s (%s): %w", h, f.Path, err))
-			return nil, plumbing.ErrObjectNotFound
-		}
-		if gitobj.BlobID(body) != h.String() {
-			s.fail(fmt.Errorf("blob of %s is not %s", f.Path, h))
-			return nil, plumbing.ErrObjectNotFound
-		}
-		return memoryObject(plumbing.BlobObject, body), nil
+		return &lazyBlob{s: s, h: h, f: f}, nil
 	}
 	if (t == plumbing.AnyObject || t == plumbing.CommitObject) && s.readCommit(h) {
 		return s.Storage.EncodedObject(t, h)
@@ -274,6 +265,37 @@ func (s *repoStorer) add(h plumbing.Hash, c Commit) error {
 	}
 	_, err = s.Storage.SetEncodedObject(memoryObject(plumbing.CommitObject, c.Object))
 	return err
+}
+
+// lazyBlob is a regular file's blob whose bytes are read from the Source
+// only when its reader is asked for: the pack's planning needs its type
+// and size, its writing the bytes, once.
+type lazyBlob struct {
+	s *repoStorer
+	h plumbing.Hash
+	f File
+}
+
+func (b *lazyBlob) Hash() plumbing.Hash         { return b.h }
+func (b *lazyBlob) Type() plumbing.ObjectType   { return plumbing.BlobObject }
+func (b *lazyBlob) SetType(plumbing.ObjectType) {}
+func (b *lazyBlob) Size() int64                 { return b.f.Size }
+func (b *lazyBlob) SetSize(int64)               {}
+func (b *lazyBlob) Writer() (io.WriteCloser, error) {
+	return nil, errors.New("gitserve: a blob is read only")
+}
+
+func (b *lazyBlob) Reader() (io.ReadCloser, error) {
+	body, err := b.s.src.Blob(b.s.ctx, b.f.SHA256)
+	if err == nil && gitobj.BlobID(body) != b.h.String() {
+		err = fmt.Errorf("its bytes are not blob %s", b.h)
+	}
+	if err != nil {
+		err = fmt.Errorf("blob %s (%s): %w", b.h, b.f.Path, err)
+		b.s.fail(err)
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(body)), nil
 }
 
 // memoryObject is an object of type t holding body.

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"bufio"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -157,7 +158,11 @@ func gitRequestBody(c echo.Context, svc string) (io.Reader, error) {
 // no fault of the server's.
 func (h *Hub) gitStream(c echo.Context, serve func(w io.Writer) error) error {
 	sw := &startedWriter{c: c}
-	err := serve(sw)
+	bw := bufio.NewWriterSize(sw, 64<<10)
+	err := serve(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
 	if err == nil && !sw.started {
 		c.Response().WriteHeader(http.StatusOK)
 	}
@@ -169,7 +174,8 @@ func (h *Hub) gitStream(c echo.Context, serve func(w io.Writer) error) error {
 }
 
 // startedWriter writes to the response, sending its header with the first
-// byte.
+// byte, and flushes each write (gitStream buffers them into 64 KiB ones:
+// git reads progress and the pack as they come).
 type startedWriter struct {
 	c       echo.Context
 	started bool
