@@ -73,15 +73,35 @@ func (s *Store) Push(ctx context.Context, id RepoID, updates []PushUpdate, blobs
 	if err := s.step("push checked"); err != nil {
 		return err
 	}
-	return s.inTx(ctx, func(tx *sql.Tx) error {
+	var written []string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		now := s.now().UTC().Unix()
 		for _, u := range updates {
 			if err := s.pushRef(ctx, tx, id, u, now); err != nil {
 				return err
 			}
 		}
+		// Every ref can move: their records go to the bucket while this
+		// transaction holds the refs, after every check (a refusal of the
+		// second ref must not leave the first one's record ahead).
+		written = written[:0]
+		for _, u := range updates {
+			written = append(written, u.Ref)
+			rr, _ := json.Marshal(refRecord{RepoID: id, Ref: u.Ref, Commit: u.New})
+			if _, err := s.writeObject(ctx, id.prefix()+"refs/"+HashName(u.Ref)+".json", rr, typeJSON, false); err != nil {
+				return fmt.Errorf("write ref %s: %w", u.Ref, err)
+			}
+		}
 		return nil
 	})
+	if err != nil {
+		// A bucket write that failed after others (or an index COMMIT that
+		// failed): put the records written back as the index has them.
+		for _, ref := range written {
+			s.repairRefRecord(context.WithoutCancel(ctx), id, ref)
+		}
+	}
+	return err
 }
 
 // pushRef applies one update in tx.
@@ -131,14 +151,7 @@ func (s *Store) pushRef(ctx context.Context, tx *sql.Tx, id RepoID, u PushUpdate
 			return fmt.Errorf("%s of %s: %.12s does not descend from %.12s: %w", u.Ref, id, u.New, u.Old, ErrNotFastForward)
 		}
 	}
-	if err := setRef(ctx, tx, id, u.Ref, u.New); err != nil {
-		return err
-	}
-	rr, _ := json.Marshal(refRecord{RepoID: id, Ref: u.Ref, Commit: u.New})
-	if _, err := s.writeObject(ctx, id.prefix()+"refs/"+HashName(u.Ref)+".json", rr, typeJSON, false); err != nil {
-		return fmt.Errorf("write ref %s: %w", u.Ref, err)
-	}
-	return nil
+	return setRef(ctx, tx, id, u.Ref, u.New)
 }
 
 // commitTreeTx is the tree of commit sha of repo id, in tx.

@@ -10,8 +10,9 @@ import (
 // TestPushMovesEveryRefOrNone: a push's updates apply in one transaction:
 // one stale ref, a branch moved to a commit that does not descend from
 // it, or a tag that exists refuses the whole push and leaves every ref
-// and the index as they were; a push that holds moves every ref, and
-// reindex rebuilds the same index from the records.
+// and the index as they were; so does a push that crashes before its
+// transaction; a push that holds moves every ref, and reindex rebuilds the
+// same index from the records.
 func TestPushMovesEveryRefOrNone(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -63,6 +64,24 @@ func TestPushMovesEveryRefOrNone(t *testing.T) {
 	if after := dump(t, s); len(after["commits"]) != len(before["commits"]) || len(after["refs"]) != len(before["refs"]) {
 		t.Errorf("refused pushes changed the index: %d commits, %d refs (were %d, %d)", len(after["commits"]), len(after["refs"]), len(before["commits"]), len(before["refs"]))
 	}
+	// A push that stops (a crash) once its blobs and commit records are
+	// written, before the index moves anything: no ref moved, and reindex
+	// agrees (the records are of commits no ref reaches).
+	crash := errors.New("crash")
+	s.hook = func(step string) error {
+		if step == "push checked" {
+			return crash
+		}
+		return nil
+	}
+	if err := s.Push(ctx, id, []PushUpdate{{Ref: "main", Old: head.SHA, New: c1.SHA, Commits: []Commit{c1}}}, blobs); !errors.Is(err, crash) {
+		t.Fatalf("push that crashes: %v", err)
+	}
+	s.hook = nil
+	if got, _ := s.Resolve(ctx, id, "main"); got.SHA != head.SHA {
+		t.Errorf("main after a crashed push: %s", got.SHA)
+	}
+	checkReindexAgrees(t, s, dir)
 	if err := s.Push(ctx, id, []PushUpdate{{Ref: "main", Old: head.SHA, New: c1.SHA, Commits: []Commit{c1}}, {Ref: "dev", Old: head.SHA, New: c1.SHA}, {Ref: TagRef("v2"), New: c1.SHA}}, blobs); err != nil {
 		t.Fatal(err)
 	}

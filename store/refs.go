@@ -263,10 +263,15 @@ func (s *Store) deleteCommitRecords(ctx context.Context, id RepoID, shas map[str
 	return nil
 }
 
-// repairRefRecord rewrites a ref's bucket record from the index.
+// repairRefRecord rewrites a ref's bucket record from the index, or
+// deletes it when the index has no such ref.
 func (s *Store) repairRefRecord(ctx context.Context, id RepoID, ref string) {
 	var sha string
 	err := s.db.QueryRowContext(ctx, `SELECT commit_sha FROM refs WHERE tenant = ? AND type = ? AND name = ? AND ref = ?`, id.Tenant, id.Type, id.Name, ref).Scan(&sha)
+	if errors.Is(err, sql.ErrNoRows) {
+		s.bucket.Delete(ctx, id.prefix()+"refs/"+HashName(ref)+".json")
+		return
+	}
 	if err != nil {
 		return
 	}
