@@ -7,11 +7,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,8 +23,10 @@ import (
 	"openxet/testgit"
 )
 
-// memRepo is a Source of commits made here with gitobj.
+// memRepo is a Source of commits made here with gitobj (safe for the
+// server's goroutines beside the test's).
 type memRepo struct {
+	mu      sync.Mutex
 	refs    map[string]string
 	commits map[string]Commit
 	blobs   map[string][]byte // by SHA-256
@@ -33,9 +37,27 @@ func newMemRepo() *memRepo {
 	return &memRepo{refs: map[string]string{}, commits: map[string]Commit{}, blobs: map[string][]byte{}}
 }
 
-func (m *memRepo) Refs(context.Context) (map[string]string, error) { return m.refs, nil }
+func (m *memRepo) Refs(context.Context) (map[string]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return maps.Clone(m.refs), nil
+}
+
+func (m *memRepo) setRef(ref, id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refs[ref] = id
+}
+
+func (m *memRepo) blobReads() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reads
+}
 
 func (m *memRepo) Commit(_ context.Context, id string) (Commit, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	c, ok := m.commits[id]
 	if !ok {
 		return Commit{}, ErrNotFound
@@ -44,6 +66,8 @@ func (m *memRepo) Commit(_ context.Context, id string) (Commit, error) {
 }
 
 func (m *memRepo) Blob(_ context.Context, sha string) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.reads++
 	b, ok := m.blobs[sha]
 	if !ok {
@@ -66,7 +90,9 @@ func (m *memRepo) commit(t *testing.T, parent, msg string, at time.Time, files m
 			f.Blob = gitobj.BlobID(gitobj.LFSPointer(f.SHA256, f.Size))
 		} else {
 			f.Blob = gitobj.BlobID([]byte(content))
+			m.mu.Lock()
 			m.blobs[f.SHA256] = []byte(content)
+			m.mu.Unlock()
 		}
 		fs = append(fs, f)
 		gfs = append(gfs, gitobj.File{Path: p, Blob: f.Blob})
@@ -85,6 +111,8 @@ func (m *memRepo) commit(t *testing.T, parent, msg string, at time.Time, files m
 		t.Fatal(err)
 	}
 	id := gitobj.CommitID(body)
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.commits[id] = Commit{Object: body, Files: fs}
 	return id
 }
@@ -188,8 +216,8 @@ func TestCloneWithStockGit(t *testing.T) {
 	git(t, dir, "clone", "-q", url, "clone")
 	work := filepath.Join(dir, "clone")
 	c3 := repo.commit(t, c2, "more", at.Add(2*time.Hour), map[string]string{"README.md": "# model, again\n"})
-	repo.refs["refs/heads/main"] = c3
-	reads := repo.reads
+	repo.setRef("refs/heads/main", c3)
+	reads := repo.blobReads()
 	git(t, work, "pull", "-q", "--ff-only")
 	if head := git(t, work, "rev-parse", "HEAD"); head != c3 {
 		t.Errorf("HEAD after pull %s, want %s", head, c3)
@@ -197,8 +225,8 @@ func TestCloneWithStockGit(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(work, "README.md")); string(b) != "# model, again\n" {
 		t.Errorf("README after pull: %q", b)
 	}
-	if repo.reads-reads != 1 {
-		t.Errorf("the pull read %d blobs, want 1 (the new README's)", repo.reads-reads)
+	if n := repo.blobReads() - reads; n != 1 {
+		t.Errorf("the pull read %d blobs, want 1 (the new README's)", n)
 	}
 }
 

@@ -160,13 +160,14 @@ func (h *Hub) gitStream(c echo.Context, serve func(w io.Writer) error) error {
 	sw := &startedWriter{c: c}
 	bw := bufio.NewWriterSize(sw, 64<<10)
 	err := serve(bw)
-	if err == nil {
-		err = bw.Flush()
+	wrote := sw.started || bw.Buffered() > 0
+	if ferr := bw.Flush(); err == nil {
+		err = ferr
 	}
-	if err == nil && !sw.started {
+	if err == nil && !wrote {
 		c.Response().WriteHeader(http.StatusOK)
 	}
-	if err != nil && sw.started {
+	if err != nil && wrote {
 		c.Logger().Infof("git %s: %v", c.Request().URL.Path, err)
 		return nil
 	}
