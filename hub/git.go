@@ -94,15 +94,7 @@ func (h *Hub) gitInfoRefs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	release, err := h.cfg.Reserve(c, gitPackMemory)
-	if err != nil {
-		return err
-	}
-	defer release()
-	hdr := c.Response().Header()
-	hdr.Set("Content-Type", "application/x-"+svc+"-advertisement")
-	hdr.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
-	return h.gitStream(c, func(w io.Writer) error {
+	return h.gitAnswer(c, gitPackMemory, "application/x-"+svc+"-advertisement", func(w io.Writer) error {
 		return gitserve.Advertise(c.Request().Context(), w, h.gitSource(r), svc, c.Request().Header.Get("Git-Protocol"))
 	})
 }
@@ -116,17 +108,23 @@ func (h *Hub) gitUploadPack(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	release, err := h.cfg.Reserve(c, gitPackMemory)
+	return h.gitAnswer(c, gitPackMemory, "application/x-git-upload-pack-result", func(w io.Writer) error {
+		return gitserve.ServeUploadPack(c.Request().Context(), body, w, h.gitSource(r), c.Request().Header.Get("Git-Protocol"))
+	})
+}
+
+// gitAnswer answers a git route with serve's stream (gitStream), of
+// content type ct, holding memory bytes of the budget while it runs.
+func (h *Hub) gitAnswer(c echo.Context, memory int64, ct string, serve func(w io.Writer) error) error {
+	release, err := h.cfg.Reserve(c, memory)
 	if err != nil {
 		return err
 	}
 	defer release()
 	hdr := c.Response().Header()
-	hdr.Set("Content-Type", "application/x-git-upload-pack-result")
+	hdr.Set("Content-Type", ct)
 	hdr.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
-	return h.gitStream(c, func(w io.Writer) error {
-		return gitserve.ServeUploadPack(c.Request().Context(), body, w, h.gitSource(r), c.Request().Header.Get("Git-Protocol"))
-	})
+	return h.gitStream(c, serve)
 }
 
 // gitRequestBody is a pack request's body, decompressed when the client

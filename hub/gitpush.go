@@ -50,15 +50,7 @@ func (h *Hub) gitReceivePack(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	release, err := h.cfg.Reserve(c, pushLimits.PackBytes+pushLimits.Total)
-	if err != nil {
-		return err
-	}
-	defer release()
-	hdr := c.Response().Header()
-	hdr.Set("Content-Type", "application/x-git-receive-pack-result")
-	hdr.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
-	return h.gitStream(c, func(w io.Writer) error {
+	return h.gitAnswer(c, pushLimits.PackBytes+pushLimits.Total, "application/x-git-receive-pack-result", func(w io.Writer) error {
 		checkRef := func(ref string) error { _, err := storeRef(ref); return err }
 		err := gitserve.ServeReceivePack(c.Request().Context(), body, w, h.gitSource(r), c.Request().Header.Get("Git-Protocol"), pushLimits, checkRef,
 			func(ctx context.Context, p gitserve.Push) error { return h.applyPush(ctx, r, p) })
