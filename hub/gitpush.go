@@ -24,8 +24,9 @@ import (
 // formats allow but a repo here cannot hold); checkPush applies the Hub's
 // rules (binary files and text over 10 MB must be LFS pointers, every
 // pointer names a file the tenant uploaded, with its size; branch and tag
-// names as the API takes them; main is not deleted); store.Push moves
-// every ref or none. A refusal reaches git as every ref's reason.
+// names as the API takes them; main is not deleted; tags do not move);
+// store.Push moves every ref or none, a forced update (git push --force)
+// too. A refusal reaches git as every ref's reason.
 
 // pushLimits bound one push; a push reserves PackBytes + Total of the
 // memory budget while it is read.
@@ -107,7 +108,9 @@ func (h *Hub) applyPush(ctx context.Context, r store.RepoID, p gitserve.Push) er
 		if err != nil {
 			return err
 		}
-		su := store.PushUpdate{Ref: ref, Old: u.Old, New: u.New}
+		// git sends a non-fast-forward update only when told to (--force);
+		// the write right is the right to it.
+		su := store.PushUpdate{Ref: ref, Old: u.Old, New: u.New, Force: true}
 		for _, pc := range u.Commits {
 			c := store.Commit{SHA: pc.ID, Parent: pc.Parent, Created: pc.When.UTC(), Object: pc.Object}
 			c.Summary, c.Description = gitobj.SplitMessage(pc.Message)
@@ -190,7 +193,7 @@ func pushError(err error) error {
 	case errors.Is(err, store.ErrRefMoved):
 		return pushRefused("the branch moved since you fetched it (another push or commit): git pull, then push again")
 	case errors.Is(err, store.ErrNotFastForward):
-		return pushRefused("non-fast-forward: the branch has commits your push does not have; git pull (or rebase) and push again (force pushes are not taken yet)")
+		return pushRefused("non-fast-forward: the branch has commits your push does not have; git pull (or rebase) and push again")
 	case errors.Is(err, store.ErrRefExists):
 		return pushRefused("the tag exists already; tags do not move: push a new tag")
 	case errors.Is(err, store.ErrOverQuota):

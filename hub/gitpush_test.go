@@ -75,7 +75,8 @@ func (p *pushClone) refused(want string, args ...string) {
 // TestGitPush: stock git pushes commits (text files, and large files
 // through git-lfs: its pre-push upload, then pointers that become the
 // repo's Xet files) that the API then shows under the ids git made, byte
-// for byte; a new branch and a tag; a branch deletion.
+// for byte; a new branch and a tag; a branch deletion; an amended commit
+// force-pushed, which drops the one it replaces.
 func TestGitPush(t *testing.T) {
 	testgit.Need(t, true)
 	e := newEnv(t)
@@ -138,11 +139,21 @@ func TestGitPush(t *testing.T) {
 		t.Errorf("model.bin in a new clone: %d bytes", len(b))
 	}
 	q.must("fsck", "--strict")
+	// An amended commit, force-pushed: the one it replaces is gone.
+	p.must("commit", "-q", "--amend", "-m", "v2, amended")
+	amended := p.must("rev-parse", "HEAD")
+	p.must("push", "-q", "--force", "origin", "main")
+	if got := mustHead(t, e, alice, "alice/m"); got != amended {
+		t.Errorf("head after the force push: %s, want %s", got, amended)
+	}
+	if r := e.Do("GET", "/api/models/alice/m/revision/"+second, alice, nil); r.Status != 404 {
+		t.Errorf("the replaced commit after the force push: %d, want 404", r.Status)
+	}
 	e.IndexAgrees()
 }
 
 // TestGitPushRefusals: every push the Hub refuses is refused with a
-// sentence git prints, and changes nothing.
+// sentence git prints, and changes nothing; a force push moves the branch.
 func TestGitPushRefusals(t *testing.T) {
 	testgit.Need(t, true)
 	e := newEnv(t)
@@ -197,11 +208,19 @@ func TestGitPushRefusals(t *testing.T) {
 	p.must("reset", "-q", "--hard", before)
 	p.write("d.txt", []byte("d"))
 	p.commit("d")
-	p.refused("non-fast-forward", "--force", "origin", "main")
 	p.refused("tags do not move", "--force", "origin", "HEAD:refs/tags/t1")
 	p.refused("only branches", "origin", "HEAD:refs/pr/1")
 	if got := mustHead(t, e, alice, "alice/m"); got != c1 {
 		t.Errorf("head after the refusals: %s, want %s", got, c1)
+	}
+	// A force push moves main; c1 stays, tag t1 reaches it.
+	d := p.must("rev-parse", "HEAD")
+	p.must("push", "-q", "--force", "origin", "main")
+	if got := mustHead(t, e, alice, "alice/m"); got != d {
+		t.Errorf("head after a force push: %s, want %s", got, d)
+	}
+	if r := e.Do("GET", "/api/models/alice/m/revision/t1", alice, nil); r.Status != 200 {
+		t.Errorf("tag t1 after the force push: %d", r.Status)
 	}
 	// Credentials that may not push: read-only (403), another tenant's
 	// (404), none (401).

@@ -243,7 +243,7 @@ func (s *Store) SquashHistory(ctx context.Context, id RepoID, ref, message strin
 		return Commit{}, err
 	}
 	refs[ref] = c.SHA
-	dropped, err := unreachableAfter(ctx, s.db, id, refs)
+	dropped, err := unreachableAfter(ctx, s.db, id, refs, nil)
 	if err != nil {
 		return Commit{}, err
 	}

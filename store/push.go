@@ -32,6 +32,11 @@ type PushUpdate struct {
 	// Commits are the new commits New brings, parents first, each with its
 	// whole tree and its Object.
 	Commits []Commit
+	// Force lets a branch move to a commit that does not descend from Old
+	// (git push --force): the commits no ref reaches any more are dropped,
+	// and the retention of the files only they referenced, as DeleteRef
+	// drops them.
+	Force bool
 }
 
 // Push applies updates to repo id in one transaction, after storing
@@ -39,8 +44,8 @@ type PushUpdate struct {
 // have). Refusals, before anything is applied: ErrRefMoved when a ref is
 // not at Old any more (another push or commit moved it); ErrRefExists for
 // a tag that is there already; ErrNotFastForward when New does not descend
-// from Old; ErrNotFound for a Xet file the tenant released, as for Commit.
-// Deletions are DeleteRef's.
+// from Old and the update is not forced; ErrNotFound for a Xet file the
+// tenant released, as for Commit. Deletions are DeleteRef's.
 func (s *Store) Push(ctx context.Context, id RepoID, updates []PushUpdate, blobs map[string][]byte) error {
 	for _, u := range updates {
 		if u.New == "" {
@@ -74,7 +79,7 @@ func (s *Store) Push(ctx context.Context, id RepoID, updates []PushUpdate, blobs
 		return err
 	}
 	var written []string
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	apply := func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now().UTC().Unix()
 		for _, u := range updates {
 			if err := s.pushRef(ctx, tx, id, u, now); err != nil {
@@ -93,7 +98,8 @@ func (s *Store) Push(ctx context.Context, id RepoID, updates []PushUpdate, blobs
 			}
 		}
 		return nil
-	})
+	}
+	err := s.applyPush(ctx, id, updates, apply)
 	if err != nil {
 		// A bucket write that failed after others (or an index COMMIT that
 		// failed): put the records written back as the index has them.
@@ -101,6 +107,59 @@ func (s *Store) Push(ctx context.Context, id RepoID, updates []PushUpdate, blobs
 			s.repairRefRecord(context.WithoutCancel(ctx), id, ref)
 		}
 	}
+	return err
+}
+
+// applyPush runs apply in one transaction; when a forced update may leave
+// commits no ref reaches, through changeRevisions, which drops them and
+// releases what only they retained.
+func (s *Store) applyPush(ctx context.Context, id RepoID, updates []PushUpdate, apply func(context.Context, *sql.Tx) error) error {
+	forced := false
+	for _, u := range updates {
+		forced = forced || u.Force && u.Old != ""
+	}
+	if !forced {
+		return s.inTx(ctx, func(tx *sql.Tx) error { return apply(ctx, tx) })
+	}
+	refs, err := repoRefs(ctx, s.db, id)
+	if err != nil {
+		return err
+	}
+	pushed := map[string]string{}
+	keep := map[string]bool{}
+	for _, u := range updates {
+		refs[u.Ref] = u.New
+		for _, c := range u.Commits {
+			pushed[c.SHA] = c.Parent
+			for _, e := range c.Tree {
+				keep[e.XetHash] = true
+			}
+		}
+	}
+	dropped, err := unreachableAfter(ctx, s.db, id, refs, pushed)
+	if err != nil {
+		return err
+	}
+	cands, err := s.candidatesAfter(ctx, id, dropped)
+	if err != nil {
+		return err
+	}
+	for h := range keep {
+		delete(cands, h) // the pushed commits name them
+	}
+	_, err = s.changeRevisions(ctx, revisionChange{
+		tenant:     id.Tenant,
+		candidates: cands,
+		index: func(ctx context.Context, tx *sql.Tx) error {
+			if err := apply(ctx, tx); err != nil {
+				return err
+			}
+			gone, err := dropUnreachable(ctx, tx, id)
+			dropped = gone
+			return err
+		},
+		after: func(ctx context.Context) error { return s.deleteCommitRecords(ctx, id, dropped) },
+	})
 	return err
 }
 
@@ -142,7 +201,7 @@ func (s *Store) pushRef(ctx context.Context, tx *sql.Tx, id RepoID, u PushUpdate
 		}
 		prevTree = c.Tree
 	}
-	if u.Old != "" {
+	if u.Old != "" && !u.Force {
 		ok, err := descends(ctx, tx, id, u.New, u.Old, parents)
 		if err != nil {
 			return err

@@ -91,4 +91,38 @@ func TestPushMovesEveryRefOrNone(t *testing.T) {
 		}
 	}
 	checkReindexAgrees(t, s, dir)
+	checkForcedPushes(t, s, dir, id, head, c1, mk("", []TreeEntry{entry}, "other root", at.Add(time.Minute)))
+}
+
+// checkForcedPushes: a forced update of dev (at c1, as main and tag v2
+// are) to root2, an unrelated root: dev moves; c1 stays (main reaches it),
+// and so does head (c1's parent). Then, the tags deleted, main moves too,
+// forced: c1 and head are dropped, with their records.
+func checkForcedPushes(t *testing.T, s *Store, dir string, id RepoID, head, c1, root2 Commit) {
+	t.Helper()
+	ctx := context.Background()
+	if err := s.Push(ctx, id, []PushUpdate{{Ref: "dev", Old: c1.SHA, New: root2.SHA, Commits: []Commit{root2}, Force: true}}, nil); err != nil {
+		t.Fatalf("forced push: %v", err)
+	}
+	if got, _ := s.Resolve(ctx, id, "dev"); got.SHA != root2.SHA {
+		t.Errorf("dev after the forced push: %s", got.SHA)
+	}
+	if _, err := s.Resolve(ctx, id, c1.SHA); err != nil {
+		t.Errorf("c1, still on main, after the forced push of dev: %v", err)
+	}
+	if err := s.DeleteRef(ctx, id, TagRef("v2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRef(ctx, id, TagRef("v1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Push(ctx, id, []PushUpdate{{Ref: "main", Old: c1.SHA, New: root2.SHA, Force: true}}, nil); err != nil {
+		t.Fatalf("forced push of main: %v", err)
+	}
+	for _, gone := range []string{c1.SHA, head.SHA} {
+		if _, err := s.Resolve(ctx, id, gone); !errors.Is(err, ErrNotFound) {
+			t.Errorf("%s after the forced pushes: %v, want ErrNotFound (dropped)", gone, err)
+		}
+	}
+	checkReindexAgrees(t, s, dir)
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 )
 
@@ -80,7 +81,7 @@ func (s *Store) DeleteRef(ctx context.Context, id RepoID, ref string) error {
 		return fmt.Errorf("ref %s of %s: %w", ref, id, ErrNotFound)
 	}
 	delete(refs, ref)
-	dropped, err := unreachableAfter(ctx, s.db, id, refs)
+	dropped, err := unreachableAfter(ctx, s.db, id, refs, nil)
 	if err != nil {
 		return err
 	}
@@ -174,9 +175,14 @@ func (s *Store) createRef(ctx context.Context, id RepoID, ref string, c Commit) 
 var ErrNotBranch = errors.New("not a branch")
 
 // unreachableAfter returns the commits of repo id that no ref reaches
-// once the refs are as given (ref → commit; a missing ref is deleted).
-func unreachableAfter(ctx context.Context, q queryer, id RepoID, refs map[string]string) (map[string]bool, error) {
-	parents := map[string]string{}
+// once the refs are as given (ref → commit; a missing ref is deleted), and
+// the commits of extra (commit → parent: a push's, not indexed yet) are
+// there too.
+func unreachableAfter(ctx context.Context, q queryer, id RepoID, refs map[string]string, extra map[string]string) (map[string]bool, error) {
+	parents := maps.Clone(extra)
+	if parents == nil {
+		parents = map[string]string{}
+	}
 	rows, err := q.QueryContext(ctx, `SELECT sha, parent FROM commits WHERE tenant = ? AND type = ? AND name = ?`, id.Tenant, id.Type, id.Name)
 	if err != nil {
 		return nil, fmt.Errorf("commits of %s: %w", id, err)
@@ -206,7 +212,7 @@ func unreachableAfter(ctx context.Context, q queryer, id RepoID, refs map[string
 	}
 	out := map[string]bool{}
 	for sha := range parents {
-		if !seen[sha] {
+		if _, pushed := extra[sha]; !seen[sha] && !pushed {
 			out[sha] = true
 		}
 	}
@@ -222,7 +228,7 @@ func dropUnreachable(ctx context.Context, tx *sql.Tx, id RepoID) (map[string]boo
 	if err != nil {
 		return nil, err
 	}
-	gone, err := unreachableAfter(ctx, tx, id, refs)
+	gone, err := unreachableAfter(ctx, tx, id, refs, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -135,7 +135,7 @@ func (b *builder) dropUnreachableCommits(tx *sql.Tx) error {
 		if err != nil {
 			return err
 		}
-		gone, err := unreachableAfter(b.ctx, tx, id, refs)
+		gone, err := unreachableAfter(b.ctx, tx, id, refs, nil)
 		if err != nil {
 			return err
 		}
