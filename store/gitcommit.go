@@ -129,84 +129,100 @@ func formatOneSHA(parent, summary, description string, created int64, tree []byt
 // upgradeCommitIDs gives every format 1 commit of the index its git id,
 // in tx: the commit's row changes id (and its parent's id), the old id
 // becomes an alias, and refs follow. It returns how many commits it
-// upgraded.
+// upgraded. It holds one repo's ids and one commit's tree at a time: an
+// index of many large trees upgrades in the memory of one.
 func upgradeCommitIDs(ctx context.Context, tx *sql.Tx) (int, error) {
-	type row = formatOneRow
-	var rows []row
-	err := eachRow(ctx, tx, `SELECT tenant, type, name, sha, parent, summary, description, created, tree FROM commits WHERE object IS NULL`, func(r *sql.Rows) error {
-		var x row
-		if err := r.Scan(&x.id.Tenant, &x.id.Type, &x.id.Name, &x.sha, &x.parent, &x.summary, &x.description, &x.created, &x.tree); err != nil {
-			return err
-		}
-		if formatOneSHA(x.parent, x.summary, x.description, x.created, x.tree) == x.sha {
-			rows = append(rows, x)
-		}
-		return nil
+	var repos []RepoID
+	err := eachRow(ctx, tx, `SELECT DISTINCT tenant, type, name FROM commits WHERE object IS NULL`, func(r *sql.Rows) error {
+		var id RepoID
+		err := r.Scan(&id.Tenant, &id.Type, &id.Name)
+		repos = append(repos, id)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("upgrade commit ids: %w", err)
 	}
-	type key struct {
-		id  RepoID
-		sha string
-	}
-	old := make(map[key]*row, len(rows))
-	for i := range rows {
-		old[key{rows[i].id, rows[i].sha}] = &rows[i]
-	}
-	renamed := make(map[key]string, len(rows))
-	var upgrade func(x *row) (string, error)
-	upgrade = func(x *row) (string, error) {
-		k := key{x.id, x.sha}
-		if sha, ok := renamed[k]; ok {
-			return sha, nil
+	n := 0
+	for _, id := range repos {
+		done, err := upgradeRepoCommitIDs(ctx, tx, id)
+		if err != nil {
+			return 0, fmt.Errorf("upgrade commit ids of %s: %w", id, err)
 		}
+		n += done
+	}
+	return n, nil
+}
+
+// upgradeRepoCommitIDs upgrades the format 1 commits of repo id, parents
+// first.
+func upgradeRepoCommitIDs(ctx context.Context, tx *sql.Tx, id RepoID) (int, error) {
+	parents := map[string]string{} // of the commits without an object
+	var shas []string
+	err := eachRow(ctx, tx, `SELECT sha, parent FROM commits WHERE tenant = ? AND type = ? AND name = ? AND object IS NULL ORDER BY sha`, func(r *sql.Rows) error {
+		var sha, parent string
+		err := r.Scan(&sha, &parent)
+		parents[sha] = parent
+		shas = append(shas, sha)
+		return err
+	}, id.Tenant, id.Type, id.Name)
+	if err != nil {
+		return 0, err
+	}
+	renamed := make(map[string]string, len(shas))
+	n := 0
+	for _, sha := range shas {
 		// Parents first, without recursion: a history is as long as it
 		// is (thousands of commits).
-		chain := []*row{x}
-		for p := old[key{x.id, chain[len(chain)-1].parent}]; p != nil; p = old[key{x.id, p.parent}] {
-			if _, done := renamed[key{p.id, p.sha}]; done {
+		var chain []string
+		for c := sha; c != ""; c = parents[c] {
+			if _, done := renamed[c]; done {
 				break
 			}
-			chain = append(chain, p)
+			if _, legacy := parents[c]; !legacy {
+				break
+			}
+			chain = append(chain, c)
 		}
 		for i := len(chain) - 1; i >= 0; i-- {
-			c := chain[i]
-			parent := c.parent
-			if sha, ok := renamed[key{c.id, parent}]; ok {
-				parent = sha
+			up, err := upgradeCommit(ctx, tx, id, chain[i], renamed)
+			if err != nil {
+				return 0, fmt.Errorf("commit %s: %w", chain[i], err)
 			}
-			up := Commit{Parent: parent, Summary: c.summary, Description: c.description, Created: time.Unix(0, c.created), Author: TenantAuthor(c.id.Tenant)}
-			if err := json.Unmarshal(c.tree, &up.Tree); err != nil {
-				return "", fmt.Errorf("tree of %s: %w", c.sha, err)
+			if up != chain[i] {
+				n++
 			}
-			if err := makeGitCommit(&up); err != nil {
-				// A tree git cannot hold keeps its old id (and so do
-				// the commits after it, through their parent).
-				renamed[key{c.id, c.sha}] = c.sha
-				continue
-			}
-			if err := renameCommit(ctx, tx, *c, up); err != nil {
-				return "", err
-			}
-			// A commit of the git format whose parent is this one (made
-			// after the upgrade, read back by reindex) names it by its git
-			// id already; one of format 1 is upgraded after it.
-			renamed[key{c.id, c.sha}] = up.SHA
-		}
-		return renamed[k], nil
-	}
-	n := 0
-	for i := range rows {
-		sha, err := upgrade(&rows[i])
-		if err != nil {
-			return 0, fmt.Errorf("upgrade commit %s of %s: %w", rows[i].sha, rows[i].id, err)
-		}
-		if sha != rows[i].sha {
-			n++
+			renamed[chain[i]] = up
 		}
 	}
 	return n, nil
+}
+
+// upgradeCommit gives commit sha of repo id its git id, its parent named
+// as renamed says, and returns the id: sha itself for a commit that is not
+// of format 1 (a mirrored one), or one whose tree git cannot hold (the
+// commits after it keep it as their parent's id).
+func upgradeCommit(ctx context.Context, tx *sql.Tx, id RepoID, sha string, renamed map[string]string) (string, error) {
+	x := formatOneRow{id: id, sha: sha}
+	err := tx.QueryRowContext(ctx, `SELECT parent, summary, description, created, tree FROM commits WHERE tenant = ? AND type = ? AND name = ? AND sha = ?`,
+		id.Tenant, id.Type, id.Name, sha).Scan(&x.parent, &x.summary, &x.description, &x.created, &x.tree)
+	if err != nil {
+		return "", err
+	}
+	if formatOneSHA(x.parent, x.summary, x.description, x.created, x.tree) != sha {
+		return sha, nil
+	}
+	parent := x.parent
+	if p, ok := renamed[parent]; ok {
+		parent = p
+	}
+	up := Commit{Parent: parent, Summary: x.summary, Description: x.description, Created: time.Unix(0, x.created), Author: TenantAuthor(id.Tenant)}
+	if err := json.Unmarshal(x.tree, &up.Tree); err != nil {
+		return "", fmt.Errorf("tree: %w", err)
+	}
+	if err := makeGitCommit(&up); err != nil {
+		return sha, nil
+	}
+	return up.SHA, renameCommit(ctx, tx, x, up)
 }
 
 // formatOneRow is a format 1 commit's row in the index.
