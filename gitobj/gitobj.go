@@ -73,10 +73,11 @@ func ParsePointer(b []byte) (sha256 string, size int64, ok bool) {
 }
 
 // File is one file of a flat tree: its path (folders separated by "/"),
-// and its blob's id.
+// its blob's id, and whether it is executable (mode 100755; else 100644).
 type File struct {
 	Path string
 	Blob string
+	Exec bool
 }
 
 // Trees is the trees of a flat list of files.
@@ -90,20 +91,20 @@ type Trees struct {
 	Objects map[string][]byte
 }
 
-// BuildTrees makes the git trees of files, every file a regular one
-// (mode 100644). ErrBadObject for a path git refuses (empty components,
+// BuildTrees makes the git trees of files, each a regular file (mode
+// 100644) or an executable one (100755). ErrBadObject for a path git refuses (empty components,
 // ".", "..", ".git" and the names fsck refuses), two files of one path, or
 // a file and a folder of one name.
 func BuildTrees(files []File) (Trees, error) {
 	type dir struct {
-		files   map[string]string // name → blob id
+		files   map[string]File // name → file
 		subdirs map[string]bool
 	}
-	dirs := map[string]*dir{"": {files: map[string]string{}, subdirs: map[string]bool{}}}
+	dirs := map[string]*dir{"": {files: map[string]File{}, subdirs: map[string]bool{}}}
 	get := func(p string) *dir {
 		d, ok := dirs[p]
 		if !ok {
-			d = &dir{files: map[string]string{}, subdirs: map[string]bool{}}
+			d = &dir{files: map[string]File{}, subdirs: map[string]bool{}}
 			dirs[p] = d
 		}
 		return d
@@ -120,7 +121,7 @@ func BuildTrees(files []File) (Trees, error) {
 				if _, dup := d.files[name]; dup {
 					return Trees{}, fmt.Errorf("%w: two files at %s", ErrBadObject, f.Path)
 				}
-				d.files[name] = f.Blob
+				d.files[name] = f
 				break
 			}
 			d.subdirs[name] = true
@@ -146,11 +147,15 @@ func BuildTrees(files []File) (Trees, error) {
 	for _, p := range paths {
 		d := dirs[p]
 		t := object.Tree{Entries: make([]object.TreeEntry, 0, len(d.files)+len(d.subdirs))}
-		for name, blob := range d.files {
+		for name, f := range d.files {
 			if d.subdirs[name] {
 				return Trees{}, fmt.Errorf("%w: %s is a file and a folder", ErrBadObject, joinPath(p, name))
 			}
-			t.Entries = append(t.Entries, object.TreeEntry{Name: name, Mode: filemode.Regular, Hash: plumbing.NewHash(blob)})
+			mode := filemode.Regular
+			if f.Exec {
+				mode = filemode.Executable
+			}
+			t.Entries = append(t.Entries, object.TreeEntry{Name: name, Mode: mode, Hash: plumbing.NewHash(f.Blob)})
 		}
 		for name := range d.subdirs {
 			t.Entries = append(t.Entries, object.TreeEntry{Name: name, Mode: filemode.Dir, Hash: plumbing.NewHash(out.Dirs[joinPath(p, name)])})

@@ -60,10 +60,14 @@ var treeCase = []string{"README.md", "a.b", "a/x.bin", "a/b/deep.txt", "a0", "z/
 func TestTreesAreGits(t *testing.T) {
 	g := newGitRepo(t)
 	var files []File
-	for _, p := range treeCase {
+	for i, p := range treeCase {
 		blob := g.run([]byte("content of "+p), "hash-object", "-w", "--stdin")
-		g.run(nil, "update-index", "--add", "--cacheinfo", "100644,"+blob+","+p)
-		files = append(files, File{Path: p, Blob: blob})
+		mode := "100644"
+		if i%3 == 1 {
+			mode = "100755"
+		}
+		g.run(nil, "update-index", "--add", "--cacheinfo", mode+","+blob+","+p)
+		files = append(files, File{Path: p, Blob: blob, Exec: mode == "100755"})
 	}
 	root := g.run(nil, "write-tree")
 	trees, err := BuildTrees(files)

@@ -64,6 +64,8 @@ type File struct {
 	SHA256  string
 	Size    int64
 	Pointer bool
+	// Exec marks an executable file (mode 100755).
+	Exec bool
 }
 
 // Advertise writes the ref advertisement of service (UploadPack or
@@ -234,7 +236,7 @@ func (s *repoStorer) add(h plumbing.Hash, c Commit) error {
 	}
 	files := make([]gitobj.File, len(c.Files))
 	for i, f := range c.Files {
-		files[i] = gitobj.File{Path: f.Path, Blob: f.Blob}
+		files[i] = gitobj.File{Path: f.Path, Blob: f.Blob, Exec: f.Exec}
 	}
 	trees, err := gitobj.BuildTrees(files)
 	if err != nil {

@@ -79,7 +79,7 @@ func refuse(format string, args ...any) error { return &Refusal{Reason: fmt.Spri
 // ServeReceivePack answers one stateless receive-pack request (its body
 // r) on w: the pack is read into memory within lim, the updates it asks
 // for are read into a Push (refused, every ref, for a merge, an annotated
-// tag, an executable, a symlink or a submodule, a tree git would write in
+// tag, a symlink or a submodule, a tree git would write in
 // another form, or objects it lacks), and apply decides and makes them, in
 // full or not at all; its error is every ref's refusal (a *Refusal's text
 // as it is, another error's as "internal error"). checkRef is asked about
@@ -279,9 +279,7 @@ func (s *pushStorer) files(ctx context.Context, h plumbing.Hash, dir string) ([]
 			}
 			out = append(out, sub...)
 			continue
-		case filemode.Regular:
-		case filemode.Executable:
-			return nil, refuse("%s is executable (mode 100755): executable files are not taken yet; git update-index --chmod=-x it", p)
+		case filemode.Regular, filemode.Executable:
 		case filemode.Symlink:
 			return nil, refuse("%s is a symbolic link: symbolic links are not taken", p)
 		case filemode.Submodule:
@@ -293,6 +291,7 @@ func (s *pushStorer) files(ctx context.Context, h plumbing.Hash, dir string) ([]
 		if err != nil {
 			return nil, err
 		}
+		f.Exec = e.Mode == filemode.Executable
 		out = append(out, f)
 	}
 	return out, nil
@@ -376,7 +375,7 @@ func (s *pushStorer) readHistory(ctx context.Context) error {
 func (s *pushStorer) canonical(tree string, files []PushedFile) error {
 	gfs := make([]gitobj.File, len(files))
 	for i, f := range files {
-		gfs[i] = gitobj.File{Path: f.Path, Blob: f.Blob}
+		gfs[i] = gitobj.File{Path: f.Path, Blob: f.Blob, Exec: f.Exec}
 	}
 	t, err := gitobj.BuildTrees(gfs)
 	if err != nil {

@@ -228,7 +228,7 @@ func (g gitSource) Commit(ctx context.Context, id string) (gitserve.Commit, erro
 	}
 	out := gitserve.Commit{Object: cm.Object, Files: make([]gitserve.File, len(cm.Tree))}
 	for i, e := range cm.Tree {
-		out.Files[i] = gitserve.File{Path: e.Path, Blob: e.GitOID, SHA256: e.SHA256, Size: e.SizeBytes, Pointer: e.XetHash != ""}
+		out.Files[i] = gitserve.File{Path: e.Path, Blob: e.GitOID, SHA256: e.SHA256, Size: e.SizeBytes, Pointer: e.XetHash != "", Exec: e.Mode == store.ModeExecutable}
 	}
 	return out, nil
 }

@@ -116,6 +116,9 @@ func (h *Hub) applyPush(ctx context.Context, r store.RepoID, p gitserve.Push) er
 			c.Summary, c.Description = gitobj.SplitMessage(pc.Message)
 			for _, f := range pc.Files {
 				e := store.TreeEntry{Path: f.Path, SizeBytes: f.Size, SHA256: f.SHA256, GitOID: f.Blob}
+				if f.Exec {
+					e.Mode = store.ModeExecutable
+				}
 				switch {
 				case f.Pointer:
 					file, err := h.store.FileBySHA256(ctx, r.Tenant, f.SHA256)

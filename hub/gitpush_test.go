@@ -87,6 +87,8 @@ func TestGitPush(t *testing.T) {
 	p.write("sub/config.json", []byte(`{"hidden_size": 8}`))
 	weights := bytes.Repeat([]byte{0, 1, 2, 3, 250}, 30_000)
 	p.write("model.bin", weights) // *.bin is LFS by the Hub's .gitattributes
+	p.write("run.sh", []byte("#!/bin/sh\necho hi\n"))
+	os.Chmod(filepath.Join(p.work, "run.sh"), 0o755)
 	head := p.commit("Add the model\n\nWith weights.")
 	p.must("push", "-q", "origin", "main")
 	if got := mustHead(t, e, alice, "alice/m"); got != head {
@@ -139,6 +141,9 @@ func TestGitPush(t *testing.T) {
 		t.Errorf("model.bin in a new clone: %d bytes", len(b))
 	}
 	q.must("fsck", "--strict")
+	if mode := q.must("ls-files", "-s", "run.sh"); !strings.HasPrefix(mode, "100755 ") {
+		t.Errorf("run.sh in a new clone: %q, want mode 100755", mode)
+	}
 	// An amended commit, force-pushed: the one it replaces is gone.
 	p.must("commit", "-q", "--amend", "-m", "v2, amended")
 	amended := p.must("rev-parse", "HEAD")
@@ -177,10 +182,6 @@ func TestGitPushRefusals(t *testing.T) {
 			p.write("ghost.bin", gitobj.LFSPointer(strings.Repeat("ab", 32), 1234))
 		}},
 		{"symlink", "symbolic links are not taken", func() { os.Symlink("README.md", filepath.Join(p.work, "link")) }},
-		{"executable", "executable files are not taken", func() {
-			p.write("run.sh", []byte("#!/bin/sh\n"))
-			os.Chmod(filepath.Join(p.work, "run.sh"), 0o755)
-		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			reset()

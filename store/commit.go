@@ -268,6 +268,9 @@ func applyChanges(tree []TreeEntry, changes []Change) ([]TreeEntry, error) {
 		case PutFile:
 			e := ch.Entry
 			e.Path = ch.Path
+			if old, ok := files[ch.Path]; ok && e.Mode == "" {
+				e.Mode = old.Mode // new content keeps the file's mode, as in git
+			}
 			files[ch.Path] = e
 		case DeleteFile:
 			if _, ok := files[ch.Path]; ok {

@@ -62,7 +62,10 @@ func gitTree(tree []TreeEntry) (gitobj.Trees, error) {
 		if !isCommitID(oid) {
 			return gitobj.Trees{}, fmt.Errorf("%w: %s has no git blob id", ErrBadTree, e.Path)
 		}
-		files[i] = gitobj.File{Path: e.Path, Blob: oid}
+		if e.Mode != "" && e.Mode != ModeExecutable {
+			return gitobj.Trees{}, fmt.Errorf("%w: %s has mode %s", ErrBadTree, e.Path, e.Mode)
+		}
+		files[i] = gitobj.File{Path: e.Path, Blob: oid, Exec: e.Mode == ModeExecutable}
 	}
 	t, err := gitobj.BuildTrees(files)
 	if err != nil {

@@ -171,7 +171,7 @@ func entriesState(es []TreeEntry, p string) string {
 	var b strings.Builder
 	for _, e := range es {
 		if e.Path == p || strings.HasPrefix(e.Path, p+"/") {
-			b.WriteString(e.Path + "\x00" + e.XetHash + "\x00" + e.SHA256 + "\x00" + e.GitOID + "\x00")
+			b.WriteString(e.Path + "\x00" + e.XetHash + "\x00" + e.SHA256 + "\x00" + e.GitOID + "\x00" + e.Mode + "\x00")
 		}
 	}
 	return b.String()

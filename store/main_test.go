@@ -2,6 +2,7 @@ package store
 
 import (
 	"crypto/sha1"
+	"crypto/sha256"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,3 +66,6 @@ func sqliteOnly(tb testing.TB) {
 // fakeOID is a git blob id for a test's file whose content no test reads:
 // the SHA-1 of s.
 func fakeOID(s string) string { return fmt.Sprintf("%x", sha1.Sum([]byte(s))) }
+
+// fakeSHA256 is a SHA-256 (hex) for a test's file: the SHA-256 of s.
+func fakeSHA256(s string) string { return fmt.Sprintf("%x", sha256.Sum256([]byte(s))) }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -125,4 +126,41 @@ func checkForcedPushes(t *testing.T, s *Store, dir string, id RepoID, head, c1, 
 		}
 	}
 	checkReindexAgrees(t, s, dir)
+}
+
+// TestModeSurvivesACommit: an executable (pushed with git) stays
+// executable when a commit through the API replaces its content, and its
+// git tree says so.
+func TestModeSurvivesACommit(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s := mustOpen(t, dir, fileBucket(dir))
+	id := RepoID{Tenant: "alice", Type: "model", Name: "m"}
+	if _, err := s.CreateRepo(ctx, id, false); err != nil {
+		t.Fatal(err)
+	}
+	head, _ := s.Resolve(ctx, id, "main")
+	run := TreeEntry{Path: "run.sh", SizeBytes: 3, SHA256: fakeSHA256("v1"), GitOID: fakeOID("v1"), Mode: ModeExecutable}
+	c := Commit{Parent: head.SHA, Summary: "x", Created: time.Unix(1800000000, 0), Tree: append(append([]TreeEntry{}, head.Tree...), run), Author: TenantAuthor("alice")}
+	if err := makeGitCommit(&c); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutBlob(ctx, run.SHA256, []byte("v1\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Push(ctx, id, []PushUpdate{{Ref: "main", Old: head.SHA, New: c.SHA, Commits: []Commit{c}}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	next, err := s.Commit(ctx, id, "main", NewCommit{Summary: "edit", Changes: []Change{{Op: PutFile, Path: "run.sh", Content: []byte("v2\n"),
+		Entry: TreeEntry{SizeBytes: 3, SHA256: fakeSHA256("v2")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := next.Entry("run.sh"); e.Mode != ModeExecutable {
+		t.Errorf("run.sh after an API commit: mode %q, want %s", e.Mode, ModeExecutable)
+	}
+	trees, _ := gitTree(next.Tree)
+	if !strings.Contains(string(trees.Objects[trees.Root]), "100755 run.sh\x00") {
+		t.Errorf("the git tree does not hold run.sh as 100755: %q", trees.Objects[trees.Root])
+	}
 }

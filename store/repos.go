@@ -99,7 +99,13 @@ type TreeEntry struct {
 	SHA256 string `json:"sha256"`
 	// GitOID is the git blob id of the file (of its LFS pointer for a xet file).
 	GitOID string `json:"git_oid"`
+	// Mode is the file's git mode when it is not 100644: "100755" for an
+	// executable (pushed with git; the API makes none).
+	Mode string `json:"mode,omitempty"`
 }
+
+// ModeExecutable is TreeEntry.Mode of an executable file.
+const ModeExecutable = "100755"
 
 // Commit is one commit with its whole tree, sorted by path.
 type Commit struct {
