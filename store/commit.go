@@ -235,7 +235,7 @@ func applyToHead(ctx context.Context, q queryer, id RepoID, branch string, nc Ne
 	if err != nil {
 		return Commit{}, nil, fmt.Errorf("head %s of %s: %w", sha, branch, err)
 	}
-	if err := json.Unmarshal(blob, &head.Tree); err != nil {
+	if err := decodeTree(blob, &head.Tree); err != nil {
 		return Commit{}, nil, fmt.Errorf("tree of %s: %w", sha, err)
 	}
 	tree, err := applyChanges(head.Tree, nc.Changes)

@@ -219,7 +219,7 @@ func upgradeCommit(ctx context.Context, tx *sql.Tx, id RepoID, sha string, renam
 		parent = p
 	}
 	up := Commit{Parent: parent, Summary: x.summary, Description: x.description, Created: time.Unix(0, x.created), Author: TenantAuthor(id.Tenant)}
-	if err := json.Unmarshal(x.tree, &up.Tree); err != nil {
+	if err := decodeTree(x.tree, &up.Tree); err != nil {
 		return "", fmt.Errorf("tree: %w", err)
 	}
 	if err := makeGitCommit(&up); err != nil {

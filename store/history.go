@@ -157,7 +157,7 @@ func (c *rawCommit) state(p string) (string, error) {
 		return entriesState(es, p), nil
 	}
 	if !c.decoded {
-		if err := json.Unmarshal(c.tree, &c.entries); err != nil {
+		if err := decodeTree(c.tree, &c.entries); err != nil {
 			return "", fmt.Errorf("tree of %s: %w", c.SHA, err)
 		}
 		c.decoded = true

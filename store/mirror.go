@@ -170,7 +170,7 @@ func (s *Store) entryWhere(ctx context.Context, r RepoID, needle []byte, match f
 			return "", TreeEntry{}, fmt.Errorf("commits of %s: %w", r, dbErr(err))
 		}
 		var entries []TreeEntry
-		if err := json.Unmarshal(tree, &entries); err != nil {
+		if err := decodeTree(tree, &entries); err != nil {
 			return "", TreeEntry{}, fmt.Errorf("tree of %s of %s: %w", sha, r, err)
 		}
 		for _, e := range entries {
@@ -219,7 +219,7 @@ func (s *Store) EntriesByHash(ctx context.Context, tenant, hash string) ([]HashE
 			return nil, fmt.Errorf("commits of %s: %w", tenant, dbErr(err))
 		}
 		var entries []TreeEntry
-		if err := json.Unmarshal(tree, &entries); err != nil {
+		if err := decodeTree(tree, &entries); err != nil {
 			return nil, fmt.Errorf("tree of %s of %s: %w", sha, r, err)
 		}
 		for _, e := range entries {

@@ -224,7 +224,7 @@ func commitTreeTx(ctx context.Context, tx *sql.Tx, id RepoID, sha string) ([]Tre
 		return nil, err
 	}
 	var tree []TreeEntry
-	if err := json.Unmarshal(blob, &tree); err != nil {
+	if err := decodeTree(blob, &tree); err != nil {
 		return nil, fmt.Errorf("tree of %s: %w", sha, err)
 	}
 	return tree, nil

@@ -3,7 +3,6 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"openxet/xet"
@@ -287,7 +286,7 @@ func (rev *revisions) addTree(ctx context.Context, q queryer, tenant string, k r
 		return fmt.Errorf("tree of %s: %w", sha, err)
 	}
 	var entries []TreeEntry
-	if err := json.Unmarshal(tree, &entries); err != nil {
+	if err := decodeTree(tree, &entries); err != nil {
 		return fmt.Errorf("tree of %s: %w", sha, err)
 	}
 	for _, e := range entries {

@@ -134,7 +134,7 @@ func (s *Store) history(ctx context.Context, id RepoID) (repoHistory, error) {
 		c.Created = time.Unix(0, created).UTC()
 		c.Aliases = aliases[c.SHA]
 		readAuthor(&c)
-		if err := json.Unmarshal(tree, &c.Tree); err != nil {
+		if err := decodeTree(tree, &c.Tree); err != nil {
 			return h, fmt.Errorf("tree of %s: %w", c.SHA, err)
 		}
 		h.commits = append(h.commits, c)

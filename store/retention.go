@@ -80,7 +80,7 @@ func treeFiles(ctx context.Context, q queryer, id RepoID, shas map[string]bool) 
 			continue
 		}
 		var entries []TreeEntry
-		if err := json.Unmarshal(tree, &entries); err != nil {
+		if err := decodeTree(tree, &entries); err != nil {
 			return nil, fmt.Errorf("tree of %s: %w", sha, err)
 		}
 		for _, e := range entries {

@@ -3,7 +3,6 @@ package store
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"openxet/xet"
@@ -65,7 +64,7 @@ func (s *Store) References(ctx context.Context, r RepoID, h xet.Hash) (bool, err
 			continue
 		}
 		var entries []TreeEntry
-		if err := json.Unmarshal(tree, &entries); err != nil {
+		if err := decodeTree(tree, &entries); err != nil {
 			return false, fmt.Errorf("tree of a commit of %s: %w", r, err)
 		}
 		for _, e := range entries {
