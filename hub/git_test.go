@@ -107,6 +107,7 @@ func TestGitAccess(t *testing.T) {
 	aliceRead := e.Credential("alice", "read")
 	e.createRepoJSON(alice, `{"name":"priv","private":true}`)
 	e.createRepoJSON(alice, `{"name":"pub","visibility":"public"}`)
+	e.createRepoJSON(alice, `{"name":"team","visibility":"internal"}`)
 	refs := "/info/refs?service=git-upload-pack"
 	before := mustHead(t, e, alice, "alice/priv")
 	for _, c := range []struct {
@@ -121,6 +122,10 @@ func TestGitAccess(t *testing.T) {
 		{"anonymous, missing", "/alice/nothing" + refs, nil, 401, true},
 		{"anonymous, public", "/alice/pub" + refs, nil, 200, false},
 		{"other tenant", "/alice/priv" + refs, []string{basic(bob)}, 404, false},
+		{"other tenant, public", "/alice/pub" + refs, []string{basic(bob)}, 200, false},
+		{"other tenant, internal", "/alice/team" + refs, []string{basic(bob)}, 200, false},
+		{"anonymous, internal", "/alice/team" + refs, nil, 401, true},
+		{"push, other tenant, internal", "/alice/team/info/refs?service=git-receive-pack", []string{basic(bob)}, 403, false},
 		{"owner, missing", "/alice/nothing" + refs, []string{basic(alice)}, 404, false},
 		{"wrong token", "/alice/priv" + refs, []string{basic("hf_oxt_notatoken")}, 401, true},
 		{"empty password", "/alice/priv" + refs, []string{basic("")}, 401, true},
