@@ -13,9 +13,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 
 	"github.com/go-git/go-git/v6/plumbing"
+	"github.com/go-git/go-git/v6/plumbing/filemode"
+	"github.com/go-git/go-git/v6/plumbing/object"
 	"github.com/go-git/go-git/v6/plumbing/storer"
 	"github.com/go-git/go-git/v6/plumbing/transport"
 	"github.com/go-git/go-git/v6/storage/memory"
@@ -40,14 +43,38 @@ var ErrNoObject = errors.New("the commit's git object is not kept")
 type Source interface {
 	// Refs maps each ref (refs/heads/…, refs/tags/…) to its commit id.
 	Refs(ctx context.Context) (map[string]string, error)
-	// Commit is the commit of id, or ErrNotFound.
-	Commit(ctx context.Context, id string) (Commit, error)
+	// Commit is the commit of id, or ErrNotFound; its Files only when
+	// files is set (the walk asks for them when the commit's tree is not
+	// in the TreeCache).
+	Commit(ctx context.Context, id string, files bool) (Commit, error)
 	// Blob is the content of a regular file, by its SHA-256 (hex).
 	Blob(ctx context.Context, sha256 string) ([]byte, error)
+	TreeCache
 }
 
-// Commit is a commit as the protocol serves it: its object's body and its
-// files, from which its trees are built.
+// TreeCache keeps the trees built from commits' files, so that a commit
+// whose tree is kept is served without its files: a clone then reads only
+// the trees each commit changed, as git does. Trees are content-addressed
+// (an id is the hash of its body): a cache may hold them for every repo,
+// since a walk asks only for the trees it reached from the repo's own
+// commits.
+type TreeCache interface {
+	// Tree is the kept tree of id, or ErrNotFound.
+	Tree(ctx context.Context, id string) (Tree, error)
+	// PutTrees keeps trees.
+	PutTrees(ctx context.Context, trees []Tree) error
+}
+
+// Tree is one git tree object and its own files (not its subtrees'),
+// whose Path is their name in the tree.
+type Tree struct {
+	ID    string
+	Body  []byte
+	Files []File
+}
+
+// Commit is a commit as the protocol serves it: its object's body and,
+// when asked for, its files, from which its trees are built.
 type Commit struct {
 	// Object is the commit object's body; nil when it is not kept.
 	Object []byte
@@ -99,19 +126,22 @@ type nopCloser struct{ io.Writer }
 func (nopCloser) Close() error { return nil }
 
 // repoStorer is a go-git storer of one repo: refs set when it is made,
-// objects read from the Source on first use. A commit read brings its
-// trees and its files' pointer blobs into the memory storage; a regular
-// file's blob is read from the Source each time it is asked for, and kept
-// nowhere.
+// objects read from the Source on first use and only when the walk
+// reached them from the repo's refs: a commit by its id (the Source
+// answers only the repo's own), a tree once a commit or a tree read
+// before names it. A tree read brings the pointer blobs of its files into
+// the memory storage; a regular file's blob is read from the Source each
+// time it is asked for, and kept nowhere.
 type repoStorer struct {
 	*memory.Storage
 	ctx context.Context
 	src Source
 
-	mu     sync.Mutex
-	blobs  map[plumbing.Hash]File // regular files of the commits read
-	looked map[plumbing.Hash]bool // ids asked of Source.Commit
-	err    error                  // the first error of the Source
+	mu      sync.Mutex
+	blobs   map[plumbing.Hash]File          // regular files of the trees read
+	looked  map[plumbing.Hash]bool          // ids asked of Source.Commit
+	reached map[plumbing.Hash]plumbing.Hash // trees named and not read yet → the commit whose tree holds them
+	err     error                           // the first error of the Source
 }
 
 func newStorer(ctx context.Context, src Source) (*repoStorer, error) {
@@ -119,7 +149,8 @@ func newStorer(ctx context.Context, src Source) (*repoStorer, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &repoStorer{Storage: memory.NewStorage(), ctx: ctx, src: src, blobs: map[plumbing.Hash]File{}, looked: map[plumbing.Hash]bool{}}
+	st := &repoStorer{Storage: memory.NewStorage(), ctx: ctx, src: src, blobs: map[plumbing.Hash]File{},
+		looked: map[plumbing.Hash]bool{}, reached: map[plumbing.Hash]plumbing.Hash{}}
 	for name, id := range refs {
 		h, ok := plumbing.FromHex(id)
 		if !ok {
@@ -164,7 +195,7 @@ func (s *repoStorer) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plum
 	if ok && (t == plumbing.AnyObject || t == plumbing.BlobObject) {
 		return &lazyBlob{s: s, h: h, f: f}, nil
 	}
-	if (t == plumbing.AnyObject || t == plumbing.CommitObject) && s.readCommit(h) {
+	if s.load(t, h) {
 		return s.Storage.EncodedObject(t, h)
 	}
 	return nil, plumbing.ErrObjectNotFound
@@ -187,7 +218,7 @@ func (s *repoStorer) EncodedObjectSize(h plumbing.Hash) (int64, error) {
 	if ok {
 		return f.Size, nil
 	}
-	if s.readCommit(h) {
+	if s.load(plumbing.AnyObject, h) {
 		return s.Storage.EncodedObjectSize(h)
 	}
 	return 0, plumbing.ErrObjectNotFound
@@ -198,74 +229,199 @@ func (s *repoStorer) SetEncodedObject(plumbing.EncodedObject) (plumbing.Hash, er
 	return plumbing.ZeroHash, errors.New("gitserve: the repo is read only here")
 }
 
-// readCommit brings commit h, its trees and its pointer blobs into the
-// storage, once; it reports whether the repo has it.
-func (s *repoStorer) readCommit(h plumbing.Hash) bool {
+// load brings object h (of type t, or AnyObject) into the storage when
+// the walk reached it: a tree named by what was read, else a commit of
+// the repo's. It reports whether it did.
+func (s *repoStorer) load(t plumbing.ObjectType, h plumbing.Hash) bool {
 	s.mu.Lock()
-	if s.looked[h] {
-		s.mu.Unlock()
-		return false
-	}
-	s.looked[h] = true
+	commit, isTree := s.reached[h]
 	s.mu.Unlock()
-	c, err := s.src.Commit(s.ctx, h.String())
-	if errors.Is(err, ErrNotFound) {
+	var err error
+	switch {
+	case isTree && (t == plumbing.AnyObject || t == plumbing.TreeObject):
+		err = s.readTree(h, commit)
+	case t == plumbing.AnyObject || t == plumbing.CommitObject:
+		var found bool
+		if found, err = s.readCommit(h); err == nil && !found {
+			return false
+		}
+	default:
 		return false
-	}
-	if err == nil && c.Object == nil {
-		err = ErrNoObject
-	}
-	if err == nil {
-		err = s.add(h, c)
 	}
 	if err != nil {
-		s.fail(fmt.Errorf("commit %s: %w", h, err))
+		s.fail(err)
 		return false
 	}
 	return true
 }
 
-// add stores commit c (of id h), its trees and its pointer blobs.
-func (s *repoStorer) add(h plumbing.Hash, c Commit) error {
-	if gitobj.CommitID(c.Object) != h.String() {
-		return fmt.Errorf("its object's id is %s", gitobj.CommitID(c.Object))
+// readCommit brings commit h into the storage, once, and marks its tree
+// reached; found is false when the repo has no commit h.
+func (s *repoStorer) readCommit(h plumbing.Hash) (found bool, err error) {
+	s.mu.Lock()
+	if s.looked[h] {
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.looked[h] = true
+	s.mu.Unlock()
+	c, err := s.src.Commit(s.ctx, h.String(), false)
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	if err == nil && c.Object == nil {
+		err = ErrNoObject
+	}
+	var gc gitobj.Commit
+	if err == nil && gitobj.CommitID(c.Object) != h.String() {
+		err = fmt.Errorf("its object's id is %s", gitobj.CommitID(c.Object))
+	}
+	if err == nil {
+		gc, err = gitobj.DecodeCommit(c.Object)
+	}
+	if err == nil {
+		_, err = s.Storage.SetEncodedObject(memoryObject(plumbing.CommitObject, c.Object))
+	}
+	if err != nil {
+		return false, fmt.Errorf("commit %s: %w", h, err)
+	}
+	s.reach(plumbing.NewHash(gc.Tree), h)
+	return true, nil
+}
+
+func (s *repoStorer) reach(tree, commit plumbing.Hash) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.reached[tree]; !ok {
+		s.reached[tree] = commit
+	}
+}
+
+// readTree brings tree h (reached from commit) into the storage: from the
+// TreeCache, or else built from the commit's files, with every tree of
+// the commit, which the cache then keeps.
+func (s *repoStorer) readTree(h, commit plumbing.Hash) error {
+	t, err := s.src.Tree(s.ctx, h.String())
+	if err == nil {
+		return s.addTree(t)
+	}
+	if !errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("tree %s: %w", h, err)
+	}
+	trees, err := s.buildTrees(commit)
+	if err != nil {
+		return fmt.Errorf("commit %s: %w", commit, err)
+	}
+	for _, t := range trees {
+		if t.ID == h.String() {
+			return s.addTree(t)
+		}
+	}
+	return fmt.Errorf("commit %s: its files make no tree %s", commit, h)
+}
+
+// buildTrees builds the trees of commit from its files and gives them to
+// the TreeCache. A cache that fails to keep them costs the next clone the
+// same work, not this one its answer: the error is not the clone's.
+func (s *repoStorer) buildTrees(commit plumbing.Hash) ([]Tree, error) {
+	c, err := s.src.Commit(s.ctx, commit.String(), true)
+	if err != nil {
+		return nil, err
 	}
 	gc, err := gitobj.DecodeCommit(c.Object)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	files := make([]gitobj.File, len(c.Files))
-	for i, f := range c.Files {
-		files[i] = gitobj.File{Path: f.Path, Blob: f.Blob, Exec: f.Exec}
-	}
-	trees, err := gitobj.BuildTrees(files)
+	trees, err := Trees(c.Files)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if trees.Root != gc.Tree {
-		return fmt.Errorf("its files make tree %s, its object names %s", trees.Root, gc.Tree)
+	if trees[0].ID != gc.Tree {
+		return nil, fmt.Errorf("its files make tree %s, its object names %s", trees[0].ID, gc.Tree)
 	}
-	for id, body := range trees.Objects {
-		if _, err := s.Storage.SetEncodedObject(memoryObject(plumbing.TreeObject, body)); err != nil {
-			return fmt.Errorf("tree %s: %w", id, err)
+	_ = s.src.PutTrees(s.ctx, trees)
+	return trees, nil
+}
+
+// Trees is the git trees of files, the top one first, each with its own
+// files.
+func Trees(files []File) ([]Tree, error) {
+	gfs := make([]gitobj.File, len(files))
+	own := map[string][]File{} // folder → its files
+	for i, f := range files {
+		gfs[i] = gitobj.File{Path: f.Path, Blob: f.Blob, Exec: f.Exec}
+		dir, name := "", f.Path
+		if j := strings.LastIndexByte(f.Path, '/'); j >= 0 {
+			dir, name = f.Path[:j], f.Path[j+1:]
+		}
+		f.Path = name
+		own[dir] = append(own[dir], f)
+	}
+	built, err := gitobj.BuildTrees(gfs)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Tree, 0, len(built.Dirs))
+	out = append(out, Tree{ID: built.Root, Body: built.Objects[built.Root], Files: own[""]})
+	for dir, id := range built.Dirs {
+		if dir != "" {
+			out = append(out, Tree{ID: id, Body: built.Objects[id], Files: own[dir]})
 		}
 	}
+	return out, nil
+}
+
+// addTree stores tree t and the pointer blobs of its files, and marks its
+// subtrees reached; t is checked against its id, and its files against
+// its entries.
+func (s *repoStorer) addTree(t Tree) error {
+	if id := gitobj.ObjectID(plumbing.TreeObject, t.Body); id != t.ID {
+		return fmt.Errorf("tree %s: its body is tree %s", t.ID, id)
+	}
+	o := memoryObject(plumbing.TreeObject, t.Body)
+	var tree object.Tree
+	if err := tree.Decode(o); err != nil {
+		return fmt.Errorf("tree %s: %w", t.ID, err)
+	}
+	files := make(map[string]File, len(t.Files))
+	for _, f := range t.Files {
+		files[f.Blob] = f
+	}
+	h := plumbing.NewHash(t.ID)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, f := range c.Files {
-		if !f.Pointer {
-			s.blobs[plumbing.NewHash(f.Blob)] = f
+	commit := s.reached[h]
+	s.mu.Unlock()
+	for _, e := range tree.Entries {
+		if e.Mode == filemode.Dir {
+			s.reach(e.Hash, commit)
 			continue
 		}
-		ptr := gitobj.LFSPointer(f.SHA256, f.Size)
-		if gitobj.BlobID(ptr) != f.Blob {
-			return fmt.Errorf("the pointer of %s is not blob %s", f.Path, f.Blob)
+		f, ok := files[e.Hash.String()]
+		if !ok {
+			return fmt.Errorf("tree %s: no file for its entry %s (%s)", t.ID, e.Name, e.Hash)
 		}
-		if _, err := s.Storage.SetEncodedObject(memoryObject(plumbing.BlobObject, ptr)); err != nil {
-			return err
+		if err := s.addFile(f); err != nil {
+			return fmt.Errorf("tree %s: %w", t.ID, err)
 		}
 	}
-	_, err = s.Storage.SetEncodedObject(memoryObject(plumbing.CommitObject, c.Object))
+	_, err := s.Storage.SetEncodedObject(o)
+	return err
+}
+
+// addFile makes blob f servable: a pointer is made and stored, a regular
+// file's bytes are read when the pack is written.
+func (s *repoStorer) addFile(f File) error {
+	if !f.Pointer {
+		s.mu.Lock()
+		s.blobs[plumbing.NewHash(f.Blob)] = f
+		s.mu.Unlock()
+		return nil
+	}
+	ptr := gitobj.LFSPointer(f.SHA256, f.Size)
+	if gitobj.BlobID(ptr) != f.Blob {
+		return fmt.Errorf("the pointer of %s is not blob %s", f.Path, f.Blob)
+	}
+	_, err := s.Storage.SetEncodedObject(memoryObject(plumbing.BlobObject, ptr))
 	return err
 }
 
@@ -289,7 +445,7 @@ func (b *lazyBlob) Writer() (io.WriteCloser, error) {
 
 func (b *lazyBlob) Reader() (io.ReadCloser, error) {
 	body, err := b.s.src.Blob(b.s.ctx, b.f.SHA256)
-	if err == nil && gitobj.BlobID(body) != b.h.String() {
+	if err == nil && (int64(len(body)) != b.f.Size || gitobj.BlobID(body) != b.h.String()) {
 		err = fmt.Errorf("its bytes are not blob %s", b.h)
 	}
 	if err != nil {

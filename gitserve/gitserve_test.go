@@ -31,10 +31,38 @@ type memRepo struct {
 	commits map[string]Commit
 	blobs   map[string][]byte // by SHA-256
 	reads   int               // Blob calls
+	trees   map[string]Tree   // the TreeCache
+	listed  int               // Commit calls that asked for files
 }
 
 func newMemRepo() *memRepo {
-	return &memRepo{refs: map[string]string{}, commits: map[string]Commit{}, blobs: map[string][]byte{}}
+	return &memRepo{refs: map[string]string{}, commits: map[string]Commit{}, blobs: map[string][]byte{}, trees: map[string]Tree{}}
+}
+
+func (m *memRepo) Tree(_ context.Context, id string) (Tree, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	t, ok := m.trees[id]
+	if !ok {
+		return Tree{}, ErrNotFound
+	}
+	return t, nil
+}
+
+func (m *memRepo) PutTrees(_ context.Context, trees []Tree) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, t := range trees {
+		m.trees[t.ID] = t
+	}
+	return nil
+}
+
+// filesListed is how many times the server asked for a commit's files.
+func (m *memRepo) filesListed() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.listed
 }
 
 func (m *memRepo) Refs(context.Context) (map[string]string, error) {
@@ -55,12 +83,17 @@ func (m *memRepo) blobReads() int {
 	return m.reads
 }
 
-func (m *memRepo) Commit(_ context.Context, id string) (Commit, error) {
+func (m *memRepo) Commit(_ context.Context, id string, files bool) (Commit, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	c, ok := m.commits[id]
 	if !ok {
 		return Commit{}, ErrNotFound
+	}
+	if !files {
+		c.Files = nil
+	} else {
+		m.listed++
 	}
 	return c, nil
 }
@@ -250,7 +283,7 @@ func TestBadSources(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := st.EncodedObject(plumbing.AnyObject, hashOf(id)); err == nil {
+			if walk(st, id) == nil {
 				t.Fatal("a spoiled commit was served")
 			}
 			if st.failed() == nil {
@@ -261,3 +294,76 @@ func TestBadSources(t *testing.T) {
 }
 
 func hashOf(id string) plumbing.Hash { return plumbing.NewHash(id) }
+
+// walk reads commit id and its top tree from st, as a clone's walk does.
+func walk(st *repoStorer, id string) error {
+	o, err := st.EncodedObject(plumbing.AnyObject, hashOf(id))
+	if err != nil {
+		return err
+	}
+	body, _ := readAll(o)
+	gc, err := gitobj.DecodeCommit(body)
+	if err != nil {
+		return err
+	}
+	_, err = st.EncodedObject(plumbing.TreeObject, hashOf(gc.Tree))
+	return err
+}
+
+// TestTreeCache: a clone builds each commit's trees from its files once
+// and gives them to the TreeCache; the next clone reads them from there
+// and asks for no commit's files. A tree is served only once the walk
+// reached it from the repo's commits, whatever the cache holds; a cached
+// tree whose body is not its id, or whose files are not its entries,
+// fails the request.
+func TestTreeCache(t *testing.T) {
+	needGit(t)
+	repo := newMemRepo()
+	at := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	c1 := repo.commit(t, "", "one", at, map[string]string{"a/b/c.txt": "c", "a/d.bin": "lfs:d", "e.txt": "e"})
+	c2 := repo.commit(t, c1, "two", at.Add(time.Hour), map[string]string{"a/b/c.txt": "c", "a/d.bin": "lfs:d", "e.bin": "lfs:e2"})
+	repo.refs["refs/heads/main"] = c2
+	url := serve(t, repo)
+	git(t, t.TempDir(), "clone", "-q", "--bare", url, "one.git")
+	if n := repo.filesListed(); n != 2 {
+		t.Errorf("the first clone listed the files of %d commits, want 2", n)
+	}
+	if len(repo.trees) != 4 { // c1's top, c2's top, a, a/b
+		t.Errorf("%d trees kept, want 4", len(repo.trees))
+	}
+	dir := t.TempDir()
+	git(t, dir, "clone", "-q", url, "two")
+	git(t, filepath.Join(dir, "two"), "fsck", "--strict")
+	if n := repo.filesListed(); n != 2 {
+		t.Errorf("the second clone listed files again (%d in all)", n)
+	}
+
+	// Kept, but not reached: not served.
+	st, _ := newStorer(context.Background(), repo)
+	for id := range repo.trees {
+		if _, err := st.EncodedObject(plumbing.AnyObject, hashOf(id)); err == nil {
+			t.Errorf("tree %s served before any commit named it", id)
+		}
+	}
+	top := func(id string) string {
+		gc, _ := gitobj.DecodeCommit(repo.commits[id].Object)
+		return gc.Tree
+	}
+	for name, spoil := range map[string]func(tr *Tree){
+		"body":         func(tr *Tree) { tr.Body = append([]byte(nil), repo.trees[top(c1)].Body...) },
+		"files":        func(tr *Tree) { tr.Files = nil },
+		"pointer size": func(tr *Tree) { tr.Files = append([]File(nil), tr.Files...); tr.Files[0].Size++ },
+	} {
+		t.Run(name, func(t *testing.T) {
+			tr := repo.trees[top(c2)]
+			good := tr
+			spoil(&tr)
+			repo.trees[tr.ID] = tr
+			defer func() { repo.trees[tr.ID] = good }()
+			st, _ := newStorer(context.Background(), repo)
+			if walk(st, c2) == nil || st.failed() == nil {
+				t.Errorf("a spoiled tree was served")
+			}
+		})
+	}
+}

@@ -252,7 +252,11 @@ func (s *pushStorer) has(ctx context.Context, h plumbing.Hash) bool {
 		s.mu.Unlock()
 		return known
 	}
-	return s.readCommit(h)
+	found, err := s.readCommit(h)
+	if err != nil {
+		s.fail(err)
+	}
+	return found
 }
 
 // files flattens tree h (at folder dir) into its files.
@@ -300,14 +304,13 @@ func (s *pushStorer) files(ctx context.Context, h plumbing.Hash, dir string) ([]
 // file is the file p whose blob is h: one the repo has, a pointer, or a
 // regular file's bytes the push brings.
 func (s *pushStorer) file(ctx context.Context, p string, h plumbing.Hash) (PushedFile, error) {
-	s.mu.Lock()
-	known, ok := s.blobs[h]
-	s.mu.Unlock()
-	if ok {
-		known.Path = p
-		return PushedFile{File: known}, nil
+	if f, ok := s.known(h, p); ok {
+		return f, nil
 	}
 	o, err := s.object(ctx, plumbing.BlobObject, h)
+	if f, ok := s.known(h, p); ok {
+		return f, nil // a regular file of the repo's, which the history read brought
+	}
 	if err != nil {
 		return PushedFile{}, err
 	}
@@ -323,6 +326,15 @@ func (s *pushStorer) file(ctx context.Context, p string, h plumbing.Hash) (Pushe
 	sum := sha256.Sum256(body)
 	f.SHA256, f.Size, f.Content = hex.EncodeToString(sum[:]), int64(len(body)), body
 	return f, nil
+}
+
+// known is the repo's regular file p of blob h, when a tree read names it.
+func (s *pushStorer) known(h plumbing.Hash, p string) (PushedFile, bool) {
+	s.mu.Lock()
+	f, ok := s.blobs[h]
+	s.mu.Unlock()
+	f.Path = p
+	return PushedFile{File: f}, ok
 }
 
 // object is object h of type t, from the storage, else (a pack leaves out
@@ -345,7 +357,7 @@ func (s *pushStorer) object(ctx context.Context, t plumbing.ObjectType, h plumbi
 }
 
 // readHistory reads the commits of every ref's history, up to
-// Limits.HistoryReads of them, bringing their trees and blobs in.
+// Limits.HistoryReads of them, bringing all their trees and blobs in.
 func (s *pushStorer) readHistory(ctx context.Context) error {
 	refs, err := s.src.Refs(ctx)
 	if err != nil {
@@ -354,13 +366,18 @@ func (s *pushStorer) readHistory(ctx context.Context) error {
 	n := 0
 	for _, id := range refs {
 		for h := plumbing.NewHash(id); !h.IsZero() && n < s.lim.HistoryReads; n++ {
-			s.readCommit(h)
+			if _, err := s.readCommit(h); err != nil {
+				s.fail(err)
+			}
 			o, err := s.Storage.EncodedObject(plumbing.CommitObject, h)
 			if err != nil {
 				break
 			}
 			body, _ := readAll(o)
 			gc, err := gitobj.DecodeCommit(body)
+			if err == nil {
+				s.readTrees(plumbing.NewHash(gc.Tree))
+			}
 			if err != nil || len(gc.Parents) == 0 {
 				break
 			}
@@ -368,6 +385,27 @@ func (s *pushStorer) readHistory(ctx context.Context) error {
 		}
 	}
 	return s.failed()
+}
+
+// readTrees brings tree h of a commit read and every tree under it into
+// the storage.
+func (s *pushStorer) readTrees(h plumbing.Hash) {
+	if s.Storage.HasEncodedObject(h) == nil {
+		return // read before, with what is under it
+	}
+	o, err := s.repoStorer.EncodedObject(plumbing.TreeObject, h)
+	if err != nil {
+		return // not reached (read before) or failed (s.failed says)
+	}
+	var t object.Tree
+	if t.Decode(o) != nil {
+		return
+	}
+	for _, e := range t.Entries {
+		if e.Mode == filemode.Dir {
+			s.readTrees(e.Hash)
+		}
+	}
 }
 
 // canonical refuses a commit whose files do not make its tree again as

@@ -2,6 +2,7 @@ package hub
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -31,7 +32,10 @@ const (
 	// gitPackMemory is what one pack request reserves from the memory
 	// budget: the trees, commits and pointers of what it walks are held
 	// while it streams (regular files' blobs are read one at a time).
-	gitPackMemory = 32 << 20
+	gitPackMemory = 16 << 20
+	// gitRefsMemory is what a ref listing reserves (info/refs, and
+	// protocol v2's ls-refs command): the refs, and no walk.
+	gitRefsMemory = 1 << 20
 	// gitBlobBytes caps one regular file read into a pack.
 	gitBlobBytes = 64 << 20
 	// GitRealm is the realm of the Basic challenge of a git route: git asks
@@ -94,7 +98,7 @@ func (h *Hub) gitInfoRefs(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.gitAnswer(c, gitPackMemory, "application/x-"+svc+"-advertisement", func(w io.Writer) error {
+	return h.gitAnswer(c, gitRefsMemory, "application/x-"+svc+"-advertisement", func(w io.Writer) error {
 		return gitserve.Advertise(c.Request().Context(), w, h.gitSource(r), svc, c.Request().Header.Get("Git-Protocol"))
 	})
 }
@@ -108,8 +112,15 @@ func (h *Hub) gitUploadPack(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.gitAnswer(c, gitPackMemory, "application/x-git-upload-pack-result", func(w io.Writer) error {
-		return gitserve.ServeUploadPack(c.Request().Context(), body, w, h.gitSource(r), c.Request().Header.Get("Git-Protocol"))
+	memory := int64(gitPackMemory)
+	br := bufio.NewReaderSize(body, 512)
+	// Protocol v2 lists refs in a request of its own, before the fetch;
+	// over HTTP a request carries one command, its first pkt-line.
+	if first, _ := br.Peek(20); bytes.HasPrefix(first, []byte("0014command=ls-refs\n")) || bytes.HasPrefix(first, []byte("0013command=ls-refs")) {
+		memory = gitRefsMemory
+	}
+	return h.gitAnswer(c, memory, "application/x-git-upload-pack-result", func(w io.Writer) error {
+		return gitserve.ServeUploadPack(c.Request().Context(), br, w, h.gitSource(r), c.Request().Header.Get("Git-Protocol"))
 	})
 }
 
@@ -217,7 +228,14 @@ func (g gitSource) Refs(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-func (g gitSource) Commit(ctx context.Context, id string) (gitserve.Commit, error) {
+func (g gitSource) Commit(ctx context.Context, id string, files bool) (gitserve.Commit, error) {
+	if !files {
+		obj, err := g.s.CommitObject(ctx, g.r, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return gitserve.Commit{}, gitserve.ErrNotFound
+		}
+		return gitserve.Commit{Object: obj}, err
+	}
 	cm, err := g.s.Resolve(ctx, g.r, id)
 	if errors.Is(err, store.ErrNotFound) || err == nil && cm.SHA != id {
 		// Not this repo's, or an old id (an alias), which git cannot use.
@@ -231,6 +249,32 @@ func (g gitSource) Commit(ctx context.Context, id string) (gitserve.Commit, erro
 		out.Files[i] = gitserve.File{Path: e.Path, Blob: e.GitOID, SHA256: e.SHA256, Size: e.SizeBytes, Pointer: e.XetHash != "", Exec: e.Mode == store.ModeExecutable}
 	}
 	return out, nil
+}
+
+func (g gitSource) Tree(ctx context.Context, id string) (gitserve.Tree, error) {
+	t, err := g.s.GitTree(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return gitserve.Tree{}, gitserve.ErrNotFound
+	}
+	if err != nil {
+		return gitserve.Tree{}, err
+	}
+	out := gitserve.Tree{ID: t.ID, Body: t.Body, Files: make([]gitserve.File, len(t.Files))}
+	for i, f := range t.Files {
+		out.Files[i] = gitserve.File{Blob: f.Blob, SHA256: f.SHA256, Size: f.Size, Pointer: f.Pointer, Exec: f.Exec}
+	}
+	return out, nil
+}
+
+func (g gitSource) PutTrees(ctx context.Context, trees []gitserve.Tree) error {
+	out := make([]store.GitTree, len(trees))
+	for i, t := range trees {
+		out[i] = store.GitTree{ID: t.ID, Body: t.Body, Files: make([]store.GitTreeFile, len(t.Files))}
+		for j, f := range t.Files {
+			out[i].Files[j] = store.GitTreeFile{Blob: f.Blob, SHA256: f.SHA256, Size: f.Size, Pointer: f.Pointer, Exec: f.Exec}
+		}
+	}
+	return g.s.PutGitTrees(ctx, out)
 }
 
 func (g gitSource) Blob(ctx context.Context, sha256 string) ([]byte, error) {

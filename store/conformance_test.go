@@ -93,6 +93,8 @@ func moreConformance(t *testing.T, s *Store, indexes func(dir string) string, di
 		t.Fatal(err)
 	}
 
+	gitTreesConformance(t, s)
+
 	if s.Deployment() == "" {
 		t.Fatal("no deployment id")
 	}

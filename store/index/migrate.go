@@ -196,6 +196,14 @@ CREATE TABLE commit_aliases (
 ) WITHOUT ROWID;
 CREATE TABLE upgrades (name TEXT PRIMARY KEY);
 INSERT INTO upgrades(name) VALUES ('git-commit-ids');`,
+	// 9: the git trees of commits, kept once the git server has built
+	// them (store/gittrees.go): a cache of values derived from commits,
+	// content-addressed, shared by every repo and left out of reindex.
+	`CREATE TABLE git_trees (
+	id    TEXT PRIMARY KEY,
+	body  BLOB NOT NULL,
+	files BLOB NOT NULL
+) WITHOUT ROWID;`,
 }
 
 // SchemaVersion is the newest schema version: the number of migrations.
