@@ -13,12 +13,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/go-git/go-git/v6/plumbing"
 	"github.com/go-git/go-git/v6/plumbing/filemode"
 	"github.com/go-git/go-git/v6/plumbing/object"
+	"github.com/go-git/go-git/v6/plumbing/protocol"
 	"github.com/go-git/go-git/v6/plumbing/storer"
 	"github.com/go-git/go-git/v6/plumbing/transport"
 	"github.com/go-git/go-git/v6/storage/memory"
@@ -103,10 +106,56 @@ func Advertise(ctx context.Context, w io.Writer, src Source, service, gitProtoco
 	if err != nil {
 		return err
 	}
-	if service == UploadPack {
+	if service == UploadPack && transport.ProtocolVersion(gitProtocol) == protocol.V2 {
 		return transport.UploadPack(ctx, st, nil, nopCloser{w}, &transport.UploadPackRequest{GitProtocol: gitProtocol, AdvertiseRefs: true, StatelessRPC: true})
 	}
-	return transport.AdvertiseRefs(ctx, st, w, service, true, transport.ProtocolVersion(gitProtocol))
+	if service != UploadPack {
+		return transport.AdvertiseRefs(ctx, st, w, service, true, transport.ProtocolVersion(gitProtocol))
+	}
+	var buf bytes.Buffer
+	if err := transport.UploadPack(ctx, st, nil, nopCloser{&buf}, &transport.UploadPackRequest{GitProtocol: gitProtocol, AdvertiseRefs: true, StatelessRPC: true}); err != nil {
+		return err
+	}
+	adv, err := withoutShallow(buf.Bytes())
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(adv)
+	return err
+}
+
+// withoutShallow is a protocol v0/v1 ref advertisement without the
+// "shallow" capability. go-git's v0 server answers a stateless shallow
+// fetch's first request (its wants and deepen, no haves) by waiting for
+// haves that never come, so git's --depth over v0 would fail with
+// "expected shallow list"; without the capability git says at once that
+// the server does not support shallow clients (v2, every git's default
+// since 2.26, serves --depth).
+func withoutShallow(adv []byte) ([]byte, error) {
+	var out []byte
+	for len(adv) > 0 {
+		if len(adv) < 4 {
+			return nil, errors.New("gitserve: a truncated pkt-line in the advertisement")
+		}
+		n, err := strconv.ParseUint(string(adv[:4]), 16, 16)
+		if err != nil || n != 0 && (n < 4 || int(n) > len(adv)) {
+			return nil, fmt.Errorf("gitserve: a bad pkt-line length %q in the advertisement", adv[:4])
+		}
+		if n == 0 {
+			out, adv = append(out, adv[:4]...), adv[4:]
+			continue
+		}
+		line := adv[4:n]
+		if i := bytes.IndexByte(line, 0); i >= 0 {
+			caps := strings.Fields(strings.TrimSuffix(string(line[i+1:]), "\n"))
+			caps = slices.DeleteFunc(caps, func(c string) bool { return c == "shallow" })
+			line = append(append(append([]byte(nil), line[:i+1]...), strings.Join(caps, " ")...), '\n')
+		}
+		out = append(out, fmt.Sprintf("%04x", len(line)+4)...)
+		out = append(out, line...)
+		adv = adv[n:]
+	}
+	return out, nil
 }
 
 // ServeUploadPack answers one stateless upload-pack request (its body r)

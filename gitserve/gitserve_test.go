@@ -211,6 +211,7 @@ func TestCloneWithStockGit(t *testing.T) {
 		{"v0", nil, "0"},
 		{"v2", nil, "2"},
 		{"depth 1", []string{"--depth", "1"}, "2"},
+		{"v0 no blobs", []string{"--filter=blob:none"}, "0"},
 		{"no blobs", []string{"--filter=blob:none"}, "2"},
 		{"shallow since", []string{"--shallow-since=2026-12-01T09:30:00Z"}, "2"},
 	} {
@@ -242,6 +243,14 @@ func TestCloneWithStockGit(t *testing.T) {
 				}
 			}
 		})
+	}
+
+	// Over v0 the server does not offer shallow fetches (go-git's v0
+	// server cannot serve them statelessly): git says so at once.
+	v0 := t.TempDir()
+	out, err := testgit.Run(t, v0, testgit.Env(v0), "-c", "protocol.version=0", "clone", "-q", "--depth", "1", url, "clone")
+	if err == nil || !strings.Contains(out, "does not support shallow") {
+		t.Errorf("a v0 clone --depth 1: %v, %q; want git's refusal", err, out)
 	}
 
 	// A commit after the clone arrives with a pull.
@@ -365,5 +374,21 @@ func TestTreeCache(t *testing.T) {
 				t.Errorf("a spoiled tree was served")
 			}
 		})
+	}
+}
+
+// TestWithoutShallow: the v0 advertisement loses its shallow capability
+// and nothing else; a malformed one is an error, never a panic.
+func TestWithoutShallow(t *testing.T) {
+	ref := "0123456789012345678901234567890123456789 HEAD\x00multi_ack shallow side-band-64k\n"
+	in := "001e# service=git-upload-pack\n0000" + fmt.Sprintf("%04x", len(ref)+4) + ref + "0000"
+	want := strings.Replace(in, fmt.Sprintf("%04x", len(ref)+4)+ref, fmt.Sprintf("%04x", len(ref)-8+4)+strings.Replace(ref, " shallow", "", 1), 1)
+	if got, err := withoutShallow([]byte(in)); err != nil || string(got) != want {
+		t.Errorf("withoutShallow: %q %v\nwant %q", got, err, want)
+	}
+	for _, bad := range []string{"00", "zzzz", "0003", "00ffshort", "001e# service=git-upload-pack\n000"} {
+		if _, err := withoutShallow([]byte(bad)); err == nil {
+			t.Errorf("withoutShallow(%q): no error", bad)
+		}
 	}
 }

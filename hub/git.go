@@ -80,11 +80,8 @@ func (h *Hub) gitRepo(c echo.Context, acc access) (store.RepoID, error) {
 
 func (h *Hub) gitInfoRefs(c echo.Context) error {
 	svc := c.QueryParam("service")
-	acc := forRead
 	switch svc {
-	case gitserve.UploadPack:
-	case gitserve.ReceivePack:
-		acc = forWrite
+	case gitserve.UploadPack, gitserve.ReceivePack:
 	default:
 		return refusal.Wrap(refusal.ErrNotFound, "info/refs serves ?service=git-upload-pack or git-receive-pack, not %q (openxet speaks git's smart HTTP only)", svc)
 	}
@@ -93,7 +90,7 @@ func (h *Hub) gitInfoRefs(c echo.Context) error {
 	if svc == gitserve.ReceivePack {
 		r, err = h.gitPushRepo(c)
 	} else {
-		r, err = h.gitRepo(c, acc)
+		r, err = h.gitRepo(c, forRead)
 	}
 	if err != nil {
 		return err
