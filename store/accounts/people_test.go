@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -268,4 +269,49 @@ func mustPeople(t *testing.T, a *Accounts) {
 	must(nil, err)
 	_, _, err = a.CreateToken(ctx, "alice", TokenSpec{Name: "ci", Grants: []Grant{{Namespace: "acme", Type: "model", Name: "bert", Role: RoleWrite}}})
 	must(nil, err)
+}
+
+// TestClaimRace: processes taking one name at once, as a user or as an
+// organization, on one index and bucket: exactly one wins, and the bucket
+// keeps exactly its record.
+func TestClaimRace(t *testing.T) {
+	engines(t, func(t *testing.T, newIndex func() string) {
+		ctx := context.Background()
+		dir, loc := t.TempDir(), newIndex()
+		const n = 6
+		nodes := make([]*Accounts, n)
+		for i := range nodes {
+			nodes[i], _, _ = openAt(t, loc, fileBucket(dir), nil)
+		}
+		var wg sync.WaitGroup
+		won := make([]bool, n)
+		for i, a := range nodes {
+			wg.Go(func() {
+				var err error
+				if i%2 == 0 {
+					_, err = a.CreateUser(ctx, "x", "x@example.com", false)
+				} else {
+					_, err = a.CreateOrg(ctx, "x")
+				}
+				switch {
+				case err == nil:
+					won[i] = true
+				case !errors.Is(err, ErrNameTaken):
+					t.Errorf("node %d: %v, want ErrNameTaken or success", i, err)
+				}
+			})
+		}
+		wg.Wait()
+		winners := slices.Index(won, true)
+		if winners < 0 || slices.Index(won[winners+1:], true) >= 0 {
+			t.Fatalf("winners %v, want exactly one", won)
+		}
+		_, _, b := openAt(t, newIndex(), fileBucket(dir), nil)
+		users, _ := b.ListKeys(ctx, PrefixUsers)
+		orgs, _ := b.ListKeys(ctx, PrefixOrgs)
+		kind, err := nodes[0].NamespaceKind(ctx, "x")
+		if err != nil || len(users)+len(orgs) != 1 || (kind == KindUser) != (len(users) == 1) || (winners%2 == 0) != (kind == KindUser) {
+			t.Fatalf("kind %q %v; records users %v orgs %v; winner node %d", kind, err, users, orgs, winners)
+		}
+	})
 }
