@@ -20,6 +20,13 @@ func TestAuthRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.srv.creds.forget(id)
+	if _, err := e.st.CreateUser(context.Background(), "pat", "pat@example.com", false); err != nil {
+		t.Fatal(err)
+	}
+	_, personal, err := e.st.CreateToken(context.Background(), "pat", accounts.TokenSpec{Role: accounts.RoleWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
 	_, info := xet.BuildXorb(randomChunks(9, 1, 100), false)
 	path := "/v1/xorbs/default/" + info.Hash.String()
 	cases := []struct {
@@ -32,6 +39,7 @@ func TestAuthRefusals(t *testing.T) {
 		{"unknown id", "hf_oxt_0123456789abcdef_" + string(make64('a')), 401, "unauthorized"},
 		{"wrong secret", write[:len(write)-4] + "0000", 401, "unauthorized"},
 		{"revoked", revoked, 401, "unauthorized"},
+		{"personal token (not accepted yet)", personal, 401, "unauthorized"},
 		{"read scope on a write route", read, 403, "forbidden"},
 		{"forged CAS token", casTokenPrefix + "eyJjIjoiYSJ9.AAAA", 401, "unauthorized"},
 	}
@@ -60,7 +68,7 @@ func TestAuthRefusals(t *testing.T) {
 	if r.Status != 200 {
 		t.Fatalf("metrics: %d", r.Status)
 	}
-	for _, want := range []string{`openxet_refusals_total{code="unauthorized"} 6`, `openxet_refusals_total{code="forbidden"}`,
+	for _, want := range []string{`openxet_refusals_total{code="unauthorized"} 7`, `openxet_refusals_total{code="forbidden"}`,
 		`openxet_rate_limit_refusals_total{limit="auth_failures"} 0`, `openxet_memory_refusals_total{reason="busy",share="credential"} 0`,
 		`openxet_memory_budget_bytes 1.073741824e+09`, "openxet_memory_waits_total 0"} {
 		if !strings.Contains(string(r.Body), want) {

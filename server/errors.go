@@ -285,6 +285,10 @@ func storeMeaning(err error) *apiError {
 		return invalidShard(err)
 	case errors.Is(err, accounts.ErrBadTenant):
 		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "tenant names match [a-z0-9][a-z0-9._-]{0,62}", Cause: err}
+	case errors.Is(err, accounts.ErrReservedName), errors.Is(err, accounts.ErrNotOrg), errors.Is(err, accounts.ErrBadRole):
+		return &apiError{Status: 400, Code: "bad_request", Message: errText(err), Hint: "docs/people.md says which names, roles and owners are allowed", Cause: err}
+	case errors.Is(err, accounts.ErrNameTaken), errors.Is(err, accounts.ErrLastAdmin), errors.Is(err, accounts.ErrUserInactive):
+		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "the change conflicts with the users and organizations as they are; nothing was changed", Cause: err}
 	case errors.Is(err, store.ErrRepoExists), errors.Is(err, store.ErrRefMoved):
 		return &apiError{Status: 409, Code: "conflict", Message: errText(err), Hint: "another change got there first; read the current state and retry", Cause: err}
 	case errors.Is(err, store.ErrNoSpace), errors.Is(err, syscall.ENOSPC):

@@ -18,10 +18,11 @@
 // and decides what goes in which table. index must not import store.
 //
 // The accounts (tenants, their limit overrides, credentials, the signing
-// key) are package store/accounts, over index and objects and under
-// store: a Store embeds an *accounts.Accounts, so its methods are the
-// Store's, and reindex restores their rows through it
-// (accounts.RestoreCredential, RestoreTenantLimits). accounts must not
+// key, users, organizations, memberships and personal tokens) are package
+// store/accounts, over index and objects and under store: a Store embeds
+// an *accounts.Accounts, so its methods are the Store's, and reindex
+// restores their rows through it (accounts.RestoreCredential,
+// RestoreTenantLimits, RestoreUser, RestoreOrg, RestoreMembership). accounts must not
 // import store.
 //
 // The bucket holds xorbs, shards, owner records, credentials, tenant-limit

@@ -128,7 +128,7 @@ func build(ctx context.Context, cfg ReindexConfig, path string) error {
 	}
 	defer db.Close()
 	b := &builder{ctx: ctx, bucket: bucket, db: db, progress: progress}
-	for _, step := range []func() error{b.credentials, b.limits, b.xorbs, b.xorbOwners, b.shardOwners, b.repos, b.lifecycle, b.unownedXorbs} {
+	for _, step := range []func() error{b.credentials, b.limits, b.people, b.xorbs, b.xorbOwners, b.shardOwners, b.repos, b.lifecycle, b.unownedXorbs} {
 		if err := step(); err != nil {
 			return err
 		}
@@ -189,6 +189,23 @@ func (b *builder) readJSON(key string, v any) error {
 
 func (b *builder) credentials() error {
 	return b.restore("credentials", accounts.PrefixCredentials, accounts.RestoreCredential)
+}
+
+// people restores users, organizations and memberships (store/accounts/people.go).
+func (b *builder) people() error {
+	for _, r := range []struct {
+		stage, prefix string
+		restore       func(ctx context.Context, tx *sql.Tx, data []byte) error
+	}{
+		{"users", accounts.PrefixUsers, accounts.RestoreUser},
+		{"organizations", accounts.PrefixOrgs, accounts.RestoreOrg},
+		{"memberships", accounts.PrefixMemberships, accounts.RestoreMembership},
+	} {
+		if err := b.restore(r.stage, r.prefix, r.restore); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (b *builder) limits() error {
@@ -372,7 +389,10 @@ var compared = []struct{ table, key, value, liveWhere string }{
 	{"repo_moves", "tenant || '/' || type || '/' || name", "moved_to", ""},
 	{"commits", "tenant || '/' || type || '/' || name || '@' || sha", "parent || ' ' || hex(tree) || ' ' || COALESCE(hex(object), '')", ""},
 	{"commit_aliases", "tenant || '/' || type || '/' || name || '@' || old_sha", "sha", ""},
-	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(CAST(revoked AS TEXT), '')", ""},
+	{"credentials", "id", "tenant || ' ' || scopes || ' ' || secret_sha256 || ' ' || COALESCE(CAST(revoked AS TEXT), '') || ' ' || kind || ' ' || name || ' ' || COALESCE(grants, '') || ' ' || COALESCE(CAST(expires AS TEXT), '')", ""},
+	{"users", "name", "email || ' ' || CAST(admin AS TEXT) || ' ' || CAST(created AS TEXT) || ' ' || COALESCE(CAST(suspended AS TEXT), '') || ' ' || COALESCE(CAST(deleted AS TEXT), '')", ""},
+	{"orgs", "name", "CAST(created AS TEXT)", ""},
+	{"memberships", "org || '/' || member", "role || ' ' || CAST(created AS TEXT)", ""},
 	{"deployment", "'marker'", "id", ""}, // deployment.go
 }
 

@@ -1,8 +1,11 @@
 // Package accounts owns who may act on a deployment: tenants (their names,
 // their limit and quota overrides, the usage the index counts for them),
 // their credentials (scopes, tokens shown once, revocation) and the
-// deployment's signing key, each as a bucket record and its index rows.
-// Users, organizations and personal tokens land here when they come.
+// deployment's signing key, each as a bucket record and its index rows;
+// and people (docs/people.md): users and organizations sharing the
+// tenants' name space (people.go, users.go), memberships with roles
+// (memberships.go), personal access tokens (tokens.go) and the one access
+// decision, Access (rights.go).
 //
 // It sits on the index (store/index) and the bucket (store/objects) and
 // must not import openxet/store: store → accounts. A *store.Store embeds

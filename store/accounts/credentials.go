@@ -47,6 +47,12 @@ func ValidTenant(name string) error {
 }
 
 // Credential is a stored credential. The secret itself is never stored.
+//
+// A robot credential (Kind "") belongs to the organization Tenant and acts
+// with its Scopes. A personal access token (Kind KindUser, tokens.go)
+// belongs to the user Tenant and acts with its owner's current roles,
+// capped by its Scopes (read or write) or, when Grants is not empty, by
+// its grants alone (fine-grained; Scopes is then empty).
 type Credential struct {
 	ID           string    `json:"id"`
 	Tenant       string    `json:"tenant"`
@@ -54,6 +60,21 @@ type Credential struct {
 	SecretSHA256 string    `json:"secret_sha256"`
 	Created      time.Time `json:"created"`
 	Revoked      time.Time `json:"revoked,omitzero"`
+	Kind         string    `json:"kind,omitempty"`
+	Name         string    `json:"name,omitempty"`
+	Grants       []Grant   `json:"grants,omitempty"`
+	Expires      time.Time `json:"expires,omitzero"`
+}
+
+// KindUser is the Kind of a personal access token.
+const KindUser = "user"
+
+// Personal reports whether c is a personal access token of a user.
+func (c Credential) Personal() bool { return c.Kind == KindUser }
+
+// ExpiredAt reports whether c has an expiry and now is at or past it.
+func (c Credential) ExpiredAt(now time.Time) bool {
+	return !c.Expires.IsZero() && !now.Before(c.Expires)
 }
 
 // Has reports whether the credential carries scope (write implies read).
@@ -198,12 +219,41 @@ func (a *Accounts) CreateFirstCredential(ctx context.Context, tenant string, sco
 	return c, TokenPrefix + id + "_" + secret, true, nil
 }
 
+// writeCredential stores c: its record, then its row. A robot credential
+// that acts (not revoked) must belong to an organization: one for a
+// user's namespace is refused (ErrNotOrg) before anything is written, and
+// again in the transaction (its record then removed).
 func (a *Accounts) writeCredential(ctx context.Context, c Credential) error {
+	robot := !c.Personal() && !c.IsRevoked()
+	if robot {
+		if kind, err := a.namespaceKind(ctx, c.Tenant); err == nil && kind == KindUser {
+			return notOrg(c.Tenant)
+		}
+	}
 	rec, _ := json.Marshal(c)
 	if err := a.write(ctx, CredentialKey(c.ID), rec); err != nil {
 		return fmt.Errorf("write credential %s: %w", c.ID, err)
 	}
-	return a.idx.Tx(ctx, func(tx *sql.Tx) error { return upsertCredential(ctx, tx, c) })
+	err := a.idx.Tx(ctx, func(tx *sql.Tx) error {
+		if robot {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM users WHERE name = ?`, c.Tenant).Scan(&n); err != nil {
+				return err
+			}
+			if n > 0 {
+				return notOrg(c.Tenant)
+			}
+		}
+		return upsertCredential(ctx, tx, c)
+	})
+	if err != nil && errors.Is(err, ErrNotOrg) {
+		a.bucket.Delete(context.WithoutCancel(ctx), CredentialKey(c.ID))
+	}
+	return err
+}
+
+func notOrg(name string) error {
+	return fmt.Errorf("%w: %s is a user; robot credentials belong to organizations, a user makes personal tokens", ErrNotOrg, name)
 }
 
 // RestoreCredential indexes the credential record data (the JSON of a
@@ -218,13 +268,21 @@ func RestoreCredential(ctx context.Context, tx *sql.Tx, data []byte) error {
 }
 
 func upsertCredential(ctx context.Context, tx *sql.Tx, c Credential) error {
-	var revoked any
+	var revoked, expires, grants any
 	if !c.Revoked.IsZero() {
 		revoked = c.Revoked.Unix()
 	}
-	_, err := tx.ExecContext(ctx, `INSERT INTO credentials(id, tenant, scopes, secret_sha256, created, revoked) VALUES (?, ?, ?, ?, ?, ?)
-		ON CONFLICT(id) DO UPDATE SET tenant = excluded.tenant, scopes = excluded.scopes, secret_sha256 = excluded.secret_sha256, revoked = excluded.revoked`,
-		c.ID, c.Tenant, strings.Join(c.Scopes, ","), c.SecretSHA256, c.Created.Unix(), revoked)
+	if !c.Expires.IsZero() {
+		expires = c.Expires.Unix()
+	}
+	if len(c.Grants) > 0 {
+		g, _ := json.Marshal(c.Grants)
+		grants = string(g)
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO credentials(id, tenant, scopes, secret_sha256, created, revoked, kind, name, grants, expires) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT(id) DO UPDATE SET tenant = excluded.tenant, scopes = excluded.scopes, secret_sha256 = excluded.secret_sha256, revoked = excluded.revoked,
+			kind = excluded.kind, name = excluded.name, grants = excluded.grants, expires = excluded.expires`,
+		c.ID, c.Tenant, strings.Join(c.Scopes, ","), c.SecretSHA256, c.Created.Unix(), revoked, c.Kind, c.Name, grants, expires)
 	if err != nil {
 		return fmt.Errorf("index credential %s: %w", c.ID, err)
 	}
@@ -253,7 +311,7 @@ func (a *Accounts) Credentials(ctx context.Context, tenant string) ([]Credential
 }
 
 func (a *Accounts) queryCredentials(ctx context.Context, where string, args ...any) ([]Credential, error) {
-	rows, err := a.idx.Reads().QueryContext(ctx, `SELECT id, tenant, scopes, secret_sha256, created, revoked FROM credentials `+where, args...)
+	rows, err := a.idx.Reads().QueryContext(ctx, `SELECT id, tenant, scopes, secret_sha256, created, revoked, kind, name, grants, expires FROM credentials `+where, args...)
 	if err != nil {
 		return nil, fmt.Errorf("credentials: %w", index.Err(err))
 	}
@@ -261,18 +319,29 @@ func (a *Accounts) queryCredentials(ctx context.Context, where string, args ...a
 	var out []Credential
 	for rows.Next() {
 		var (
-			c       Credential
-			scopes  string
-			created int64
-			revoked sql.NullInt64
+			c                Credential
+			scopes           string
+			created          int64
+			revoked, expires sql.NullInt64
+			grants           sql.NullString
 		)
-		if err := rows.Scan(&c.ID, &c.Tenant, &scopes, &c.SecretSHA256, &created, &revoked); err != nil {
+		if err := rows.Scan(&c.ID, &c.Tenant, &scopes, &c.SecretSHA256, &created, &revoked, &c.Kind, &c.Name, &grants, &expires); err != nil {
 			return nil, fmt.Errorf("credentials: %w", index.Err(err))
 		}
-		c.Scopes = strings.Split(scopes, ",")
+		if scopes != "" {
+			c.Scopes = strings.Split(scopes, ",")
+		}
 		c.Created = time.Unix(created, 0).UTC()
 		if revoked.Valid {
 			c.Revoked = time.Unix(revoked.Int64, 0).UTC()
+		}
+		if expires.Valid {
+			c.Expires = time.Unix(expires.Int64, 0).UTC()
+		}
+		if grants.Valid {
+			if err := json.Unmarshal([]byte(grants.String), &c.Grants); err != nil {
+				return nil, fmt.Errorf("credential %s: grants: %w", c.ID, err)
+			}
 		}
 		out = append(out, c)
 	}

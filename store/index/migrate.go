@@ -204,6 +204,37 @@ INSERT INTO upgrades(name) VALUES ('git-commit-ids');`,
 	body  BLOB NOT NULL,
 	files BLOB NOT NULL
 ) WITHOUT ROWID;`,
+	// 10 (people, issue 47; store/accounts/people.go): users and
+	// organizations share the tenants' one name space (a tenant that is no
+	// user is an organization, so today's tenants become organizations
+	// with no row changed); memberships with roles; and personal access
+	// tokens as credentials owned by a user (kind 'user', '' for a robot
+	// credential of an organization), with a display name, fine-grained
+	// grants (JSON) and an expiry. Each row is a bucket record's.
+	`CREATE TABLE users (
+	name      TEXT PRIMARY KEY,
+	email     TEXT NOT NULL,
+	admin     INTEGER NOT NULL,
+	created   INTEGER NOT NULL,
+	suspended INTEGER,
+	deleted   INTEGER
+) WITHOUT ROWID;
+CREATE TABLE orgs (
+	name    TEXT PRIMARY KEY,
+	created INTEGER NOT NULL
+) WITHOUT ROWID;
+CREATE TABLE memberships (
+	org     TEXT NOT NULL,
+	member  TEXT NOT NULL,
+	role    TEXT NOT NULL,
+	created INTEGER NOT NULL,
+	PRIMARY KEY (org, member)
+) WITHOUT ROWID;
+CREATE INDEX memberships_member ON memberships(member);
+ALTER TABLE credentials ADD COLUMN kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE credentials ADD COLUMN name TEXT NOT NULL DEFAULT '';
+ALTER TABLE credentials ADD COLUMN grants TEXT;
+ALTER TABLE credentials ADD COLUMN expires INTEGER;`,
 }
 
 // SchemaVersion is the newest schema version: the number of migrations.
