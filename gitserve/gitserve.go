@@ -361,12 +361,20 @@ func (s *repoStorer) readTree(h, commit plumbing.Hash) error {
 	if err != nil {
 		return fmt.Errorf("commit %s: %w", commit, err)
 	}
+	// Every tree of the commit at once (the top one first): its subtrees
+	// are then read from the storage, not asked of the cache or built
+	// again when the cache could not keep them.
+	found := false
 	for _, t := range trees {
-		if t.ID == h.String() {
-			return s.addTree(t)
+		found = found || t.ID == h.String()
+		if err := s.addTree(t); err != nil {
+			return fmt.Errorf("commit %s: %w", commit, err)
 		}
 	}
-	return fmt.Errorf("commit %s: its files make no tree %s", commit, h)
+	if !found {
+		return fmt.Errorf("commit %s: its files make no tree %s", commit, h)
+	}
+	return nil
 }
 
 // buildTrees builds the trees of commit from its files and gives them to
@@ -381,7 +389,7 @@ func (s *repoStorer) buildTrees(commit plumbing.Hash) ([]Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	trees, err := Trees(c.Files)
+	trees, err := treesOf(c.Files)
 	if err != nil {
 		return nil, err
 	}
@@ -392,9 +400,9 @@ func (s *repoStorer) buildTrees(commit plumbing.Hash) ([]Tree, error) {
 	return trees, nil
 }
 
-// Trees is the git trees of files, the top one first, each with its own
-// files.
-func Trees(files []File) ([]Tree, error) {
+// treesOf is the git trees of files, the top one first, each with its
+// own files.
+func treesOf(files []File) ([]Tree, error) {
 	gfs := make([]gitobj.File, len(files))
 	own := map[string][]File{} // folder → its files
 	for i, f := range files {
