@@ -17,18 +17,65 @@ import (
 	"openxet/store/accounts"
 )
 
-// Principal is who a request acts as: a credential of a tenant with its
-// scopes, found by the server's guard.
+// Principal is who a request acts as, found by the server's guard: a
+// robot credential of an organization (a tenant) with its scopes, or a
+// user's personal access token (docs/people.md), whose rights in each
+// namespace Access gives.
 type Principal struct {
 	CredentialID string
-	Tenant       string
-	Scopes       []string
+	// Tenant is the caller's own namespace: a robot credential's
+	// organization, a personal token's owner, or for a CAS token the
+	// namespace it was handed out for. It is where a request that names no
+	// namespace (create_repo without organization, whoami, list) acts.
+	Tenant string
+	Scopes []string
 	// ViaCASToken is true when the request carried a CAS token rather than
 	// the credential itself.
 	ViaCASToken bool
 	// Anonymous is a reader without a token (GuardPublic): it reads public
 	// repos only; Tenant and CredentialID are "".
 	Anonymous bool
+	// Access is what the principal may do to the repo typ/ns/name, or to
+	// namespace ns itself when name is "" (accounts.Access, evaluated now).
+	// Nil is a robot credential's rule: its scopes in Tenant, nothing
+	// elsewhere.
+	Access func(ns, typ, name string) accounts.Level
+	// User is the personal token's owner and what they belong to; nil for
+	// a robot credential, a CAS token or an anonymous reader.
+	User *accounts.Person
+	// FineGrained is a personal token of a list of grants: it reaches
+	// nothing outside them but public repos (docs/people.md).
+	FineGrained bool
+}
+
+// Level is what p may do to repo r (r.Name "": the namespace r.Tenant).
+// A robot credential's write scope manages its organization's repos
+// (settings, visibility, moves, deletion), as it always has: its level
+// there is admin.
+func (p *Principal) Level(r store.RepoID) accounts.Level {
+	if p == nil || p.Anonymous {
+		return accounts.NoAccess
+	}
+	if p.Access != nil {
+		return p.Access(r.Tenant, r.Type, r.Name)
+	}
+	cred := accounts.Credential{Scopes: p.Scopes}
+	switch {
+	case r.Tenant != p.Tenant:
+		return accounts.NoAccess
+	case cred.Has(accounts.ScopeWrite):
+		return accounts.AdminAccess
+	case cred.Has(accounts.ScopeRead):
+		return accounts.ReadAccess
+	}
+	return accounts.NoAccess
+}
+
+// Member reports whether p reads namespace ns as its own or as a member
+// would (every repo of it, private ones included), rather than only what
+// ns shares.
+func (p *Principal) Member(ns string) bool {
+	return p.Level(store.RepoID{Tenant: ns}) >= accounts.ReadAccess
 }
 
 // Config is what the Hub needs of the server that mounts it. Every field
@@ -75,11 +122,13 @@ type Config struct {
 	Work func(c echo.Context) (release func(), err error)
 	// TenantLimits returns a tenant's effective limits (its quota).
 	TenantLimits func(c echo.Context, tenant string) (limits.Limits, error)
-	// CASToken signs a CAS token of one scope for p; expiry is Unix
-	// seconds. shared is nil for a token of p's own tenant, else the repo
-	// of another tenant the (read) token is for: it reconstructs only the
-	// files that repo references, while the repo is Shared.
-	CASToken func(p *Principal, scope string, shared *store.RepoID) (token string, expiry int64)
+	// CASToken signs a CAS token of one scope for p to act on repo r,
+	// which p may act on (repoID checked it); expiry is Unix seconds. The
+	// token is of r's namespace when p reads it as a member (bound to r
+	// when p's grant reaches r alone); else it is a read token for a
+	// Shared repo of another namespace, which reconstructs only the files
+	// r references, while r is Shared.
+	CASToken func(p *Principal, scope string, r store.RepoID) (token string, expiry int64)
 	// Credential reads a credential by id, through the server's cache;
 	// store.ErrNotFound when there is none.
 	Credential func(ctx context.Context, id string) (accounts.Credential, error)

@@ -43,7 +43,7 @@ func config(t *testing.T, reserved ...string) Config {
 		},
 		Work:         func(echo.Context) (func(), error) { return func() {}, nil },
 		TenantLimits: func(echo.Context, string) (limits.Limits, error) { return limits.Limits{}, nil },
-		CASToken:     func(*Principal, string, *store.RepoID) (string, int64) { return "", 0 },
+		CASToken:     func(*Principal, string, store.RepoID) (string, int64) { return "", 0 },
 		Credential: func(context.Context, string) (accounts.Credential, error) {
 			return accounts.Credential{}, store.ErrNotFound
 		},

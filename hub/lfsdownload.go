@@ -33,11 +33,7 @@ func (h *Hub) lfsDownloadBatch(c echo.Context, r store.RepoID, objects []lfsObje
 	var header map[string]string
 	expires := time.Now().Add(time.Hour)
 	if !p.Anonymous {
-		var shared *store.RepoID
-		if r.Tenant != p.Tenant {
-			shared = &r
-		}
-		tok, exp := h.cfg.CASToken(p, accounts.ScopeRead, shared)
+		tok, exp := h.cfg.CASToken(p, accounts.ScopeRead, r)
 		header, expires = map[string]string{"Authorization": "Bearer " + tok}, time.Unix(exp, 0)
 	}
 	base := h.cfg.BaseURL(c)

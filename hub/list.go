@@ -147,25 +147,39 @@ func listOrder(q url.Values) (less func(a, b store.RepoSummary) bool, desc bool,
 	return less, desc, nil
 }
 
-// listable is the repos of typ a caller may list: its own, and the repos
-// other tenants shared (docs/sharing.md); an author narrows to one
-// tenant's. A reader without a token lists the public repos. A mirrored
-// repo is listed under the upstream's id, at the commit its main last
-// resolved to (mirror.go); local maps such an id back to the repo.
+// listable is the repos of typ a caller may list: every repo of the
+// namespaces it reads as a member (its own; for a personal token, the
+// organizations its owner belongs to and its grant reaches), and the
+// repos other namespaces shared (docs/sharing.md); an author narrows to
+// one namespace's. A reader without a token, and a fine-grained token
+// outside its list, lists the public repos. A mirrored repo is listed
+// under the upstream's id, at the commit its main last resolved to
+// (mirror.go); local maps such an id back to the repo.
 func (h *Hub) listable(c echo.Context, typ, author string) (all []store.RepoSummary, local map[store.RepoID]store.RepoID, err error) {
 	id := h.cfg.Principal(c)
 	ctx := c.Request().Context()
-	if !id.Anonymous && (author == "" || author == id.Tenant) {
-		if all, err = h.store.Repos(ctx, id.Tenant, typ); err != nil {
-			return nil, nil, err
+	member := map[string]bool{}
+	for _, ns := range memberNamespaces(id) {
+		if author != "" && ns != author {
+			continue
 		}
-	}
-	if id.Anonymous || author != id.Tenant {
-		shared, err := h.store.SharedRepos(ctx, typ, id.Tenant, author, id.Anonymous)
+		member[ns] = true
+		repos, err := h.store.Repos(ctx, ns, typ)
 		if err != nil {
 			return nil, nil, err
 		}
-		all = append(all, shared...)
+		all = append(all, repos...)
+	}
+	if !member[author] {
+		shared, err := h.store.SharedRepos(ctx, typ, id.Tenant, author, id.Anonymous || id.FineGrained)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, r := range shared {
+			if !member[r.Tenant] {
+				all = append(all, r)
+			}
+		}
 	}
 	local = map[store.RepoID]store.RepoID{}
 	for i := range all {
@@ -181,6 +195,27 @@ func (h *Hub) listable(c echo.Context, typ, author string) (all []store.RepoSumm
 		}
 	}
 	return all, local, nil
+}
+
+// memberNamespaces is the namespaces p reads every repo of, sorted: its
+// own, and a personal token's owner's organizations that its grant
+// reaches (Principal.Member).
+func memberNamespaces(p *Principal) []string {
+	var out []string
+	if p.Member(p.Tenant) {
+		out = append(out, p.Tenant)
+	}
+	if p.User != nil {
+		orgs := make([]string, 0, len(p.User.Roles))
+		for org := range p.User.Roles {
+			if org != p.Tenant && p.Member(org) {
+				orgs = append(orgs, org)
+			}
+		}
+		slices.Sort(orgs)
+		out = append(out, orgs...)
+	}
+	return out
 }
 
 // listSiblings is the files of a listed repo at its head.

@@ -62,12 +62,12 @@ func (h *Hub) mirrorRepo(c echo.Context, r store.RepoID, acc access, id *Princip
 		return r, false, nil
 	}
 	local, err := m.LocalRepo(r.Type, r.Tenant, r.Name)
-	if err != nil || (!id.Anonymous && id.Tenant == r.Tenant) {
+	if err != nil || (!id.Anonymous && id.Member(r.Tenant)) {
 		return r, false, nil
 	}
 	switch m.Visibility() {
 	case "private":
-		if id.Anonymous || id.Tenant != local.Tenant {
+		if id.Anonymous || !id.Member(local.Tenant) {
 			return r, false, nil
 		}
 	case "internal":
@@ -76,9 +76,9 @@ func (h *Hub) mirrorRepo(c echo.Context, r store.RepoID, acc access, id *Princip
 		}
 	}
 	ctx := c.Request().Context()
-	if acc == forWrite {
+	if acc != forRead {
 		if _, err := h.store.Repo(ctx, local); err == nil {
-			return r, false, notOwner(id.Tenant, r)
+			return r, false, notOwner(id, r)
 		}
 		return r, false, nil
 	}

@@ -197,8 +197,8 @@ func (h *Hub) duplicateLFSFiles(c echo.Context) error {
 	id := h.cfg.Principal(c)
 	target := store.RepoID{Tenant: ns, Type: typ, Name: name}
 	ctx := c.Request().Context()
-	if ns != id.Tenant {
-		return h.othersRepo(c, id.Tenant, target)
+	if id.Level(target) < accounts.WriteAccess {
+		return h.othersRepo(c, id, target)
 	}
 	if _, err := h.store.Repo(ctx, target); errors.Is(err, store.ErrNotFound) {
 		return hubNotFound("RepoNotFound", "repository %s not found", target)

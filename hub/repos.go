@@ -144,6 +144,10 @@ type access int
 const (
 	forRead access = iota
 	forWrite
+	// forAdmin is a change of the repo's settings (visibility, gating):
+	// the admin role of a personal token's owner, or a robot credential's
+	// write scope.
+	forAdmin
 )
 
 // repoID reads the repo of a request and checks that the caller may do
@@ -191,23 +195,59 @@ func (h *Hub) repoID(c echo.Context, typ string, acc access) (store.RepoID, erro
 	}
 	if err != nil {
 		if errors.Is(err, store.ErrNotFound) {
-			if r.Tenant != id.Tenant {
+			if !id.Member(r.Tenant) && id.Level(r) < accounts.ReadAccess {
 				return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
 			}
 			return r, h.repoNotFound(c, r)
 		}
 		return r, err
 	}
-	if r.Tenant == id.Tenant {
-		return r, nil
+	return r, repoAccess(id, r, repo, acc)
+}
+
+// repoAccess is repoID's decision for a repo that exists: the caller's
+// level in it (Principal.Level: a robot credential's scopes in its own
+// organization, a personal token's grant and its owner's roles) allows
+// acc, or a repo it may only read refuses a change with 403; a repo it
+// has no level in is read through sharing (internal and public repos; a
+// fine-grained token, public ones only) or is not found.
+func repoAccess(id *Principal, r store.RepoID, repo store.Repo, acc access) error {
+	need := [...]accounts.Level{forRead: accounts.ReadAccess, forWrite: accounts.WriteAccess, forAdmin: accounts.AdminAccess}[acc]
+	lvl := id.Level(r)
+	switch {
+	case lvl >= need:
+		return nil
+	case lvl >= accounts.ReadAccess:
+		return readOnly(id, r, lvl)
+	case !sharedWith(id, repo):
+		return hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+	case acc != forRead:
+		return notOwner(id, r)
 	}
-	if !repo.Shared() {
-		return r, hubNotFound("RepoNotFound", "repository %s/%s not found", r.Tenant, r.Name)
+	return nil
+}
+
+// sharedWith reports whether repo, of a namespace id has no level in, is
+// one id reads through sharing: internal and public repos, but only
+// public ones for a fine-grained token (it reaches nothing else outside
+// its list).
+func sharedWith(id *Principal, repo store.Repo) bool {
+	return repo.Shared() && (!id.FineGrained || repo.VisibilityOf() == "public")
+}
+
+// readOnly is the 403 of a change to a repo the caller may only read, or
+// (lvl write) of a change of its settings by one who may only commit.
+func readOnly(id *Principal, r store.RepoID, lvl accounts.Level) error {
+	switch {
+	case id.User != nil && lvl >= accounts.WriteAccess:
+		return refusal.Wrap(refusal.ErrForbidden, "this token of user %s may commit to %s but not change its settings: that needs the admin role in %s",
+			id.Tenant, r, r.Tenant)
+	case id.User != nil:
+		return refusal.Wrap(refusal.ErrForbidden, "this token of user %s may read %s but not change it: changing it needs a write token and the write role in %s",
+			id.Tenant, r, r.Tenant)
 	}
-	if acc == forWrite {
-		return r, notOwner(id.Tenant, r)
-	}
-	return r, nil
+	return refusal.Wrap(refusal.ErrForbidden, "this credential of tenant %s may read %s but not change it: it has scope %s, writing needs write",
+		id.Tenant, r, strings.Join(id.Scopes, ", "))
 }
 
 // anonymousNotFound is the answer to a reader without a token for a repo
@@ -217,10 +257,15 @@ func (h *Hub) repoID(c echo.Context, typ string, acc access) (store.RepoID, erro
 func anonymousNotFound() error { return &AnonymousError{} }
 
 // notOwner is the 403 of a change to a repo the caller may read but that
-// belongs to another tenant.
-func notOwner(tenant string, r store.RepoID) error {
+// belongs to another namespace.
+func notOwner(id *Principal, r store.RepoID) error {
+	if id.User != nil {
+		return &NamespaceError{
+			Message: fmt.Sprintf("repository %s belongs to %s; user %s may read it but not change it", r, r.Tenant, id.Tenant),
+			Hint:    "only a member of " + r.Tenant + " with the write role may change it"}
+	}
 	return &NamespaceError{
-		Message: fmt.Sprintf("repository %s belongs to tenant %s; a credential of tenant %s may read it but not change it", r, r.Tenant, tenant),
+		Message: fmt.Sprintf("repository %s belongs to tenant %s; a credential of tenant %s may read it but not change it", r, r.Tenant, id.Tenant),
 		Hint:    "only a credential of tenant " + r.Tenant + " may change it"}
 }
 
@@ -238,13 +283,16 @@ func (h *Hub) repoNotFound(c echo.Context, r store.RepoID) error {
 	return &NotFoundError{Kind: RepoNotFound, Message: fmt.Sprintf("repository %s was moved to %s", r, to), MovedTo: to.String()}
 }
 
-// othersRepo is the refusal of a change to r, a repo of a tenant other
-// than the caller's, named in a request body: 403 when the caller may
-// read r, else 404 RepoNotFound.
-func (h *Hub) othersRepo(c echo.Context, tenant string, r store.RepoID) error {
+// othersRepo is the refusal of a change to r, named in a request body,
+// that the caller may not make: 403 when the caller may read r, else 404
+// RepoNotFound.
+func (h *Hub) othersRepo(c echo.Context, id *Principal, r store.RepoID) error {
+	if lvl := id.Level(r); lvl >= accounts.ReadAccess {
+		return readOnly(id, r, lvl)
+	}
 	repo, err := h.store.Repo(c.Request().Context(), r)
-	if err == nil && repo.Shared() {
-		return notOwner(tenant, r)
+	if err == nil && sharedWith(id, repo) {
+		return notOwner(id, r)
 	}
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return err
@@ -306,10 +354,6 @@ func (h *Hub) createRepo(c echo.Context) error {
 	if before, after, ok := strings.Cut(req.Name, "/"); ok {
 		ns, req.Name = before, after
 	}
-	if ns != id.Tenant {
-		return &NamespaceError{Message: fmt.Sprintf("a credential of tenant %s cannot create repos in namespace %s", id.Tenant, ns),
-			Hint: "a namespace is a tenant; use a credential of tenant " + ns}
-	}
 	typ := req.Type
 	if typ == "" {
 		typ = "model"
@@ -318,6 +362,9 @@ func (h *Hub) createRepo(c echo.Context) error {
 		return badRequest("unknown repo type %q (model, dataset or space)", typ)
 	}
 	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
+	if err := targetNamespace(id, r, "create"); err != nil {
+		return err
+	}
 	// A repo is private unless the request (the Hub's visibility or
 	// private=false) or the operator (hub.default_visibility) says
 	// otherwise: sharing is something its owner asks for.
@@ -380,8 +427,8 @@ func (h *Hub) deleteRepo(c echo.Context) error {
 		typ = "model"
 	}
 	r := store.RepoID{Tenant: ns, Type: typ, Name: req.Name}
-	if ns != id.Tenant {
-		return h.othersRepo(c, id.Tenant, r)
+	if id.Level(r) < accounts.AdminAccess {
+		return h.othersRepo(c, id, r)
 	}
 	if err := h.store.DeleteRepo(c.Request().Context(), r); err != nil {
 		if errors.Is(err, store.ErrNotFound) {

@@ -65,7 +65,7 @@ func visibilityOf(visibility string, private *bool) (string, error) {
 }
 
 func (h *Hub) updateSettings(c echo.Context) error {
-	r, err := h.apiRepo(c, forWrite)
+	r, err := h.apiRepo(c, forAdmin)
 	if err != nil {
 		return err
 	}
@@ -119,15 +119,23 @@ func splitRepoID(id string) (ns, name string, ok bool) {
 	return ns, name, ok && ns != "" && name != "" && !strings.Contains(name, "/")
 }
 
-// targetNamespace refuses a target outside the caller's tenant, as repo
-// creation does.
-func targetNamespace(tenant, ns, verb string) error {
-	if ns == tenant {
+// targetNamespace refuses to make repo r (create, move or duplicate into
+// it) for a caller without the write level there: a robot credential
+// outside its own organization, a token whose owner is not a writing
+// member of r's namespace or whose grant does not reach r.
+func targetNamespace(id *Principal, r store.RepoID, verb string) error {
+	if id.Level(r) >= accounts.WriteAccess {
 		return nil
 	}
+	into := map[bool]string{true: "in", false: "into"}[verb == "create"]
+	if id.User != nil {
+		return &NamespaceError{
+			Message: fmt.Sprintf("this token of user %s cannot %s repos %s namespace %s", id.Tenant, verb, into, r.Tenant),
+			Hint:    "that needs the write role in organization " + r.Tenant + " and a token that reaches it"}
+	}
 	return &NamespaceError{
-		Message: fmt.Sprintf("a credential of tenant %s cannot %s repos into namespace %s", tenant, verb, ns),
-		Hint:    "a namespace is a tenant; keep the repo in namespace " + tenant}
+		Message: fmt.Sprintf("a credential of tenant %s cannot %s repos %s namespace %s", id.Tenant, verb, into, r.Tenant),
+		Hint:    "a namespace is a tenant; use a credential of tenant " + r.Tenant}
 }
 
 // repoExistsText refuses a move or a duplicate onto a repo that exists, in
@@ -163,13 +171,13 @@ func (h *Hub) moveRepo(c echo.Context) error {
 		return badRequest("fromRepo %q and toRepo %q must both be namespace/name", req.FromRepo, req.ToRepo)
 	}
 	from := store.RepoID{Tenant: fromNS, Type: typ, Name: fromName}
-	if fromNS != id.Tenant {
-		return h.othersRepo(c, id.Tenant, from)
-	}
-	if err := targetNamespace(id.Tenant, toNS, "move"); err != nil {
-		return err
+	if id.Level(from) < accounts.AdminAccess {
+		return h.othersRepo(c, id, from)
 	}
 	to := store.RepoID{Tenant: toNS, Type: typ, Name: toName}
+	if err := targetNamespace(id, to, "move"); err != nil {
+		return err
+	}
 	if _, err := h.store.MoveRepo(c.Request().Context(), from, to); err != nil {
 		if errors.Is(err, store.ErrRepoExists) {
 			return &ExistsError{Message: repoExistsText(to), Hint: "pick another name, or delete that repo first", Cause: err}
@@ -205,14 +213,14 @@ func (h *Hub) duplicateRepo(c echo.Context) error {
 	if !ok {
 		return badRequest("repository %q must be namespace/name", req.Repository)
 	}
-	if err := targetNamespace(id.Tenant, ns, "duplicate"); err != nil {
+	to := store.RepoID{Tenant: ns, Type: from.Type, Name: name}
+	if err := targetNamespace(id, to, "duplicate"); err != nil {
 		return err
 	}
 	vis, err := visibilityOf(req.Visibility, req.Private)
 	if err != nil {
 		return err
 	}
-	to := store.RepoID{Tenant: ns, Type: from.Type, Name: name}
 	body := map[string]any{"url": h.repoURL(c, to), "id": to.String(), "name": to.String(), "filesCopyPending": false}
 	exists := func(err error) error {
 		// duplicate_repo(exist_ok=True) accepts a 409.
@@ -279,20 +287,25 @@ func (h *Hub) copyHistoryFiles(c echo.Context, from store.RepoID, tenant string)
 }
 
 // storageListing: GET /api/settings/repositories (and
-// /api/organizations/{ns}/settings/repositories for the caller's own
-// namespace; another one lists nothing), as list_user_repos and
-// `hf repos ls` read it: every repo of the tenant with its visibility and
-// storage, the bytes of the files at the head of main.
+// /api/organizations/{ns}/settings/repositories for a namespace the
+// caller reads as a member; another one lists nothing), as
+// list_user_repos and `hf repos ls` read it: every repo of the namespace
+// with its visibility and storage, the bytes of the files at the head of
+// main.
 func (h *Hub) storageListing(c echo.Context) error {
 	id := h.cfg.Principal(c)
 	items := []map[string]any{}
-	if org := c.Param("org"); org != "" && org != id.Tenant {
+	ns := id.Tenant
+	if org := c.Param("org"); org != "" {
+		ns = org
+	}
+	if !id.Member(ns) {
 		return c.JSON(http.StatusOK, items)
 	}
 	ctx := c.Request().Context()
 	var total int64
 	for _, typ := range store.RepoTypes {
-		repos, err := h.store.Repos(ctx, id.Tenant, typ)
+		repos, err := h.store.Repos(ctx, ns, typ)
 		if err != nil {
 			return err
 		}

@@ -247,11 +247,7 @@ func (h *Hub) xetToken(scope string) echo.HandlerFunc {
 			// then live until its credential is revoked.
 			return refusal.Wrap(refusal.ErrForbidden, "CAS tokens are handed out for credentials only; send the hf_oxt_ credential")
 		}
-		var shared *store.RepoID
-		if r.Tenant != id.Tenant {
-			shared = &r
-		}
-		tok, exp := h.cfg.CASToken(id, scope, shared)
+		tok, exp := h.cfg.CASToken(id, scope, r)
 		hdr := c.Response().Header()
 		hdr.Set("X-Xet-Cas-Url", h.cfg.BaseURL(c))
 		hdr.Set("X-Xet-Access-Token", tok)
@@ -345,7 +341,7 @@ func (h *Hub) lfsBatch(c echo.Context) error {
 		return err
 	}
 	id := h.cfg.Principal(c)
-	tok, exp := h.cfg.CASToken(id, accounts.ScopeWrite, nil)
+	tok, exp := h.cfg.CASToken(id, accounts.ScopeWrite, r)
 	base := h.cfg.BaseURL(c)
 	action := func(oid string) map[string]any {
 		if transfer == "basic" {

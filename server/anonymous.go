@@ -51,7 +51,7 @@ func (s *Server) guardAnonymous(scope string, open func() bool) echo.MiddlewareF
 			if !open() || c.Request().Header.Get("Authorization") != "" {
 				return withToken(c)
 			}
-			id := &identity{CredentialKey: "anonymous " + anonymousKey(c.RealIP()), Tenant: anonymousTenant, anonymous: true}
+			id := &identity{CredentialKey: "anonymous " + anonymousKey(c.RealIP()), Tenant: anonymousTenant, Account: anonymousTenant, anonymous: true}
 			c.Set(identityKey, id)
 			adm, err := s.gate.AdmitClock(id.CredentialKey, anonymousTenant, s.cfg.Anonymous.Limits(), s.now)
 			if err != nil {

@@ -26,9 +26,31 @@ import (
 type identity struct {
 	CredentialID  string
 	CredentialKey string // sha256(id), the limiter and log key
-	Tenant        string
-	Scopes        []string
-	viaCASToken   bool
+	// Tenant is the namespace the request acts in when it names none, and
+	// the one a CAS request's xorbs, shards and quota are of: a robot
+	// credential's organization, a personal token's owner, a CAS token's
+	// namespace.
+	Tenant string
+	// Account is whose limits, in-flight cap and memory share the request
+	// spends (docs/design.md §13): the credential's owner, an organization
+	// for a robot credential, the user for a personal token, whatever
+	// namespace its CAS token acts in.
+	Account     string
+	Scopes      []string
+	viaCASToken bool
+	// access is a personal token's level in a namespace or repo
+	// (accounts.Access with its owner's roles, read through the cache);
+	// nil for a robot credential (hub.Principal.Level's rule).
+	access func(ns, typ, name string) accounts.Level
+	// person is a personal token's owner; fineGrained a token of a list of
+	// grants.
+	person      *accounts.Person
+	fineGrained bool
+	// forRepo is the one repo a CAS token of a personal token whose grant
+	// reaches that repo alone was handed out for: its reconstructions are
+	// of files the repo references, and its shards must prove every chunk
+	// they name (docs/people.md).
+	forRepo *store.RepoID
 	// shared is the repo of another tenant a CAS token was minted for
 	// (xet-read-token of a Shared repo): the files it reconstructs are
 	// that repo's, looked up in its tenant (docs/sharing.md); nil for a
@@ -55,41 +77,63 @@ type credentialSource interface {
 	Credential(ctx context.Context, id string) (accounts.Credential, error)
 }
 
-// credentialCache keeps credential lookups off the database on the hot path.
-// Entries live ttl; Forget drops one at once (revocation on this node).
-type credentialCache struct {
-	src credentialSource
-	ttl time.Duration
-	now func() time.Time
-	max int
-
-	mu sync.Mutex
-	m  map[string]cachedCredential
+// personSource is what auth needs of the store for a personal token: its
+// owner as an access decision sees them now (accounts.Accounts.Person).
+type personSource interface {
+	Person(ctx context.Context, name string) (accounts.Person, error)
 }
 
-type cachedCredential struct {
-	cred    accounts.Credential
-	key     string
+// ttlCache keeps lookups (credentials, personal tokens' owners) off the
+// database on the hot path. Entries live ttl, the bound within which a
+// revocation, a suspension or a change of roles reaches every node
+// (docs/people.md); forget drops one at once (on this node). A failed
+// lookup is not kept.
+type ttlCache[V any] struct {
+	load func(ctx context.Context, key string) (V, error)
+	ttl  time.Duration
+	now  func() time.Time
+	max  int
+
+	mu sync.Mutex
+	m  map[string]ttlEntry[V]
+}
+
+type ttlEntry[V any] struct {
+	v       V
 	fetched time.Time
 }
 
-func newCredentialCache(src credentialSource, ttl time.Duration, now func() time.Time) *credentialCache {
-	return &credentialCache{src: src, ttl: ttl, now: now, max: 100_000, m: map[string]cachedCredential{}}
+type cachedCredential struct {
+	cred accounts.Credential
+	key  string
 }
 
-func (cc *credentialCache) get(ctx context.Context, id string) (cachedCredential, error) {
+type credentialCache = ttlCache[cachedCredential]
+
+func newCredentialCache(src credentialSource, ttl time.Duration, now func() time.Time) *credentialCache {
+	return newTTLCache(func(ctx context.Context, id string) (cachedCredential, error) {
+		cred, err := src.Credential(ctx, id)
+		return cachedCredential{cred: cred, key: store.HashName(cred.ID)}, err
+	}, ttl, now)
+}
+
+func newTTLCache[V any](load func(context.Context, string) (V, error), ttl time.Duration, now func() time.Time) *ttlCache[V] {
+	return &ttlCache[V]{load: load, ttl: ttl, now: now, max: 100_000, m: map[string]ttlEntry[V]{}}
+}
+
+func (cc *ttlCache[V]) get(ctx context.Context, key string) (V, error) {
 	now := cc.now()
 	cc.mu.Lock()
-	e, ok := cc.m[id]
+	e, ok := cc.m[key]
 	cc.mu.Unlock()
 	if ok && now.Sub(e.fetched) < cc.ttl {
-		return e, nil
+		return e.v, nil
 	}
-	cred, err := cc.src.Credential(ctx, id)
+	v, err := cc.load(ctx, key)
 	if err != nil {
-		return cachedCredential{}, err
+		var zero V
+		return zero, err
 	}
-	e = cachedCredential{cred: cred, key: store.HashName(cred.ID), fetched: now}
 	cc.mu.Lock()
 	if len(cc.m) >= cc.max {
 		for k := range cc.m {
@@ -97,14 +141,14 @@ func (cc *credentialCache) get(ctx context.Context, id string) (cachedCredential
 			break
 		}
 	}
-	cc.m[id] = e
+	cc.m[key] = ttlEntry[V]{v: v, fetched: now}
 	cc.mu.Unlock()
-	return e, nil
+	return v, nil
 }
 
-func (cc *credentialCache) forget(id string) {
+func (cc *ttlCache[V]) forget(key string) {
 	cc.mu.Lock()
-	delete(cc.m, id)
+	delete(cc.m, key)
 	cc.mu.Unlock()
 }
 
@@ -168,6 +212,9 @@ type casClaims struct {
 	// Repo is the repo of another tenant a read token is for; absent for
 	// a token of the credential's own tenant.
 	Repo *store.RepoID `json:"r,omitempty"`
+	// For is the repo of Tenant a personal token's CAS token acts on
+	// when the token's grant reaches that repo but not its namespace.
+	For *store.RepoID `json:"f,omitempty"`
 }
 
 // casToken signs a CAS token for a credential.
@@ -360,7 +407,12 @@ func (s *Server) authenticate(ctx context.Context, tok string) (*identity, error
 		if e.cred.IsRevoked() {
 			return nil, refuse(errUnauthorized, "the credential of this CAS token was revoked")
 		}
-		return &identity{CredentialID: cl.CredentialID, CredentialKey: e.key, Tenant: cl.Tenant, Scopes: cl.Scopes, viaCASToken: true, shared: cl.Repo}, nil
+		id := &identity{CredentialID: cl.CredentialID, CredentialKey: e.key, Tenant: cl.Tenant, Account: cl.Tenant, Scopes: cl.Scopes,
+			viaCASToken: true, shared: cl.Repo, forRepo: cl.For}
+		if e.cred.Personal() {
+			return s.personalCASIdentity(ctx, id, e.cred)
+		}
+		return id, nil
 	}
 	id, secret, err := accounts.ParseToken(tok)
 	if err != nil {
@@ -379,12 +431,9 @@ func (s *Server) authenticate(ctx context.Context, tok string) (*identity, error
 	if e.cred.IsRevoked() {
 		return nil, refuse(errUnauthorized, "the credential was revoked")
 	}
+	ident := &identity{CredentialID: e.cred.ID, CredentialKey: e.key, Tenant: e.cred.Tenant, Account: e.cred.Tenant, Scopes: e.cred.Scopes}
 	if e.cred.Personal() {
-		// Fail closed until requests resolve a personal token's rights
-		// through its owner's roles (accounts.Access; docs/people.md,
-		// "Not yet"): read as a robot credential, a fine-grained token
-		// would act on its owner's whole namespace.
-		return nil, refuse(errUnauthorized, "personal access tokens are not accepted by this server yet; use a robot credential of the organization")
+		return s.personalIdentity(ctx, ident, e.cred)
 	}
-	return &identity{CredentialID: e.cred.ID, CredentialKey: e.key, Tenant: e.cred.Tenant, Scopes: e.cred.Scopes}, nil
+	return ident, nil
 }

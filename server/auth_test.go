@@ -27,6 +27,9 @@ func TestAuthRefusals(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := e.st.SuspendUser(context.Background(), "pat"); err != nil {
+		t.Fatal(err)
+	}
 	_, info := xet.BuildXorb(randomChunks(9, 1, 100), false)
 	path := "/v1/xorbs/default/" + info.Hash.String()
 	cases := []struct {
@@ -39,7 +42,7 @@ func TestAuthRefusals(t *testing.T) {
 		{"unknown id", "hf_oxt_0123456789abcdef_" + string(make64('a')), 401, "unauthorized"},
 		{"wrong secret", write[:len(write)-4] + "0000", 401, "unauthorized"},
 		{"revoked", revoked, 401, "unauthorized"},
-		{"personal token (not accepted yet)", personal, 401, "unauthorized"},
+		{"personal token of a suspended user", personal, 401, "unauthorized"},
 		{"read scope on a write route", read, 403, "forbidden"},
 		{"forged CAS token", casTokenPrefix + "eyJjIjoiYSJ9.AAAA", 401, "unauthorized"},
 	}

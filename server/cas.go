@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -18,6 +19,8 @@ import (
 	"openxet/store"
 	"openxet/work"
 	"openxet/xet"
+
+	"openxet/store/accounts"
 )
 
 // maxBodyBytes caps xorb and shard bodies (a 64MiB xorb of incompressible
@@ -25,7 +28,7 @@ import (
 const maxBodyBytes = xet.MaxXorbBytes
 
 func budgetKey(id *identity) budget.Key {
-	return budget.Key{Credential: id.CredentialKey, Tenant: id.Tenant}
+	return budget.Key{Credential: id.CredentialKey, Tenant: id.Account}
 }
 
 // contentLength returns the declared body length, refusing a body without
@@ -264,7 +267,7 @@ func (s *Server) postShard(c echo.Context) error {
 	defer release()
 	ctx := c.Request().Context()
 	st, t := stagesOf(c), time.Now()
-	err = s.verifyShard(ctx, id.Tenant, sh)
+	err = s.verifyShard(ctx, id, sh)
 	st.since(stageIndex, t)
 	slot.Release()
 	if err != nil {
@@ -285,8 +288,20 @@ func (s *Server) postShard(c echo.Context) error {
 
 // verifyShard checks an uploaded shard: store.VerifyUpload, which holds
 // the possession rule and server.dedup_scope.
-func (s *Server) verifyShard(ctx context.Context, tenant string, sh *xet.Shard) error {
-	return s.store.VerifyUpload(ctx, tenant, sh, s.cfg.DedupScope == "global")
+func (s *Server) verifyShard(ctx context.Context, id *identity, sh *xet.Shard) error {
+	if id.forRepo != nil {
+		// A token whose grant reaches one repo of a namespace acts in
+		// the namespace's CAS, whose other repos it may not read: each
+		// file it registers proves that its uploader holds every chunk
+		// it names, as one naming another namespace's xorbs does.
+		for _, f := range sh.Files {
+			if len(f.Terms) > 0 && f.Verification == nil {
+				return fmt.Errorf("%w: file %s carries no verification entries: a token that reaches one repo of %s registers only files that prove the chunks they name (docs/protocol.md §6.7); every stock client sends them",
+					store.ErrInvalidShard, f.Hash, id.Tenant)
+			}
+		}
+	}
+	return s.store.VerifyUpload(ctx, id.Tenant, sh, s.cfg.DedupScope == "global")
 }
 
 // postShardV2 registers a shard answering with NDJSON progress frames; a
@@ -310,7 +325,7 @@ func (s *Server) postShardV2(c echo.Context) error {
 	}
 	frame(map[string]any{"type": "validating", "verified": 0, "total": len(sh.Files)})
 	st, t := stagesOf(c), time.Now()
-	err = s.verifyShard(ctx, id.Tenant, sh)
+	err = s.verifyShard(ctx, id, sh)
 	st.since(stageIndex, t)
 	slot.Release()
 	if err != nil {
@@ -391,6 +406,14 @@ func (s *Server) fileOf(ctx context.Context, id *identity, h xet.Hash) (f store.
 			}
 		}
 		return f, id.shared.Tenant, false, err
+	}
+	if id.forRepo != nil {
+		// A token bound to one repo reads the files that repo's
+		// revisions name, and no other file of its namespace.
+		ok, err := s.store.References(ctx, *id.forRepo, h)
+		if err != nil || !ok {
+			return store.File{}, id.Tenant, false, cmp.Or(err, fmt.Errorf("file %s is not in repo %s: %w", h, *id.forRepo, store.ErrNotFound))
+		}
 	}
 	f, err = s.store.File(ctx, id.Tenant, h)
 	return f, id.Tenant, false, err
@@ -538,7 +561,16 @@ func (s *Server) getFetch(c echo.Context) error {
 	if err != nil || e.cred.IsRevoked() {
 		return refuse(errFetchURLInvalid, "the credential this URL was signed for is gone or revoked")
 	}
-	id := &identity{CredentialID: g.CredentialID, CredentialKey: e.key, Tenant: g.Tenant, Scopes: []string{"read"}}
+	if e.cred.Personal() {
+		// Signed for a personal token: its owner still active, and still
+		// a member of the namespace the URL reads (unless it reads a
+		// Shared repo of another).
+		p, err := s.owner(c.Request().Context(), e.cred)
+		if err != nil || (g.Repo == "" && p.Level(g.Tenant) < accounts.ReadAccess) {
+			return refuse(errFetchURLInvalid, "the token this URL was signed for may no longer read it")
+		}
+	}
+	id := &identity{CredentialID: g.CredentialID, CredentialKey: e.key, Tenant: g.Tenant, Account: e.cred.Tenant, Scopes: []string{"read"}}
 	c.Set(identityKey, id)
 	adm, err := s.admit(c, id, false)
 	if err != nil {

@@ -73,7 +73,8 @@ func principalOf(c echo.Context) *hub.Principal {
 	if id == nil {
 		return nil
 	}
-	return &hub.Principal{CredentialID: id.CredentialID, Tenant: id.Tenant, Scopes: id.Scopes, ViaCASToken: id.viaCASToken, Anonymous: id.anonymous}
+	return &hub.Principal{CredentialID: id.CredentialID, Tenant: id.Tenant, Scopes: id.Scopes, ViaCASToken: id.viaCASToken, Anonymous: id.anonymous,
+		Access: id.access, User: id.person, FineGrained: id.fineGrained}
 }
 
 // reserve takes n bytes from the memory budget for the request's
@@ -107,15 +108,22 @@ func (s *Server) hubWork(c echo.Context) (func(), error) {
 	return slot.Release, nil
 }
 
-// casTokenFor signs a CAS token of one scope for a credential, valid for
-// TokenTTL; the expiry is in Unix seconds. A token for a Shared repo of
-// another tenant names it (casClaims.Repo) and has the read scope only.
-func (s *Server) casTokenFor(p *hub.Principal, scope string, shared *store.RepoID) (string, int64) {
+// casTokenFor signs a CAS token of one scope for a credential to act on
+// repo r, valid for TokenTTL; the expiry is in Unix seconds. A token for
+// a repo the caller has no level in (a Shared repo of another namespace)
+// names it (casClaims.Repo), is of the caller's own tenant and has the
+// read scope only. A personal token's is of r's namespace, and names r
+// (casClaims.For) when the token's grant reaches r but not its namespace.
+func (s *Server) casTokenFor(p *hub.Principal, scope string, r store.RepoID) (string, int64) {
 	exp := s.now().Add(s.cfg.TokenTTL).Unix()
 	cl := casClaims{CredentialID: p.CredentialID, Tenant: p.Tenant, Scopes: []string{scope}, Expiry: exp}
-	if shared != nil {
-		r := *shared
+	switch {
+	case p.Level(r) < accounts.ReadAccess:
 		cl.Repo, cl.Scopes = &r, []string{accounts.ScopeRead}
+	case p.User != nil && !p.Member(r.Tenant):
+		cl.Tenant, cl.For = r.Tenant, &r
+	case p.User != nil:
+		cl.Tenant = r.Tenant
 	}
 	return s.signer.casToken(cl), exp
 }

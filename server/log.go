@@ -68,6 +68,9 @@ func (s *Server) requestLog(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if id := identityOf(c); id != nil {
 			attrs = append(attrs, slog.String("tenant", id.Tenant), slog.String("credential", id.CredentialKey[:16]))
+			if id.Account != id.Tenant {
+				attrs = append(attrs, slog.String("account", id.Account))
+			}
 		}
 		if ae, ok := c.Get(refusalKey).(*apiError); ok {
 			attrs = append(attrs, slog.String("error", ae.Code), slog.String("message", ae.Message))

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"errors"
 	"runtime/trace"
 	"strings"
@@ -118,12 +119,20 @@ func (s *Server) authFailed(attempt limits.AuthAttempt, err error) error {
 // resume it. The caller passes the admission to s.gate.Done when the
 // request ends.
 func (s *Server) admit(c echo.Context, id *identity, adminRoute bool) (limits.Admission, error) {
-	lim, err := s.limitsFor(c, id.Tenant)
+	lim, err := s.limitsFor(c, id.Account)
 	if err != nil {
 		return limits.Admission{}, err
 	}
 	if lim.Suspended && !adminRoute {
-		return limits.Admission{}, refuse(limits.ErrTenantSuspended, "tenant %s is suspended by an operator: its requests are refused until it is resumed", id.Tenant)
+		return limits.Admission{}, refuse(limits.ErrTenantSuspended, "tenant %s is suspended by an operator: its requests are refused until it is resumed", id.Account)
 	}
-	return s.gate.AdmitClock(id.CredentialKey, id.Tenant, lim, s.now)
+	if id.Tenant != id.Account && !adminRoute {
+		// A personal token's CAS token acts in an organization's
+		// namespace: a suspended organization takes no writes or reads
+		// through its members either.
+		if nl, err := s.limitsFor(c, id.Tenant); err != nil || nl.Suspended {
+			return limits.Admission{}, cmp.Or(err, refuse(limits.ErrTenantSuspended, "tenant %s is suspended by an operator: its requests are refused until it is resumed", id.Tenant))
+		}
+	}
+	return s.gate.AdmitClock(id.CredentialKey, id.Account, lim, s.now)
 }

@@ -28,6 +28,8 @@ import (
 	"openxet/store"
 	"openxet/turns"
 	"openxet/work"
+
+	"openxet/store/accounts"
 	"openxet/xet"
 )
 
@@ -186,6 +188,7 @@ type Server struct {
 
 	signer    signer
 	creds     *credentialCache
+	persons   *ttlCache[accounts.Person]
 	effective *limits.Effective
 	gate      *limits.Gate
 	pending   *limits.Pending
@@ -275,7 +278,10 @@ func New(cfg Config, st *store.Store, log *slog.Logger, reg *prometheus.Registry
 	if cfg.AnonymousReads { // no anonymous answer to pace: tenants' requests go uncounted
 		s.anonPace = newAnonPacer(cfg.AnonymousPoolBytesPerSecond, func() time.Time { return s.now() })
 	}
-	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, s.now)
+	// The caches read the clock through s, whose tests set it later.
+	clock := func() time.Time { return s.now() }
+	s.creds = newCredentialCache(st, cfg.LimitsCacheTTL, clock)
+	s.persons = newTTLCache(personSource(st).Person, cfg.LimitsCacheTTL, clock)
 	s.effective = limits.NewEffective(cfg.Limits, overrideSource{st}, cfg.LimitsCacheTTL)
 	s.metrics = newMetrics(reg, s)
 	if cfg.Mirror != nil {

@@ -31,7 +31,7 @@ func (s *Server) answerSlot(c echo.Context) (work.Slot, error) {
 func (s *Server) timedSlot(c echo.Context, acquire func(context.Context, string) (work.Slot, error)) (work.Slot, error) {
 	tenant := ""
 	if id := identityOf(c); id != nil {
-		tenant = id.Tenant
+		tenant = id.Account
 	}
 	start := time.Now()
 	slot, err := acquire(c.Request().Context(), tenant)
