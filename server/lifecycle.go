@@ -180,8 +180,8 @@ func (s *Server) lifecycleRoutes(e *echo.Echo) {
 	g.DELETE("/tenants/:tenant", s.deleteTenant)
 	g.DELETE("/tenants/:tenant/files/:file", s.adminDeleteFile)
 	g.POST("/gc", s.postGC)
-	e.GET("/api/openxet/v1/usage", s.ownUsage, s.guard(accounts.ScopeRead))
-	e.DELETE("/api/openxet/v1/files/:file", s.deleteOwnFile, s.guard(accounts.ScopeWrite))
+	e.GET("/api/openxet/v1/usage", s.ownUsage, s.guardOwn(accounts.ScopeRead))
+	e.DELETE("/api/openxet/v1/files/:file", s.deleteOwnFile, s.guardOwn(accounts.ScopeWrite))
 }
 
 func (s *Server) usageView(ctx context.Context, tenant string) (UsageView, error) {

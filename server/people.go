@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/labstack/echo/v4"
+
 	"openxet/store"
 
 	"openxet/store/accounts"
@@ -103,4 +105,24 @@ func (s *Server) personalCASIdentity(ctx context.Context, id *identity, cred acc
 		return need
 	}
 	return id, nil
+}
+
+// guardOwn is guard(scope) for the routes that act in the caller's own
+// namespace without naming it (the CAS, usage, file release): a personal
+// token sent there directly must reach its owner's namespace at the
+// scope's level, so that a fine-grained token, or a read token, acts on
+// nothing its grant does not cover. A CAS token was checked for its
+// namespace or repo when it authenticated (personalCASIdentity).
+func (s *Server) guardOwn(scope string) echo.MiddlewareFunc {
+	guard := s.guard(scope)
+	need := accounts.LevelOf(scope)
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return guard(func(c echo.Context) error {
+			id := identityOf(c)
+			if id.access != nil && !id.viaCASToken && id.access(id.Tenant, "", "") < need {
+				return refuse(errForbidden, "this token does not reach namespace %s at the %s level: upload and download through the Hub's xet token routes of a repo it reaches", id.Tenant, scope)
+			}
+			return next(c)
+		})
+	}
 }

@@ -266,6 +266,21 @@ func TestPersonalTokensThroughTheCAS(t *testing.T) {
 	if r := e.do("POST", "/v1/shards", oneWrite, sh.MarshalUpload()); r.Status != 200 {
 		t.Fatalf("shard with verification entries: %d %s", r.Status, r.Body)
 	}
+	// Sent to the CAS itself, a token acts in its owner's namespace, and
+	// only if its grant reaches it there.
+	own := newHubFile(503)
+	e.uploadHub(e.patWrite, own)
+	if r := e.do("GET", "/v1/reconstructions/"+own.info.Hash.String(), e.patRead, nil); r.Status != 200 {
+		t.Fatalf("pat's read token on pat's own file: %d %s", r.Status, r.Body)
+	}
+	before = e.snapshot()
+	wantError(t, e.do("GET", "/v1/reconstructions/"+own.info.Hash.String(), e.patOneFine, nil), 403, "forbidden")
+	wantError(t, e.postXorb(e.patOneFine, g.body, g.xorb.Hash), 403, "forbidden")
+	wantError(t, e.postXorb(e.patRead, g.body, g.xorb.Hash), 403, "forbidden")
+	wantError(t, e.do("DELETE", "/api/openxet/v1/files/"+own.info.Hash.String(), e.patOneFine, nil), 403, "forbidden")
+	if after := e.snapshot(); len(after.Objects) != len(before.Objects) {
+		t.Fatal("a refused CAS request changed the bucket")
+	}
 	// A CAS token may not be taken to the Hub routes for more than it was
 	// handed out for.
 	wantError(t, e.do("GET", "/api/models/acme/secret", oneRead, nil), 404, "not_found")

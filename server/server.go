@@ -331,7 +331,7 @@ func (s *Server) routes() *echo.Echo {
 		e.GET("/metrics", echo.WrapHandler(s.MetricsHandler()), s.guard("admin"))
 	}
 
-	read, write := s.guard("read"), s.guard("write")
+	read, write := s.guardOwn("read"), s.guardOwn("write")
 	// CAS API, current paths and the aliases older hf_xet releases use.
 	for _, p := range []string{"/v1/xorbs", "/xorbs", "/xorb"} {
 		e.POST(p+"/:prefix/:hash", s.postXorb, write)
