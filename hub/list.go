@@ -35,6 +35,7 @@ import (
 func (h *Hub) readRoutes(e *echo.Echo) {
 	public := h.cfg.GuardPublic()
 	e.GET("/api/whoami-v2", h.whoami, h.cfg.Guard(""))
+	e.GET("/api/organizations/:org/members", h.orgMembers, h.cfg.Guard("read"))
 	e.GET("/api/models", h.listRepos("model"), public)
 	e.GET("/api/datasets", h.listRepos("dataset"), public)
 	e.GET("/api/spaces", h.listRepos("space"), public)

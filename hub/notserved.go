@@ -70,9 +70,8 @@ var unservedRoutes = []notServedRoute{
 	{[]string{http.MethodGet}, "/api/users/:user/overview", "user profiles", "GET /api/whoami-v2 names the tenant of a token"},
 	{[]string{http.MethodGet}, "/api/users/:user/followers", "user profiles", hintSocial},
 	{[]string{http.MethodGet}, "/api/users/:user/following", "user profiles", hintSocial},
-	{[]string{http.MethodGet}, "/api/organizations/:org/overview", "organizations", "a namespace is a tenant"},
-	{[]string{http.MethodGet}, "/api/organizations/:org/members", "organizations", "a namespace is a tenant"},
-	{[]string{http.MethodGet}, "/api/organizations/:org/followers", "organizations", "a namespace is a tenant"},
+	{[]string{http.MethodGet}, "/api/organizations/:org/overview", "organization profiles", "GET /api/organizations/{org}/members lists its members and their roles"},
+	{[]string{http.MethodGet}, "/api/organizations/:org/followers", "organization profiles", hintSocial},
 }
 
 // notServedRoutes answers the routes of features openxet does not serve,

@@ -37,7 +37,7 @@ func TestNotServedFeaturesSaySo(t *testing.T) {
 		{"GET", "/api/settings/webhooks", "openxet does not serve webhooks. Poll the repo's refs (GET /api/{type}s/{repo}/refs) instead"},
 		{"POST", "/api/jobs/alice", "openxet does not serve jobs. This server stores files and runs nothing"},
 		{"POST", "/api/buckets/alice/b", "openxet does not serve buckets. Store the files in a model or dataset repo"},
-		{"GET", "/api/organizations/acme/members", "openxet does not serve organizations. A namespace is a tenant"},
+		{"GET", "/api/organizations/acme/overview", "openxet does not serve organization profiles. GET /api/organizations/{org}/members lists its members and their roles"},
 	} {
 		hubRefusal(t, c.method+" "+c.path, e.Do(c.method, c.path, alice, []byte(`{}`)), 501, "not_served", "not_served", c.text)
 	}

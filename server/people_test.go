@@ -197,6 +197,26 @@ func TestPersonalTokensCreateAndList(t *testing.T) {
 		t.Errorf("the fine-grained token lists %v (no public repo, no namespace grant)", got)
 	}
 
+	members := func(tok, org string) response { return e.do("GET", "/api/organizations/"+org+"/members", tok, nil) }
+	for _, tok := range []string{e.ritaWrite, e.robot} {
+		var ms []map[string]any
+		if r := members(tok, "acme"); r.Status != 200 || json.Unmarshal(r.Body, &ms) != nil || len(ms) != 3 {
+			t.Fatalf("members of acme: %d %s", r.Status, r.Body)
+		}
+		for _, m := range ms {
+			if want := map[string]string{"pat": "write", "rita": "read", "ada": "admin"}[m["user"].(string)]; m["role"] != want {
+				t.Errorf("member %v, want role %q", m, want)
+			}
+		}
+	}
+	// To one who is not a member, a real organization and no organization
+	// answer alike.
+	a, b := members(e.outWrite, "acme"), members(e.outWrite, "nosuchorg")
+	wantError(t, a, 404, "not_found")
+	wantError(t, b, 404, "not_found")
+	if strings.ReplaceAll(string(a.Body), "acme", "X")[:60] != strings.ReplaceAll(string(b.Body), "nosuchorg", "X")[:60] {
+		t.Errorf("the answers differ: %s / %s", a.Body, b.Body)
+	}
 	who := e.do("GET", "/api/whoami-v2", e.patWrite, nil).json(t)
 	orgs, _ := who["orgs"].([]any)
 	if who["type"] != "user" || who["name"] != "pat" || who["email"] != "pat@example.com" || len(orgs) != 1 {
