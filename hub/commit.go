@@ -218,7 +218,8 @@ func (h *Hub) commit(c echo.Context) error {
 	}
 	branch := revision(c)
 	parent := req.header.Value.ParentCommit
-	cm, err := h.store.Commit(ctx, r, branch, store.NewCommit{Parent: parent, Summary: summary, Description: req.header.Value.Description, Changes: changes})
+	cm, err := h.store.Commit(ctx, r, branch, store.NewCommit{Parent: parent, Summary: summary, Description: req.header.Value.Description, Changes: changes,
+		Author: h.cfg.Principal(c).Author()})
 	switch {
 	case errors.Is(err, store.ErrEntryNotFound):
 		return hubNotFound("EntryNotFound", "%v", err)

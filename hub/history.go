@@ -81,9 +81,14 @@ func (h *Hub) commits(c echo.Context) error {
 	}
 	out := make([]commitJSON, 0, len(list))
 	for _, cm := range list {
-		// Every commit of a repo is made by a credential of its tenant, the
-		// namespace: the tenant is the author openxet knows.
-		j := commitJSON{ID: cm.SHA, Title: cm.Summary, Message: cm.Description, Authors: []author{{h.shown(r).Tenant}}, Date: cm.Created.Format(hubTime)}
+		// A commit made by a robot credential (or before commits had
+		// authors) is the namespace's; one made with a personal token, or
+		// pushed with git, names its author.
+		who := h.shown(r).Tenant
+		if cm.Author.Name != "" && cm.Author != store.TenantAuthor(r.Tenant) {
+			who = cm.Author.Name
+		}
+		j := commitJSON{ID: cm.SHA, Title: cm.Summary, Message: cm.Description, Authors: []author{{who}}, Date: cm.Created.Format(hubTime)}
 		if formatted {
 			j.Formatted = &formattedJSON{html.EscapeString(cm.Summary), html.EscapeString(cm.Description)}
 		}

@@ -71,6 +71,20 @@ func (p *Principal) Level(r store.RepoID) accounts.Level {
 	return accounts.NoAccess
 }
 
+// Author is the git author of a commit p makes through the API: the user
+// of a personal token (their email, or name@openxet.invalid); for a robot
+// credential, none (the store's default, the repo's namespace).
+func (p *Principal) Author() store.Person {
+	if p == nil || p.User == nil {
+		return store.Person{}
+	}
+	email := p.User.User.Email
+	if email == "" {
+		email = p.User.User.Name + "@openxet.invalid"
+	}
+	return store.Person{Name: p.User.User.Name, Email: email}
+}
+
 // Member reports whether p reads namespace ns as its own or as a member
 // would (every repo of it, private ones included), rather than only what
 // ns shares.

@@ -131,6 +131,15 @@ func TestPersonalTokensOnHubRoutes(t *testing.T) {
 			}
 		})
 	}
+	// The commits name who made them: the user of a personal token, the
+	// namespace for a robot credential.
+	var commits []struct{ Authors []map[string]any }
+	if r := e.do("GET", api+"secret/commits/main", e.patRead, nil); r.Status != 200 || json.Unmarshal(r.Body, &commits) != nil || len(commits) < 3 {
+		t.Fatalf("commits: %d %s", r.Status, r.Body)
+	}
+	if a, b := commits[0].Authors[0]["user"], commits[len(commits)-1].Authors[0]["user"]; a != "ada" || b != "acme" {
+		t.Errorf("authors of the newest and the first commit: %v, %v; want ada (the last to commit), acme", a, b)
+	}
 	// Settings are the admin role's (a robot credential's write scope).
 	settings := []byte(`{"visibility":"internal"}`)
 	wantError(t, e.do("PUT", api+"secret/settings", e.patWrite, settings), 403, "forbidden")

@@ -94,6 +94,7 @@ func moreConformance(t *testing.T, s *Store, indexes func(dir string) string, di
 	}
 
 	gitTreesConformance(t, s)
+	historyConformance(t, s)
 
 	if s.Deployment() == "" {
 		t.Fatal("no deployment id")

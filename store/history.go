@@ -17,7 +17,8 @@ import (
 // reached).
 
 // History returns up to limit commits of the history of sha, newest first,
-// after skipping the first skip of them, without their trees, and the
+// after skipping the first skip of them, without their trees (with their
+// objects and authors), and the
 // length of the whole history. ErrNotFound when the repo has no commit
 // sha.
 func (s *Store) History(ctx context.Context, id RepoID, sha string, skip, limit int) (commits []Commit, total int, err error) {
@@ -36,7 +37,11 @@ func (s *Store) History(ctx context.Context, id RepoID, sha string, skip, limit 
 	if total == 0 {
 		return nil, 0, fmt.Errorf("commit %s of %s: %w", sha, id, ErrNotFound)
 	}
-	rows, err := s.query(ctx, chain+` SELECT sha, parent, summary, description, created FROM chain ORDER BY depth LIMIT ?5 OFFSET ?6`,
+	// The page is cut first, then joined to its commits' objects (the
+	// authors): one primary-key lookup per commit of the page.
+	rows, err := s.query(ctx, chain+` SELECT p.sha, p.parent, p.summary, p.description, p.created, c.object
+		FROM (SELECT * FROM chain ORDER BY depth LIMIT ?5 OFFSET ?6) p
+		CROSS JOIN commits c WHERE c.tenant = ?1 AND c.type = ?2 AND c.name = ?3 AND c.sha = p.sha ORDER BY p.depth`,
 		id.Tenant, id.Type, id.Name, sha, limit, skip)
 	if err != nil {
 		return nil, 0, fmt.Errorf("history of %s: %w", sha, err)
@@ -47,10 +52,11 @@ func (s *Store) History(ctx context.Context, id RepoID, sha string, skip, limit 
 			c       Commit
 			created int64
 		)
-		if err := rows.Scan(&c.SHA, &c.Parent, &c.Summary, &c.Description, &created); err != nil {
+		if err := rows.Scan(&c.SHA, &c.Parent, &c.Summary, &c.Description, &created, &c.Object); err != nil {
 			return nil, 0, fmt.Errorf("history of %s: %w", sha, dbErr(err))
 		}
 		c.Created = time.Unix(0, created).UTC()
+		readAuthor(&c)
 		commits = append(commits, c)
 	}
 	if err := rows.Err(); err != nil {

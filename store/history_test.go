@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"openxet/gitobj"
 )
 
 // TestHistory: History pages a branch's history newest first with its
@@ -250,4 +254,37 @@ func commitTree(ctx context.Context, s *Store, id RepoID, branch, parent, summar
 		}
 	}
 	return s.Commit(ctx, id, branch, NewCommit{Parent: parent, Summary: summary, Description: description, Changes: changes})
+}
+
+// historyConformance is History's part of the conformance suite (on every
+// engine): a page of a history is in order, newest first, each commit
+// with its author.
+func historyConformance(t *testing.T, s *Store) {
+	t.Helper()
+	ctx := context.Background()
+	r := RepoID{Tenant: "carol", Type: "model", Name: "history"}
+	if _, err := s.CreateRepo(ctx, r, true); err != nil {
+		t.Fatal(err)
+	}
+	var shas []string
+	for i, who := range []string{"ann", "bo", "cy"} {
+		body := []byte(who)
+		sum := sha256.Sum256(body)
+		if err := s.PutBlob(ctx, hex.EncodeToString(sum[:]), body); err != nil {
+			t.Fatal(err)
+		}
+		cm, err := s.Commit(ctx, r, "main", NewCommit{Summary: fmt.Sprint(i), Author: Person{Name: who, Email: who + "@example.com"},
+			Changes: []Change{{Op: PutFile, Path: "f.txt", Entry: TreeEntry{SizeBytes: int64(len(body)), SHA256: hex.EncodeToString(sum[:]), GitOID: gitobj.BlobID(body)}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		shas = append(shas, cm.SHA)
+	}
+	page, total, err := s.History(ctx, r, shas[2], 1, 2)
+	if err != nil || total != 4 || len(page) != 2 {
+		t.Fatalf("history: %d of %d, %v", len(page), total, err)
+	}
+	if page[0].SHA != shas[1] || page[0].Author.Name != "bo" || page[1].SHA != shas[0] || page[1].Author.Name != "ann" {
+		t.Errorf("page: %s by %s, %s by %s; want %s by bo, %s by ann", page[0].SHA, page[0].Author.Name, page[1].SHA, page[1].Author.Name, shas[1], shas[0])
+	}
 }
