@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -171,7 +172,9 @@ func (e *theftScene) leaks(body []byte, sent *xet.Shard) []string {
 	}
 	var out []string
 	for _, s := range e.secrets {
-		if !own[s] && strings.Contains(string(body), s) {
+		// A secret counts where it stands as a whole token: a stored
+		// count may appear by chance inside a hash or a request id.
+		if !own[s] && regexp.MustCompile(`(^|[^0-9A-Za-z])`+regexp.QuoteMeta(s)+`([^0-9A-Za-z]|$)`).Match(body) {
 			out = append(out, s)
 		}
 	}
