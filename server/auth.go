@@ -33,8 +33,8 @@ type identity struct {
 	Tenant string
 	// Account is whose limits, in-flight cap and memory share the request
 	// spends (docs/design.md §13): the credential's owner, an organization
-	// for a robot credential, the user for a personal token, whatever
-	// namespace its CAS token acts in.
+	// for a robot credential, the user for a personal token (its CAS
+	// tokens included, whatever namespace they act in).
 	Account     string
 	Scopes      []string
 	viaCASToken bool
